@@ -1,0 +1,281 @@
+//! The email client catalog (spec §2.6) plus what each profile needs to draw an email the way that
+//! client does: engine, viewport, scale, colour scheme and the rule set that transforms the HTML.
+//!
+//! The catalog is data (`data/clients.toml`), parsed and validated here at start-up: a bad entry
+//! stops the service with a message naming the entry, never a half-loaded catalog.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Category {
+    Application,
+    Mobile,
+    Web,
+}
+
+impl Category {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Application => "Application",
+            Category::Mobile => "Mobile",
+            Category::Web => "Web",
+        }
+    }
+}
+
+/// The browser engine that draws a profile's screenshots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Chromium, driven over the Chrome DevTools Protocol.
+    Blink,
+    /// Firefox ESR, driven over WebDriver BiDi.
+    Gecko,
+    /// WebKitGTK.
+    Webkit,
+}
+
+impl Engine {
+    pub const ALL: [Engine; 3] = [Engine::Blink, Engine::Gecko, Engine::Webkit];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Engine::Blink => "blink",
+            Engine::Gecko => "gecko",
+            Engine::Webkit => "webkit",
+        }
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ColorScheme {
+    #[default]
+    Light,
+    Dark,
+}
+
+/// The viewport a profile renders at, in CSS pixels (portrait orientation).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Viewport {
+    pub width: u32,
+    pub height: u32,
+}
+
+/// One client profile: the §2.6 fields, then the emulation fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Client {
+    // --- spec §2.6 -------------------------------------------------------------------------
+    pub id: String,
+    /// Client name (§2.6 `client`).
+    pub client: String,
+    /// Presentable name (§2.5 `display_name`).
+    pub display_name: String,
+    pub os: String,
+    pub category: Category,
+    /// Only for browser-based (webmail) clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<String>,
+    #[serde(default)]
+    pub rotate: bool,
+    #[serde(default)]
+    pub image_blocking: bool,
+    #[serde(default)]
+    pub free: bool,
+    #[serde(default)]
+    pub default: bool,
+
+    // --- emulation -------------------------------------------------------------------------
+    /// caniemail family key (e.g. `gmail`, `outlook`, `apple-mail`): where the support facts come from.
+    pub family: String,
+    /// caniemail platform key (e.g. `desktop-webmail`, `ios`, `windows`).
+    pub platform: String,
+    pub engine: Engine,
+    pub viewport: Viewport,
+    /// Device scale factor: screenshot pixel width = viewport width x scale.
+    #[serde(default = "one")]
+    pub scale: f32,
+    /// Touch device: mobile viewport semantics (meta viewport honoured).
+    #[serde(default)]
+    pub mobile: bool,
+    #[serde(default)]
+    pub color_scheme: ColorScheme,
+    /// Name of the rule set (a file under `data/rules/`) that turns the submitted HTML into what
+    /// this client draws.
+    pub rules: String,
+    /// Client version the rules are evaluated against, e.g. `16` for Outlook 2016's
+    /// `<!--[if gte mso 16]>` conditionals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The client's default body font stack, used where the email names none.
+    pub default_font: String,
+}
+
+fn one() -> f32 {
+    1.0
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("client catalog is not valid TOML: {0}")]
+    Syntax(#[from] toml::de::Error),
+    #[error("client catalog: {0}")]
+    Invalid(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogFile {
+    client: Vec<Client>,
+}
+
+/// The validated client catalog, in file order.
+#[derive(Clone, Debug)]
+pub struct Catalog {
+    clients: Vec<Client>,
+    by_id: BTreeMap<String, usize>,
+}
+
+impl Catalog {
+    pub fn parse(toml_text: &str) -> Result<Catalog, CatalogError> {
+        let file: CatalogFile = toml::from_str(toml_text)?;
+        let mut problems = Vec::new();
+        let mut seen = HashSet::new();
+        for c in &file.client {
+            let valid_id = !c.id.is_empty()
+                && c.id.len() <= 64
+                && c.id
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            if !valid_id {
+                problems.push(format!(
+                    "client id {:?} must be 1-64 characters of a-z, 0-9 and _",
+                    c.id
+                ));
+            }
+            if !seen.insert(c.id.clone()) {
+                problems.push(format!("client id {:?} appears twice", c.id));
+            }
+            if !(200..=2560).contains(&c.viewport.width)
+                || !(200..=4096).contains(&c.viewport.height)
+            {
+                problems.push(format!(
+                    "client {:?}: viewport {}x{} is outside 200..2560 x 200..4096",
+                    c.id, c.viewport.width, c.viewport.height
+                ));
+            }
+            if !(c.scale >= 1.0 && c.scale <= 4.0) {
+                problems.push(format!(
+                    "client {:?}: scale {} is outside 1..4",
+                    c.id, c.scale
+                ));
+            }
+            if c.category == Category::Web && c.browser.is_none() {
+                problems.push(format!("client {:?}: a Web client names its browser", c.id));
+            }
+            if c.rules.is_empty() || c.family.is_empty() || c.platform.is_empty() {
+                problems.push(format!(
+                    "client {:?}: rules, family and platform must be set",
+                    c.id
+                ));
+            }
+        }
+        if file.client.is_empty() {
+            problems.push("no clients".to_string());
+        } else if !file.client.iter().any(|c| c.default) {
+            problems.push("no client is marked default".to_string());
+        }
+        if !problems.is_empty() {
+            return Err(CatalogError::Invalid(problems.join("; ")));
+        }
+        let by_id = file
+            .client
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id.clone(), i))
+            .collect();
+        Ok(Catalog {
+            clients: file.client,
+            by_id,
+        })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Client> {
+        self.by_id.get(id).map(|&i| &self.clients[i])
+    }
+
+    pub fn clients(&self) -> &[Client] {
+        &self.clients
+    }
+
+    pub fn defaults(&self) -> impl Iterator<Item = &Client> {
+        self.clients.iter().filter(|c| c.default)
+    }
+
+    /// The rule set names the catalog refers to, so that start-up can check each one exists.
+    pub fn rule_sets(&self) -> impl Iterator<Item = &str> {
+        self.clients.iter().map(|c| c.rules.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = r#"
+[[client]]
+id = "gmail_web"
+client = "Gmail"
+display_name = "Gmail (Chrome)"
+os = "Web"
+category = "Web"
+browser = "Chrome"
+image_blocking = true
+free = true
+default = true
+family = "gmail"
+platform = "desktop-webmail"
+engine = "blink"
+viewport = { width = 1280, height = 800 }
+rules = "gmail-desktop-webmail"
+default_font = "Arial, sans-serif"
+"#;
+
+    #[test]
+    fn a_minimal_catalog_parses() {
+        let cat = Catalog::parse(ONE).expect("valid catalog");
+        let c = cat.get("gmail_web").expect("client present");
+        assert_eq!(c.engine, Engine::Blink);
+        assert_eq!(c.scale, 1.0);
+        assert!(!c.rotate);
+    }
+
+    #[test]
+    fn duplicate_ids_and_bad_viewports_are_reported_together() {
+        let twice = format!("{ONE}{}", ONE.replace("1280", "20"));
+        let err = Catalog::parse(&twice).expect_err("must fail").to_string();
+        assert!(err.contains("appears twice"), "{err}");
+        assert!(err.contains("viewport 20x800"), "{err}");
+    }
+
+    #[test]
+    fn the_shipped_catalog_is_valid() {
+        let text = include_str!("../../../data/clients.toml");
+        let cat = Catalog::parse(text).expect("data/clients.toml must be valid");
+        assert!(
+            cat.clients().len() >= 40,
+            "issue 5 asks for at least 40 clients"
+        );
+    }
+}

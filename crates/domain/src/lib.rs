@@ -1,0 +1,15 @@
+//! mailproof's shared vocabulary: the client catalog, plans, test kinds and screenshot states.
+//!
+//! Invariant: this crate does no IO. It parses and validates data handed to it as strings; reading
+//! files, the clock and the network belong to the crates above it.
+
+pub mod catalog;
+pub mod ids;
+pub mod plan;
+pub mod test;
+pub mod timespec;
+
+pub use catalog::{Catalog, CatalogError, Category, Client, ColorScheme, Engine};
+pub use ids::TestId;
+pub use plan::Plan;
+pub use test::{ScreenshotStatus, SpamMethod, TestKind, Variant};

@@ -1,0 +1,186 @@
+//! Test kinds, screenshot variants and states (spec §2.4, §2.5, §3).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TestKind {
+    #[serde(rename = "email-test")]
+    Email,
+    #[serde(rename = "spam-test")]
+    Spam,
+}
+
+impl TestKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestKind::Email => "email-test",
+            TestKind::Spam => "spam-test",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<TestKind> {
+        match s {
+            "email-test" => Some(TestKind::Email),
+            "spam-test" => Some(TestKind::Spam),
+            _ => None,
+        }
+    }
+}
+
+/// One picture of a client's rendering (spec §2.5 `screenshots` keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Variant {
+    Default,
+    NoImages,
+    Horizontal,
+    HorizontalNoImages,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 4] = [
+        Variant::Default,
+        Variant::NoImages,
+        Variant::Horizontal,
+        Variant::HorizontalNoImages,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Variant::Default => "default",
+            Variant::NoImages => "no_images",
+            Variant::Horizontal => "horizontal",
+            Variant::HorizontalNoImages => "horizontal_no_images",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Variant> {
+        Variant::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    pub fn blocks_images(self) -> bool {
+        matches!(self, Variant::NoImages | Variant::HorizontalNoImages)
+    }
+
+    pub fn is_rotated(self) -> bool {
+        matches!(self, Variant::Horizontal | Variant::HorizontalNoImages)
+    }
+
+    /// The variants a client gets in a test, per the §2.5 rules.
+    pub fn for_client(
+        test_blocks_images: bool,
+        client_blocks_images: bool,
+        rotate: bool,
+    ) -> Vec<Variant> {
+        let no_images = test_blocks_images && client_blocks_images;
+        let mut v = vec![Variant::Default];
+        if no_images {
+            v.push(Variant::NoImages);
+        }
+        if rotate {
+            v.push(Variant::Horizontal);
+        }
+        if no_images && rotate {
+            v.push(Variant::HorizontalNoImages);
+        }
+        v
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A client's screenshot state within an email test (spec §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScreenshotStatus {
+    Pending,
+    Processing,
+    Complete,
+    Bounced,
+}
+
+impl ScreenshotStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScreenshotStatus::Pending => "Pending",
+            ScreenshotStatus::Processing => "Processing",
+            ScreenshotStatus::Complete => "Complete",
+            ScreenshotStatus::Bounced => "Bounced",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ScreenshotStatus> {
+        match s {
+            "Pending" => Some(ScreenshotStatus::Pending),
+            "Processing" => Some(ScreenshotStatus::Processing),
+            "Complete" => Some(ScreenshotStatus::Complete),
+            "Bounced" => Some(ScreenshotStatus::Bounced),
+            _ => None,
+        }
+    }
+}
+
+/// How a spam test's message reaches the filters (spec §1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpamMethod {
+    Seed,
+    Smtp,
+    Svc,
+}
+
+impl SpamMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpamMethod::Seed => "seed",
+            SpamMethod::Smtp => "smtp",
+            SpamMethod::Svc => "svc",
+        }
+    }
+}
+
+impl FromStr for SpamMethod {
+    type Err = ();
+
+    fn from_str(s: &str) -> Result<SpamMethod, ()> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "seed" => Ok(SpamMethod::Seed),
+            "smtp" => Ok(SpamMethod::Smtp),
+            // `eoa` is the older name of the service's own sending method (spec §2.1).
+            "svc" | "eoa" => Ok(SpamMethod::Svc),
+            _ => Err(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_follow_the_screenshot_key_rules() {
+        assert_eq!(
+            Variant::for_client(false, true, false),
+            vec![Variant::Default]
+        );
+        assert_eq!(
+            Variant::for_client(true, false, true),
+            vec![Variant::Default, Variant::Horizontal]
+        );
+        assert_eq!(
+            Variant::for_client(true, true, true),
+            vec![
+                Variant::Default,
+                Variant::NoImages,
+                Variant::Horizontal,
+                Variant::HorizontalNoImages
+            ]
+        );
+    }
+}

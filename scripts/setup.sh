@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs every outside part mailproof and its test suite need, from Debian's packages.
+# Idempotent: a package already present is not installed again, and a second run changes nothing.
+set -euo pipefail
+
+packages=(
+  # Rendering engines (issue: real rendering) and the display WebKitGTK needs.
+  chromium
+  firefox-esr
+  webkit2gtk-driver
+  xvfb
+  xauth
+  # Metric-compatible fonts, colour emoji and CJK, so layouts stay faithful in every engine.
+  fonts-liberation2
+  fonts-crosextra-carlito
+  fonts-crosextra-caladea
+  fonts-dejavu-core
+  fonts-noto-color-emoji
+  fonts-noto-cjk
+  fontconfig
+  # Spam filters that really run.
+  spamassassin
+  spamd
+  rspamd
+  # A local SMTP server with AUTH for the smtp spam-test method's tests.
+  python3-aiosmtpd
+  # Build dependencies of -sys crates.
+  pkg-config
+  libssl-dev
+  sqlite3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing packages: ${missing[*]}" >&2
+    echo "setup: run this script as root (or: sudo apt-get install -y ${missing[*]})" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # policy-rc.d keeps the packages' own services (spamd, rspamd, redis) from starting: the tests start
+  # their own instances on loopback ports they choose.
+  had_policy=0
+  [ -e /usr/sbin/policy-rc.d ] && had_policy=1
+  if [ $had_policy -eq 0 ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+  fi
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  if [ $had_policy -eq 0 ]; then rm -f /usr/sbin/policy-rc.d; fi
+else
+  echo "setup: all packages present"
+fi
+
+if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev/null 2>&1; then
+  echo "setup: cargo-nextest not found; installing it from crates.io"
+  cargo install --locked cargo-nextest
+fi
