@@ -4,4 +4,14 @@
 //!
 //! Invariant: nothing here touches the database; fetching goes only through [`netpolicy`].
 
+#[cfg(test)]
+mod corpus;
+pub mod decode;
+pub mod inline;
 pub mod netpolicy;
+pub mod text;
+
+pub use decode::{decode_source, DecodeError, TransferEncoding};
+pub use inline::{inline_css, InlineError};
+pub use netpolicy::NetPolicy;
+pub use text::text_only;
