@@ -27,6 +27,9 @@ packages=(
   # Build dependencies of -sys crates.
   pkg-config
   libssl-dev
+  # The webkit crate's helper embeds WebKitGTK through gtk-rs, which links these.
+  libwebkit2gtk-4.1-dev
+  libgtk-3-dev
   sqlite3
 )
 

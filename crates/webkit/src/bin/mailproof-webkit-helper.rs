@@ -1,0 +1,323 @@
+//! The WebKitGTK helper process: one offscreen WebView that turns HTML into full-document PNGs.
+//!
+//! It reads [`webkit::protocol::RenderRequest`] lines on stdin and answers each with one
+//! [`webkit::protocol::Reply`] line on stdout. It needs an X display (`DISPLAY`) and takes its device
+//! scale from `GDK_SCALE`, because GTK fixes both per process; the engine runs one helper per scale.
+//! It exits when stdin closes, so it never outlives the engine that started it.
+
+use futures::channel::mpsc;
+use futures::{FutureExt, StreamExt};
+use gtk::glib;
+use gtk::prelude::*;
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+use webkit::protocol::{
+    HelperOptions, RenderRequest, Reply, MAX_REQUEST_LINE_BYTES, MAX_SURFACE_PX,
+};
+use webkit2gtk::{
+    CacheModel, HardwareAccelerationPolicy, LoadEvent, NetworkProxyMode, NetworkProxySettings,
+    SettingsExt, SnapshotOptions, SnapshotRegion, WebContext, WebContextExt, WebView, WebViewExt,
+    WebsiteDataManager, WebsiteDataManagerExt,
+};
+
+/// How long a resize may take to reach the WebView before the page is loaded anyway.
+const RESIZE_WAIT: Duration = Duration::from_secs(2);
+
+fn main() -> ExitCode {
+    let options = match parse_options() {
+        Ok(options) => options,
+        Err(message) => {
+            send(&Reply::Failed {
+                message,
+                fatal: true,
+            });
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(error) = gtk::init() {
+        send(&Reply::Failed {
+            message: format!("GTK could not start (is DISPLAY an X server?): {error}"),
+            fatal: true,
+        });
+        return ExitCode::from(2);
+    }
+    let renderer = Renderer::new(&options);
+    let requests = spawn_stdin_reader();
+    send(&Reply::Ready {
+        pid: std::process::id(),
+    });
+    glib::MainContext::default().spawn_local(async move {
+        serve(renderer, requests).await;
+        gtk::main_quit();
+    });
+    gtk::main();
+    ExitCode::SUCCESS
+}
+
+/// The options come as one JSON argument so the engine and the helper share one definition.
+fn parse_options() -> Result<HelperOptions, String> {
+    let mut args = std::env::args().skip(1);
+    match (args.next().as_deref(), args.next()) {
+        (Some("--options"), Some(json)) => {
+            serde_json::from_str(&json).map_err(|e| format!("bad --options JSON: {e}"))
+        }
+        _ => Err("usage: mailproof-webkit-helper --options '<HelperOptions JSON>'".to_owned()),
+    }
+}
+
+fn send(reply: &Reply) {
+    // A serialisation failure cannot happen for these plain types; if stdout is gone the engine is
+    // gone too, and the next read of stdin ends this process.
+    if let Ok(line) = serde_json::to_string(reply) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+}
+
+/// Stdin is read on its own thread because GTK owns the main thread; lines reach the GTK main
+/// loop through a channel that the async serve loop awaits.
+fn spawn_stdin_reader() -> mpsc::UnboundedReceiver<Result<String, String>> {
+    let (tx, rx) = mpsc::unbounded();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut input = stdin.lock();
+        loop {
+            let mut line = Vec::new();
+            let limit = MAX_REQUEST_LINE_BYTES as u64 + 1;
+            match std::io::Read::take(&mut input, limit).read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let item = if line.len() > MAX_REQUEST_LINE_BYTES {
+                // Drop the rest of the oversized line so the next request starts cleanly.
+                let mut rest = Vec::new();
+                if input.read_until(b'\n', &mut rest).is_err() {
+                    break;
+                }
+                Err(format!(
+                    "request line longer than {MAX_REQUEST_LINE_BYTES} bytes"
+                ))
+            } else {
+                String::from_utf8(line).map_err(|_| "request line is not UTF-8".to_owned())
+            };
+            if tx.unbounded_send(item).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+async fn serve(renderer: Renderer, mut requests: mpsc::UnboundedReceiver<Result<String, String>>) {
+    while let Some(line) = requests.next().await {
+        let request = line.and_then(|l| {
+            serde_json::from_str::<RenderRequest>(&l).map_err(|e| format!("bad request JSON: {e}"))
+        });
+        let reply = match request {
+            Ok(request) => renderer.render(&request).await,
+            Err(message) => Reply::Failed {
+                message,
+                fatal: false,
+            },
+        };
+        let fatal = matches!(reply, Reply::Failed { fatal: true, .. });
+        send(&reply);
+        if fatal {
+            break;
+        }
+    }
+}
+
+/// What ended the wait for a page load.
+enum LoadOutcome {
+    Finished,
+    WebProcessGone(String),
+    TimedOut,
+}
+
+struct Renderer {
+    window: gtk::OffscreenWindow,
+    view: WebView,
+    settings: webkit2gtk::Settings,
+    resource_wait: Duration,
+}
+
+impl Renderer {
+    fn new(options: &HelperOptions) -> Renderer {
+        // Ephemeral: nothing of one email (cookies, cache, storage) survives into the next.
+        let data_manager = WebsiteDataManager::new_ephemeral();
+        match &options.proxy {
+            Some(proxy) => {
+                // An empty ignore list: loopback addresses go through the proxy too, so the
+                // network policy enforced there sees every request.
+                let mut proxy_settings = NetworkProxySettings::new(Some(proxy), &[]);
+                data_manager.set_network_proxy_settings(
+                    NetworkProxyMode::Custom,
+                    Some(&mut proxy_settings),
+                );
+            }
+            // No proxy from the environment either: what the engine was told is what happens.
+            None => data_manager.set_network_proxy_settings(NetworkProxyMode::NoProxy, None),
+        }
+        let context = WebContext::with_website_data_manager(&data_manager);
+        context.set_cache_model(CacheModel::DocumentViewer);
+
+        let settings = webkit2gtk::Settings::new();
+        // Mail clients run no scripts, plugins or media in messages.
+        settings.set_enable_javascript(false);
+        settings.set_enable_media(false);
+        settings.set_enable_webgl(false);
+        settings.set_enable_page_cache(false);
+        settings.set_enable_dns_prefetching(false);
+        settings.set_enable_smooth_scrolling(false);
+        // Xvfb has no GPU; software painting is also what makes snapshots deterministic.
+        settings.set_hardware_acceleration_policy(HardwareAccelerationPolicy::Never);
+
+        let view = WebView::builder()
+            .web_context(&context)
+            .settings(&settings)
+            .build();
+        let window = gtk::OffscreenWindow::new();
+        window.add(&view);
+        window.show_all();
+        Renderer {
+            window,
+            view,
+            settings,
+            resource_wait: Duration::from_millis(options.resource_wait_ms),
+        }
+    }
+
+    async fn render(&self, request: &RenderRequest) -> Reply {
+        match self.try_render(request).await {
+            Ok(reply) => reply,
+            Err(reply) => reply,
+        }
+    }
+
+    async fn try_render(&self, request: &RenderRequest) -> Result<Reply, Reply> {
+        self.resize(request.width, request.height).await;
+        self.settings.set_auto_load_images(!request.block_images);
+        if let Some(gtk_settings) = gtk::Settings::default() {
+            // WebKitGTK derives prefers-color-scheme from the GTK theme's dark preference.
+            gtk_settings.set_gtk_application_prefer_dark_theme(request.dark);
+        }
+
+        let loaded = match self.load(&request.html).await {
+            LoadOutcome::Finished => true,
+            LoadOutcome::TimedOut => {
+                // Slow subresources must not stall the queue: shoot what has arrived.
+                self.view.stop_loading();
+                false
+            }
+            LoadOutcome::WebProcessGone(why) => {
+                return Err(Reply::Failed {
+                    message: format!("WebKit web process ended: {why}"),
+                    fatal: true,
+                })
+            }
+        };
+
+        let surface = self
+            .view
+            .snapshot_future(SnapshotRegion::FullDocument, SnapshotOptions::NONE)
+            .await
+            .map_err(|e| Reply::Failed {
+                message: format!("WebKit snapshot failed: {e}"),
+                fatal: true,
+            })?;
+        let device_width = request
+            .width
+            .saturating_mul(self.view.scale_factor().max(1) as u32);
+        let (width_px, height_px) =
+            write_png(&surface, device_width, &request.out).map_err(|message| Reply::Failed {
+                message,
+                fatal: false,
+            })?;
+        Ok(Reply::Rendered {
+            width_px,
+            height_px,
+            loaded,
+        })
+    }
+
+    /// Media queries see the viewport of the first layout, so the new size must reach the WebView
+    /// before the page loads.
+    async fn resize(&self, width: u32, height: u32) {
+        let (w, h) = (width as i32, height as i32);
+        if self.view.allocated_width() == w && self.view.allocated_height() == h {
+            return;
+        }
+        self.view.set_size_request(w, h);
+        self.window.resize(w, h);
+        let deadline = std::time::Instant::now() + RESIZE_WAIT;
+        while (self.view.allocated_width() != w || self.view.allocated_height() != h)
+            && std::time::Instant::now() < deadline
+        {
+            glib::timeout_future(Duration::from_millis(2)).await;
+        }
+    }
+
+    async fn load(&self, html: &str) -> LoadOutcome {
+        let (tx, mut events) = mpsc::unbounded();
+        let finished_tx = tx.clone();
+        let on_load = self.view.connect_load_changed(move |_, event| {
+            if event == LoadEvent::Finished {
+                let _ = finished_tx.unbounded_send(LoadOutcome::Finished);
+            }
+        });
+        let on_crash = self.view.connect_web_process_terminated(move |_, reason| {
+            let _ = tx.unbounded_send(LoadOutcome::WebProcessGone(format!("{reason:?}")));
+        });
+        self.view.load_html(html, None);
+        let timeout = glib::timeout_future(self.resource_wait).map(|()| LoadOutcome::TimedOut);
+        let outcome = futures::select! {
+            event = events.next() => event.unwrap_or(LoadOutcome::TimedOut),
+            timed_out = timeout.fuse() => timed_out,
+        };
+        self.view.disconnect(on_load);
+        self.view.disconnect(on_crash);
+        outcome
+    }
+}
+
+/// Writes the snapshot as PNG, cropped to the viewport width: a document wider than the viewport
+/// (an email with a fixed 600px table on a 390px phone) is cut like the phone's screen cuts it,
+/// and every engine returns the same width for the same request.
+fn write_png(
+    surface: &cairo::Surface,
+    device_width: u32,
+    out: &Path,
+) -> Result<(u32, u32), String> {
+    let image = cairo::ImageSurface::try_from(surface.clone())
+        .map_err(|_| "WebKit snapshot is not an image surface".to_owned())?;
+    let (scale_x, scale_y) = image.device_scale();
+    let full_w = (image.width().max(0) as u32).max(1);
+    let full_h = (image.height().max(0) as u32).max(1);
+    let width = full_w.min(device_width.max(1));
+    let height = full_h.min(MAX_SURFACE_PX);
+    let mut file =
+        std::fs::File::create(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    if width == full_w && height == full_h {
+        image
+            .write_to_png(&mut file)
+            .map_err(|e| format!("PNG encoding failed: {e}"))?;
+        return Ok((width, height));
+    }
+    let cropped = cairo::ImageSurface::create(cairo::Format::ARgb32, width as i32, height as i32)
+        .map_err(|e| format!("cannot allocate a {width}x{height} surface: {e}"))?;
+    cropped.set_device_scale(scale_x, scale_y);
+    {
+        let cr = cairo::Context::new(&cropped).map_err(|e| format!("cairo context: {e}"))?;
+        cr.set_source_surface(&image, 0.0, 0.0)
+            .map_err(|e| format!("cairo source: {e}"))?;
+        cr.paint().map_err(|e| format!("cairo paint: {e}"))?;
+    }
+    cropped
+        .write_to_png(&mut file)
+        .map_err(|e| format!("PNG encoding failed: {e}"))?;
+    Ok((width, height))
+}

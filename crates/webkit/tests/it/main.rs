@@ -1,0 +1,6 @@
+//! Integration tests of the WebKit engine against real WebKitGTK on its own Xvfb.
+
+mod recovery;
+mod sizes;
+mod support;
+mod variants;

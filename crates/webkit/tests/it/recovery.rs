@@ -1,0 +1,99 @@
+//! A killed helper, web process or Xvfb is replaced by the next capture, on a warm engine.
+
+use crate::support::{request, runtime, start_engine};
+use std::process::Command;
+use std::time::Duration;
+use webkit::WebkitEngine;
+
+const PAGE: &str = "<!doctype html><html><body><p>still here</p></body></html>";
+
+/// Kills every process of the engine whose command name starts with `name`, returning how many.
+fn kill_named(engine: &WebkitEngine, name: &str) -> usize {
+    let victims: Vec<u32> = engine
+        .pids()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.starts_with(name))
+        })
+        .collect();
+    for pid in &victims {
+        let status = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {pid}");
+    }
+    victims.len()
+}
+
+fn survives_killing(name: &str) {
+    runtime().block_on(async {
+        let (engine, _dir) = start_engine(None).await;
+        engine
+            .capture(&request(PAGE, 600, 1.0))
+            .await
+            .expect("capture before the kill");
+        let killed = kill_named(&engine, name);
+        assert!(
+            killed >= 1,
+            "the engine runs a {name} process: {:?}",
+            engine.pids()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let capture = engine
+            .capture(&request(PAGE, 600, 1.0))
+            .await
+            .expect("capture after the kill");
+        assert_eq!(capture.width_px, 600);
+        engine
+            .capture(&request(PAGE, 390, 1.0))
+            .await
+            .expect("and the one after that");
+        let pids = engine.pids();
+        engine.shutdown().await;
+        // WebKit's child processes leave on their own once the helper's IPC channel closes.
+        let mut alive = pids.clone();
+        for _ in 0..50 {
+            alive.retain(|&pid| is_running(pid));
+            if alive.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let described: Vec<_> = alive.iter().map(|p| describe(*p)).collect();
+        assert!(
+            alive.is_empty(),
+            "shutdown leaves no process behind: {described:?}"
+        );
+    });
+}
+
+#[test]
+fn a_killed_helper_is_replaced_by_the_next_capture() {
+    // /proc/PID/comm holds the first 15 bytes of the binary name.
+    survives_killing("mailproof-webki");
+}
+
+#[test]
+fn a_killed_web_process_is_survived_by_the_next_capture() {
+    survives_killing("WebKitWebProces");
+}
+
+#[test]
+fn a_killed_xvfb_is_replaced_by_the_next_capture() {
+    survives_killing("Xvfb");
+}
+
+/// Running means present and not a zombie waiting to be reaped.
+fn is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+    })
+}
+
+fn describe(pid: u32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    format!("{pid}: {}", stat.trim())
+}
