@@ -1,0 +1,179 @@
+//! The durable render queue. Jobs are claimed under a lease; an expired lease makes a job
+//! claimable again, so a worker that dies mid-render delays that screenshot but never loses it, and
+//! several worker processes (on several machines, once the database is shared) can drain one queue.
+
+use domain::Variant;
+use sqlx::Row;
+
+use crate::{Result, Store, StoreError};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimedJob {
+    pub id: i64,
+    pub test_id: String,
+    pub client_id: String,
+    pub variant: Variant,
+    /// Including this one.
+    pub attempts: i64,
+}
+
+#[derive(Clone, Debug)]
+pub enum JobOutcome {
+    /// The screenshot is stored. `engine` and `rule_set` say what made it.
+    Done { engine: String, rule_set: String },
+    /// Try again after `retry_at`.
+    Retry { error: String, retry_at: i64 },
+    /// Give up: the client's screenshots are Bounced with this code and message.
+    Bounce { code: String, message: String },
+}
+
+impl Store {
+    /// Claims the next due job for `worker` until `now + lease_secs`, marking its client
+    /// Processing. Returns `None` when nothing is due.
+    pub async fn claim_job(
+        &self,
+        worker: &str,
+        now: i64,
+        lease_secs: i64,
+    ) -> Result<Option<ClaimedJob>> {
+        let mut tx = self.pool.begin().await?;
+        // One statement picks and leases the job, so two workers can never claim the same one.
+        let row = sqlx::query(
+            "UPDATE render_jobs
+             SET state = 'leased', lease_owner = ?, lease_expires = ?, attempts = attempts + 1
+             WHERE id = (
+                SELECT id FROM render_jobs
+                WHERE (state = 'queued' AND not_before <= ?) OR (state = 'leased' AND lease_expires < ?)
+                ORDER BY not_before, id LIMIT 1)
+             RETURNING id, test_id, client_id, variant, attempts",
+        )
+        .bind(worker)
+        .bind(now + lease_secs)
+        .bind(now)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let variant: String = row.try_get("variant")?;
+        let job = ClaimedJob {
+            id: row.try_get("id")?,
+            test_id: row.try_get("test_id")?,
+            client_id: row.try_get("client_id")?,
+            variant: Variant::parse(&variant)
+                .ok_or_else(|| StoreError::Corrupt(format!("variant {variant:?}")))?,
+            attempts: row.try_get("attempts")?,
+        };
+        sqlx::query(
+            "UPDATE test_clients
+             SET status = 'Processing', processing_at = COALESCE(processing_at, ?),
+                 attempts = MAX(attempts, ?)
+             WHERE test_id = ? AND client_id = ? AND status IN ('Pending', 'Processing')",
+        )
+        .bind(now)
+        .bind(job.attempts)
+        .bind(&job.test_id)
+        .bind(&job.client_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(job))
+    }
+
+    /// Records how a claimed job ended. Ignored (returns false) when the lease was lost meanwhile,
+    /// e.g. the screenshot was requeued as stalled and someone else owns it now.
+    pub async fn finish_job(
+        &self,
+        job: &ClaimedJob,
+        worker: &str,
+        now: i64,
+        outcome: &JobOutcome,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let (state, not_before, error) = match outcome {
+            JobOutcome::Done { .. } => ("done", now, None),
+            JobOutcome::Retry { error, retry_at } => ("queued", *retry_at, Some(error.clone())),
+            JobOutcome::Bounce { message, .. } => ("failed", now, Some(message.clone())),
+        };
+        let res = sqlx::query(
+            "UPDATE render_jobs SET state = ?, not_before = ?, last_error = ?, lease_owner = NULL,
+                lease_expires = NULL
+             WHERE id = ? AND state = 'leased' AND lease_owner = ?",
+        )
+        .bind(state)
+        .bind(not_before)
+        .bind(error)
+        .bind(job.id)
+        .bind(worker)
+        .execute(&mut *tx)
+        .await?;
+        if res.rows_affected() == 0 {
+            tx.commit().await?;
+            return Ok(false);
+        }
+        match outcome {
+            JobOutcome::Done { engine, rule_set } => {
+                sqlx::query(
+                    "UPDATE test_clients SET engine = ?, rule_set = ? WHERE test_id = ? AND client_id = ?",
+                )
+                .bind(engine)
+                .bind(rule_set)
+                .bind(&job.test_id)
+                .bind(&job.client_id)
+                .execute(&mut *tx)
+                .await?;
+                // The client is Complete once every one of its variants is.
+                sqlx::query(
+                    "UPDATE test_clients SET status = 'Complete', completed_at = ?
+                     WHERE test_id = ? AND client_id = ? AND status <> 'Bounced'
+                       AND NOT EXISTS (SELECT 1 FROM render_jobs
+                                       WHERE test_id = ? AND client_id = ? AND state <> 'done')",
+                )
+                .bind(now)
+                .bind(&job.test_id)
+                .bind(&job.client_id)
+                .bind(&job.test_id)
+                .bind(&job.client_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            JobOutcome::Retry { .. } => {}
+            JobOutcome::Bounce { code, message } => {
+                // One variant that cannot be drawn bounces the client: its other variants would
+                // show the same failure.
+                sqlx::query(
+                    "UPDATE render_jobs SET state = 'failed', lease_owner = NULL, lease_expires = NULL
+                     WHERE test_id = ? AND client_id = ? AND state <> 'done'",
+                )
+                .bind(&job.test_id)
+                .bind(&job.client_id)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "UPDATE test_clients SET status = 'Bounced', bounce_code = ?, bounce_message = ?,
+                        completed_at = NULL, processing_at = NULL
+                     WHERE test_id = ? AND client_id = ?",
+                )
+                .bind(code)
+                .bind(message)
+                .bind(&job.test_id)
+                .bind(&job.client_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Counts jobs not yet done or failed: for progress logs and tests.
+    pub async fn pending_jobs(&self) -> Result<i64> {
+        Ok(sqlx::query_scalar(
+            "SELECT COUNT(*) FROM render_jobs WHERE state IN ('queued', 'leased')",
+        )
+        .fetch_one(&self.pool)
+        .await?)
+    }
+}

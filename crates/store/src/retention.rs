@@ -1,0 +1,37 @@
+//! Retention (spec §8): 90 days after processing a test's results, screenshots and content go;
+//! its metadata stays.
+
+use crate::{Result, Store};
+
+impl Store {
+    /// Removes content and results of tests created before `cutoff` that still have them, and
+    /// returns their ids so the caller can remove their screenshot blobs too.
+    pub async fn purge_before(&self, cutoff: i64, now: i64, batch: i64) -> Result<Vec<String>> {
+        let mut tx = self.pool.begin().await?;
+        let ids: Vec<String> = sqlx::query_scalar(
+            "UPDATE tests SET purged_at = ?
+             WHERE id IN (SELECT id FROM tests WHERE purged_at IS NULL AND created_at < ? LIMIT ?)
+             RETURNING id",
+        )
+        .bind(now)
+        .bind(cutoff)
+        .bind(batch)
+        .fetch_all(&mut *tx)
+        .await?;
+        for id in &ids {
+            for table in [
+                "test_content",
+                "test_clients",
+                "render_jobs",
+                "spam_results",
+            ] {
+                sqlx::query(&format!("DELETE FROM {table} WHERE test_id = ?"))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+}

@@ -1,0 +1,497 @@
+//! Email and spam tests: creation (with their queue rows, in one transaction), lookup, listing and
+//! search, deletion, reprocessing and the automatic requeue of stalled screenshots.
+
+use std::collections::BTreeMap;
+
+use domain::{ScreenshotStatus, SpamMethod, TestKind, Variant};
+use sqlx::{QueryBuilder, Row, Sqlite};
+
+use crate::{json_vec, parse_json_vec, Result, Store, StoreError};
+
+/// A client of a new email test and the screenshots it gets.
+#[derive(Clone, Debug)]
+pub struct NewTestClient {
+    pub client_id: String,
+    pub variants: Vec<Variant>,
+}
+
+#[derive(Clone, Debug)]
+pub struct NewTest {
+    pub id: String,
+    pub account_id: i64,
+    pub kind: TestKind,
+    pub subject: String,
+    pub html: String,
+    pub created_at: i64,
+    pub reference_id: Option<String>,
+    pub customer_id: Option<String>,
+    pub headers: BTreeMap<String, String>,
+    pub image_blocking: bool,
+    pub free_test: bool,
+    pub source_url: Option<String>,
+    pub clients: Vec<NewTestClient>,
+    pub spam_method: Option<SpamMethod>,
+    pub seed_key: Option<String>,
+    /// What the spam sender needs later (JSON; SMTP credentials for the `smtp` method).
+    pub spam_request: Option<serde_json::Value>,
+    /// Spam filter profiles `(client, type)` whose rows start empty.
+    pub spam_filters: Vec<(String, String)>,
+    pub reprocesses: i64,
+    /// `(limit, month)` when this test counts against a per-customer monthly limit.
+    pub monthly_limit: Option<(i64, String)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct TestRow {
+    pub id: String,
+    pub account_id: i64,
+    pub kind: TestKind,
+    pub subject: String,
+    pub created_at: i64,
+    pub reference_id: Option<String>,
+    pub customer_id: Option<String>,
+    pub image_blocking: bool,
+    pub free_test: bool,
+    pub spam_method: Option<SpamMethod>,
+    pub seed_key: Option<String>,
+    pub spam_request: Option<serde_json::Value>,
+    pub reprocesses_left: i64,
+    pub purged_at: Option<i64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClientRow {
+    pub client_id: String,
+    pub variants: Vec<Variant>,
+    pub status: ScreenshotStatus,
+    pub submitted_at: i64,
+    pub processing_at: Option<i64>,
+    pub completed_at: Option<i64>,
+    pub attempts: i64,
+    pub bounce_code: Option<String>,
+    pub bounce_message: Option<String>,
+    pub engine: Option<String>,
+    pub rule_set: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ListFilter {
+    pub kind: Option<TestKind>,
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    pub subject: Option<String>,
+    /// Lower-cased header name -> value; all must match.
+    pub headers: Vec<(String, String)>,
+    pub customer_id: Option<String>,
+    pub reference_id: Option<String>,
+    pub limit: i64,
+    pub offset: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct ListedTest {
+    pub id: String,
+    pub created_at: i64,
+    pub kind: TestKind,
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReprocessOutcome {
+    Queued { remaining: i64 },
+    Refused { remaining: i64, reason: String },
+}
+
+fn test_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<TestRow> {
+    let kind: String = row.try_get("kind")?;
+    let method: Option<String> = row.try_get("spam_method")?;
+    let spam_request: Option<String> = row.try_get("spam_request")?;
+    Ok(TestRow {
+        id: row.try_get("id")?,
+        account_id: row.try_get("account_id")?,
+        kind: TestKind::parse(&kind)
+            .ok_or_else(|| StoreError::Corrupt(format!("test kind {kind:?}")))?,
+        subject: row.try_get("subject")?,
+        created_at: row.try_get("created_at")?,
+        reference_id: row.try_get("reference_id")?,
+        customer_id: row.try_get("customer_id")?,
+        image_blocking: row.try_get("image_blocking")?,
+        free_test: row.try_get("free_test")?,
+        spam_method: method
+            .map(|m| {
+                m.parse()
+                    .map_err(|()| StoreError::Corrupt(format!("spam method {m:?}")))
+            })
+            .transpose()?,
+        seed_key: row.try_get("seed_key")?,
+        spam_request: spam_request
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()?,
+        reprocesses_left: row.try_get("reprocesses_left")?,
+        purged_at: row.try_get("purged_at")?,
+    })
+}
+
+fn client_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ClientRow> {
+    let status: String = row.try_get("status")?;
+    let variants: String = row.try_get("variants")?;
+    let variants = parse_json_vec(&variants)?
+        .iter()
+        .map(|v| Variant::parse(v).ok_or_else(|| StoreError::Corrupt(format!("variant {v:?}"))))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ClientRow {
+        client_id: row.try_get("client_id")?,
+        variants,
+        status: ScreenshotStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("screenshot status {status:?}")))?,
+        submitted_at: row.try_get("submitted_at")?,
+        processing_at: row.try_get("processing_at")?,
+        completed_at: row.try_get("completed_at")?,
+        attempts: row.try_get("attempts")?,
+        bounce_code: row.try_get("bounce_code")?,
+        bounce_message: row.try_get("bounce_message")?,
+        engine: row.try_get("engine")?,
+        rule_set: row.try_get("rule_set")?,
+    })
+}
+
+impl Store {
+    /// Writes a test with its content, headers, client rows, render jobs, empty spam rows and seed
+    /// key binding in one transaction: either all of it exists afterwards or none of it.
+    pub async fn create_test(&self, t: &NewTest) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        // Count first, then check: the upsert is the transaction's first statement, so SQLite takes
+        // the write lock at once and two concurrent creations cannot both see the last free slot.
+        if let (Some((limit, month)), Some(customer)) = (&t.monthly_limit, &t.customer_id) {
+            let used: i64 = sqlx::query_scalar(
+                "INSERT INTO monthly_usage (account_id, customer_id, month, tests) VALUES (?, ?, ?, 1)
+                 ON CONFLICT (account_id, customer_id, month) DO UPDATE SET tests = tests + 1
+                 RETURNING tests",
+            )
+            .bind(t.account_id)
+            .bind(customer)
+            .bind(month)
+            .fetch_one(&mut *tx)
+            .await?;
+            if used > *limit {
+                tx.rollback().await?;
+                return Err(StoreError::TestLimitReached {
+                    customer_id: customer.clone(),
+                    limit: *limit,
+                });
+            }
+        }
+        sqlx::query(
+            "INSERT INTO tests (id, account_id, kind, subject, created_at, reference_id, customer_id,
+                image_blocking, free_test, source_url, spam_method, seed_key, spam_request,
+                reprocesses_left)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&t.id)
+        .bind(t.account_id)
+        .bind(t.kind.as_str())
+        .bind(&t.subject)
+        .bind(t.created_at)
+        .bind(&t.reference_id)
+        .bind(&t.customer_id)
+        .bind(t.image_blocking)
+        .bind(t.free_test)
+        .bind(&t.source_url)
+        .bind(t.spam_method.map(|m| m.as_str()))
+        .bind(&t.seed_key)
+        .bind(t.spam_request.as_ref().map(|v| v.to_string()))
+        .bind(t.reprocesses)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("INSERT INTO test_content (test_id, html) VALUES (?, ?)")
+            .bind(&t.id)
+            .bind(&t.html)
+            .execute(&mut *tx)
+            .await?;
+        for (name, value) in &t.headers {
+            sqlx::query(
+                "INSERT OR REPLACE INTO test_headers (test_id, name, name_lower, value) VALUES (?, ?, ?, ?)",
+            )
+            .bind(&t.id)
+            .bind(name)
+            .bind(name.to_ascii_lowercase())
+            .bind(value)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for (pos, c) in t.clients.iter().enumerate() {
+            let variants: Vec<String> = c.variants.iter().map(|v| v.as_str().to_string()).collect();
+            sqlx::query(
+                "INSERT INTO test_clients (test_id, client_id, position, variants, status, submitted_at)
+                 VALUES (?, ?, ?, ?, 'Pending', ?)",
+            )
+            .bind(&t.id)
+            .bind(&c.client_id)
+            .bind(pos as i64)
+            .bind(json_vec(&variants))
+            .bind(t.created_at)
+            .execute(&mut *tx)
+            .await?;
+            for v in &c.variants {
+                sqlx::query(
+                    "INSERT INTO render_jobs (test_id, client_id, variant, state, not_before)
+                     VALUES (?, ?, ?, 'queued', ?)",
+                )
+                .bind(&t.id)
+                .bind(&c.client_id)
+                .bind(v.as_str())
+                .bind(t.created_at)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        for (pos, (client, kind)) in t.spam_filters.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO spam_results (test_id, client, position, kind) VALUES (?, ?, ?, ?)",
+            )
+            .bind(&t.id)
+            .bind(client)
+            .bind(pos as i64)
+            .bind(kind)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if let Some(key) = &t.seed_key {
+            sqlx::query(
+                "INSERT INTO seed_keys (key, account_id, test_id, created_at) VALUES (?, ?, ?, ?)
+                 ON CONFLICT (key) DO UPDATE SET test_id = excluded.test_id",
+            )
+            .bind(key)
+            .bind(t.account_id)
+            .bind(&t.id)
+            .bind(t.created_at)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The test if it exists and belongs to `account_id`; another account's test is `None`, exactly
+    /// as a missing one, so that ids reveal nothing across tenants.
+    pub async fn test(&self, account_id: i64, id: &str) -> Result<Option<TestRow>> {
+        let row = sqlx::query("SELECT * FROM tests WHERE id = ? AND account_id = ?")
+            .bind(id)
+            .bind(account_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(test_from_row).transpose()
+    }
+
+    /// Lookup by id alone, for workers that act on behalf of whichever account owns the test.
+    pub async fn test_any_account(&self, id: &str) -> Result<Option<TestRow>> {
+        let row = sqlx::query("SELECT * FROM tests WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(test_from_row).transpose()
+    }
+
+    pub async fn test_content(&self, test_id: &str) -> Result<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT html FROM test_content WHERE test_id = ?")
+                .bind(test_id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn test_headers(&self, test_id: &str) -> Result<BTreeMap<String, String>> {
+        let rows =
+            sqlx::query("SELECT name, value FROM test_headers WHERE test_id = ? ORDER BY name")
+                .bind(test_id)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("name")?, r.try_get("value")?)))
+            .collect()
+    }
+
+    pub async fn test_clients(&self, test_id: &str) -> Result<Vec<ClientRow>> {
+        let rows = sqlx::query("SELECT * FROM test_clients WHERE test_id = ? ORDER BY position")
+            .bind(test_id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(client_from_row).collect()
+    }
+
+    /// Deletes a test and everything hanging off it. Returns false if it was not the account's.
+    pub async fn delete_test(&self, account_id: i64, id: &str) -> Result<bool> {
+        let res = sqlx::query("DELETE FROM tests WHERE id = ? AND account_id = ?")
+            .bind(id)
+            .bind(account_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(res.rows_affected() > 0)
+    }
+
+    /// Newest first; `filter.limit`/`offset` page through the matches.
+    pub async fn list_tests(
+        &self,
+        account_id: i64,
+        filter: &ListFilter,
+    ) -> Result<Vec<ListedTest>> {
+        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+            "SELECT t.id, t.created_at, t.kind FROM tests t WHERE t.account_id = ",
+        );
+        q.push_bind(account_id);
+        if let Some(kind) = filter.kind {
+            q.push(" AND t.kind = ").push_bind(kind.as_str());
+        }
+        if let Some(from) = filter.from {
+            q.push(" AND t.created_at >= ").push_bind(from);
+        }
+        if let Some(to) = filter.to {
+            q.push(" AND t.created_at <= ").push_bind(to);
+        }
+        if let Some(s) = &filter.subject {
+            // instr on lower-cased text: an exact substring, case-insensitive, with no LIKE
+            // wildcards to escape.
+            q.push(" AND instr(lower(t.subject), lower(")
+                .push_bind(s.clone())
+                .push(")) > 0");
+        }
+        if let Some(c) = &filter.customer_id {
+            q.push(" AND t.customer_id = ").push_bind(c.clone());
+        }
+        if let Some(r) = &filter.reference_id {
+            q.push(" AND t.reference_id = ").push_bind(r.clone());
+        }
+        for (name, value) in &filter.headers {
+            q.push(" AND EXISTS (SELECT 1 FROM test_headers h WHERE h.test_id = t.id AND h.name_lower = ")
+                .push_bind(name.to_ascii_lowercase())
+                .push(" AND h.value = ")
+                .push_bind(value.clone())
+                .push(")");
+        }
+        q.push(" ORDER BY t.created_at DESC, t.rowid DESC LIMIT ")
+            .push_bind(filter.limit)
+            .push(" OFFSET ")
+            .push_bind(filter.offset);
+        let rows = q.build().fetch_all(&self.pool).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let id: String = r.try_get("id")?;
+            let kind: String = r.try_get("kind")?;
+            out.push(ListedTest {
+                headers: self.test_headers(&id).await?,
+                created_at: r.try_get("created_at")?,
+                kind: TestKind::parse(&kind)
+                    .ok_or_else(|| StoreError::Corrupt(format!("test kind {kind:?}")))?,
+                id,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Requeues the screenshots of a test that have been Processing since before `stale_before`
+    /// (spec §3: more than three minutes). Returns how many clients were requeued.
+    pub async fn requeue_stale(&self, test_id: &str, stale_before: i64, now: i64) -> Result<u64> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE render_jobs SET state = 'queued', lease_owner = NULL, lease_expires = NULL,
+                not_before = ?
+             WHERE test_id = ? AND state = 'leased' AND client_id IN (
+                SELECT client_id FROM test_clients
+                WHERE test_id = ? AND status = 'Processing' AND processing_at < ?)",
+        )
+        .bind(now)
+        .bind(test_id)
+        .bind(test_id)
+        .bind(stale_before)
+        .execute(&mut *tx)
+        .await?;
+        let res = sqlx::query(
+            "UPDATE test_clients SET status = 'Pending', processing_at = NULL
+             WHERE test_id = ? AND status = 'Processing' AND processing_at < ?",
+        )
+        .bind(test_id)
+        .bind(stale_before)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(res.rows_affected())
+    }
+
+    /// Queues a new rendering of each named client, spending one reprocess each. Clients not in
+    /// the test, bounced clients and an exhausted quota are refused with a reason.
+    pub async fn reprocess(
+        &self,
+        test_id: &str,
+        clients: &[String],
+        now: i64,
+    ) -> Result<Vec<(String, ReprocessOutcome)>> {
+        let mut tx = self.pool.begin().await?;
+        // A write first, so the transaction holds SQLite's write lock from its start.
+        let mut remaining: i64 = sqlx::query_scalar(
+            "UPDATE tests SET reprocesses_left = reprocesses_left WHERE id = ? RETURNING reprocesses_left",
+        )
+                .bind(test_id)
+                .fetch_one(&mut *tx)
+                .await?;
+        let mut out = Vec::new();
+        for client in clients {
+            let status: Option<String> = sqlx::query_scalar(
+                "SELECT status FROM test_clients WHERE test_id = ? AND client_id = ?",
+            )
+            .bind(test_id)
+            .bind(client)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let outcome = match status.as_deref() {
+                None => ReprocessOutcome::Refused {
+                    remaining,
+                    reason: format!("client {client:?} is not in this test"),
+                },
+                Some("Bounced") => ReprocessOutcome::Refused {
+                    remaining,
+                    reason: format!(
+                        "client {client:?} bounced; bounced screenshots cannot be retried"
+                    ),
+                },
+                Some(_) if remaining <= 0 => ReprocessOutcome::Refused {
+                    remaining,
+                    reason: "no reprocesses remain for this test".to_string(),
+                },
+                Some(_) => {
+                    remaining -= 1;
+                    sqlx::query(
+                        "UPDATE render_jobs SET state = 'queued', attempts = 0, lease_owner = NULL,
+                            lease_expires = NULL, not_before = ?, last_error = NULL
+                         WHERE test_id = ? AND client_id = ?",
+                    )
+                    .bind(now)
+                    .bind(test_id)
+                    .bind(client)
+                    .execute(&mut *tx)
+                    .await?;
+                    sqlx::query(
+                        "UPDATE test_clients SET status = 'Pending', submitted_at = ?,
+                            processing_at = NULL, completed_at = NULL, attempts = 0
+                         WHERE test_id = ? AND client_id = ?",
+                    )
+                    .bind(now)
+                    .bind(test_id)
+                    .bind(client)
+                    .execute(&mut *tx)
+                    .await?;
+                    ReprocessOutcome::Queued { remaining }
+                }
+            };
+            out.push((client.clone(), outcome));
+        }
+        sqlx::query("UPDATE tests SET reprocesses_left = ? WHERE id = ?")
+            .bind(remaining)
+            .bind(test_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+}
