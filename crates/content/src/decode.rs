@@ -214,28 +214,42 @@ impl Charset<'_> {
     /// Converts `bytes` to UTF-8, failing on the first byte sequence the charset does not allow
     /// (silently replacing it with U+FFFD would hide a wrong `charset` from the caller).
     fn decode(&self, bytes: &[u8], field: &str) -> Result<String, DecodeError> {
-        // BOM sniffing, as browsers do when they load a document.
-        let mut decoder = self.encoding.new_decoder();
-        let mut out = String::with_capacity(bytes.len().saturating_add(bytes.len() / 2) + 16);
-        let mut read_total = 0;
-        loop {
-            let rest = bytes.get(read_total..).unwrap_or_default();
-            let (result, read) = decoder.decode_to_string_without_replacement(rest, &mut out, true);
-            read_total += read;
-            match result {
-                DecoderResult::InputEmpty => return Ok(out),
-                DecoderResult::OutputFull => out.reserve(out.capacity().max(64)),
-                DecoderResult::Malformed(bad, extra) => {
-                    let end = read_total.saturating_sub(usize::from(extra));
-                    let start = end.saturating_sub(usize::from(bad));
-                    let shown = bytes.get(start..end).unwrap_or_default();
-                    return Err(DecodeError::MalformedCharset {
-                        field: field.to_owned(),
-                        charset: self.label.to_owned(),
-                        offset: start,
-                        bytes: hex_bytes(shown),
-                    });
-                }
+        to_utf8(bytes, self.encoding).map_err(|bad| DecodeError::MalformedCharset {
+            field: field.to_owned(),
+            charset: self.label.to_owned(),
+            offset: bad.offset,
+            bytes: bad.bytes,
+        })
+    }
+}
+
+/// A byte sequence a charset does not allow: where it starts, and its bytes written out.
+#[derive(Debug)]
+pub(crate) struct Malformed {
+    pub(crate) offset: usize,
+    pub(crate) bytes: String,
+}
+
+/// Converts `bytes` from `encoding` to UTF-8, strictly. A byte order mark at the start wins over
+/// `encoding`, as when browsers load a document.
+pub(crate) fn to_utf8(bytes: &[u8], encoding: &'static Encoding) -> Result<String, Malformed> {
+    let mut decoder = encoding.new_decoder();
+    let mut out = String::with_capacity(bytes.len().saturating_add(bytes.len() / 2) + 16);
+    let mut read_total = 0;
+    loop {
+        let rest = bytes.get(read_total..).unwrap_or_default();
+        let (result, read) = decoder.decode_to_string_without_replacement(rest, &mut out, true);
+        read_total += read;
+        match result {
+            DecoderResult::InputEmpty => return Ok(out),
+            DecoderResult::OutputFull => out.reserve(out.capacity().max(64)),
+            DecoderResult::Malformed(bad, extra) => {
+                let end = read_total.saturating_sub(usize::from(extra));
+                let start = end.saturating_sub(usize::from(bad));
+                return Err(Malformed {
+                    offset: start,
+                    bytes: hex_bytes(bytes.get(start..end).unwrap_or_default()),
+                });
             }
         }
     }

@@ -7,11 +7,13 @@
 #[cfg(test)]
 mod corpus;
 pub mod decode;
+pub mod fetch;
 pub mod inline;
 pub mod netpolicy;
 pub mod text;
 
 pub use decode::{decode_source, DecodeError, TransferEncoding};
+pub use fetch::{fetch_source, FetchError, FetchedSource};
 pub use inline::{inline_css, InlineError};
 pub use netpolicy::NetPolicy;
 pub use text::text_only;
