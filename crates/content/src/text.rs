@@ -1,7 +1,8 @@
 //! The text-only view of an email: what a reader without HTML sees, approximated from the HTML.
 //!
-//! Elements hidden with CSS `display: none` (preheaders, mobile-only blocks) stay hidden, links
-//! become numbered footnotes, images show their `alt` text, and lines wrap at [`TEXT_WIDTH`].
+//! Layout tables are read cell by cell as blocks, elements hidden with CSS `display: none`
+//! (preheaders, mobile-only blocks) stay hidden, links become numbered footnotes, images show
+//! their `alt` text, and lines wrap at [`TEXT_WIDTH`].
 
 use html2text::config;
 use html2text::render::PlainDecorator;
@@ -11,8 +12,8 @@ pub const TEXT_WIDTH: usize = 78;
 
 /// Renders `html` as plain text.
 ///
-/// Never fails: if the document's CSS cannot be used, it is rendered without CSS, and if even that
-/// fails (html2text gives up on pathological nesting), the text content is returned unformatted.
+/// Never fails: if the document's CSS cannot be used, it is rendered without it; if even that
+/// fails (html2text gives up on pathological input), the view is empty and a warning is logged.
 pub fn text_only(html: &str) -> String {
     let styled = plain()
         .use_doc_css()
@@ -24,18 +25,16 @@ pub fn text_only(html: &str) -> String {
     match plain().string_from_read(html.as_bytes(), TEXT_WIDTH) {
         Ok(text) => tidy(&text),
         Err(error) => {
-            tracing::warn!(%error, "text view fell back to unformatted text");
-            let raw = plain()
-                .raw_mode(true)
-                .string_from_read(html.as_bytes(), TEXT_WIDTH);
-            raw.map(|text| tidy(&text)).unwrap_or_default()
+            tracing::warn!(%error, "no text view could be made");
+            String::new()
         }
     }
 }
 
 fn plain() -> config::Config<PlainDecorator> {
-    // Email layouts nest tables deeply; overflowing the width beats failing.
-    config::plain().allow_width_overflow()
+    // Email tables are layout, not data: each cell reads as its own block, one after the other,
+    // as in a plain-text part. Overflowing the width beats failing on a long word.
+    config::plain().raw_mode(true).allow_width_overflow()
 }
 
 /// Drops trailing blanks on each line and runs of more than one empty line, which layout tables
@@ -146,5 +145,27 @@ mod tests {
                 path.display()
             );
         }
+    }
+
+    #[test]
+    fn layout_tables_read_as_blocks_not_grids() {
+        let text = text_only("<table><tr><td>Left column</td><td>Right column</td></tr></table>");
+        let left = text.find("Left column").expect("left cell");
+        let right = text.find("Right column").expect("right cell");
+        assert!(left < right, "{text}");
+        assert!(
+            !text.contains(['─', '│', '┬']),
+            "no table borders are drawn: {text}"
+        );
+    }
+
+    #[test]
+    fn rules_inside_media_queries_do_not_hide_content() {
+        // The text view is not a narrow screen: what only mobile CSS hides stays.
+        let text = text_only(
+            "<style>@media (max-width: 600px) { .desktop { display: none !important } }</style>\
+             <div class=\"desktop\">Desktop banner</div>",
+        );
+        assert!(text.contains("Desktop banner"), "{text}");
     }
 }
