@@ -1,0 +1,218 @@
+//! The API's one error type: every failure a caller can see has a §7.1 name, an HTTP status and a
+//! message that says how to fix the request. Internal causes are logged, never sent.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// Error names of spec §7.1 (plus `Forbidden` for screenshot URLs, which answer 403).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorName {
+    NoAccept,
+    AccessDenied,
+    RateLimited,
+    InvalidJson,
+    WrongVersion,
+    InvalidParameter,
+    NotFound,
+    BadMethod,
+    BadRequest,
+    ServerError,
+    ProcessingError,
+    TestLimitReached,
+    PermissionError,
+    InvalidTestId,
+    NoClient,
+    NoClients,
+    InvalidClient,
+    InvalidFreeClient,
+    InvalidTestClient,
+    ClientNotFound,
+    NoSubject,
+    NoSource,
+    InvalidUrl,
+    MissingCustomerId,
+    SmtpError,
+    SmtpAuthenticationError,
+    InvalidSpamType,
+    NoSpamResults,
+    NoSeedList,
+    Forbidden,
+}
+
+impl ErrorName {
+    pub const ALL: [ErrorName; 30] = [
+        ErrorName::NoAccept,
+        ErrorName::AccessDenied,
+        ErrorName::RateLimited,
+        ErrorName::InvalidJson,
+        ErrorName::WrongVersion,
+        ErrorName::InvalidParameter,
+        ErrorName::NotFound,
+        ErrorName::BadMethod,
+        ErrorName::BadRequest,
+        ErrorName::ServerError,
+        ErrorName::ProcessingError,
+        ErrorName::TestLimitReached,
+        ErrorName::PermissionError,
+        ErrorName::InvalidTestId,
+        ErrorName::NoClient,
+        ErrorName::NoClients,
+        ErrorName::InvalidClient,
+        ErrorName::InvalidFreeClient,
+        ErrorName::InvalidTestClient,
+        ErrorName::ClientNotFound,
+        ErrorName::NoSubject,
+        ErrorName::NoSource,
+        ErrorName::InvalidUrl,
+        ErrorName::MissingCustomerId,
+        ErrorName::SmtpError,
+        ErrorName::SmtpAuthenticationError,
+        ErrorName::InvalidSpamType,
+        ErrorName::NoSpamResults,
+        ErrorName::NoSeedList,
+        ErrorName::Forbidden,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorName::NoAccept => "NoAccept",
+            ErrorName::AccessDenied => "AccessDenied",
+            ErrorName::RateLimited => "RateLimited",
+            ErrorName::InvalidJson => "InvalidJSON",
+            ErrorName::WrongVersion => "WrongVersion",
+            ErrorName::InvalidParameter => "InvalidParameter",
+            ErrorName::NotFound => "NotFound",
+            ErrorName::BadMethod => "BadMethod",
+            ErrorName::BadRequest => "BadRequest",
+            ErrorName::ServerError => "ServerError",
+            ErrorName::ProcessingError => "ProcessingError",
+            ErrorName::TestLimitReached => "TestLimitReached",
+            ErrorName::PermissionError => "PermissionError",
+            ErrorName::InvalidTestId => "InvalidTestID",
+            ErrorName::NoClient => "NoClient",
+            ErrorName::NoClients => "NoClients",
+            ErrorName::InvalidClient => "InvalidClient",
+            ErrorName::InvalidFreeClient => "InvalidFreeClient",
+            ErrorName::InvalidTestClient => "InvalidTestClient",
+            ErrorName::ClientNotFound => "ClientNotFound",
+            ErrorName::NoSubject => "NoSubject",
+            ErrorName::NoSource => "NoSource",
+            ErrorName::InvalidUrl => "InvalidURL",
+            ErrorName::MissingCustomerId => "MissingCustomerID",
+            ErrorName::SmtpError => "SMTPError",
+            ErrorName::SmtpAuthenticationError => "SMTPAuthenticationError",
+            ErrorName::InvalidSpamType => "InvalidSpamType",
+            ErrorName::NoSpamResults => "NoSpamResults",
+            ErrorName::NoSeedList => "NoSeedList",
+            ErrorName::Forbidden => "Forbidden",
+        }
+    }
+
+    /// The status code of each error name. README's error table is generated from this list by a
+    /// test, so the two cannot drift apart.
+    pub fn status(self) -> StatusCode {
+        match self {
+            ErrorName::NoAccept => StatusCode::NOT_ACCEPTABLE,
+            ErrorName::AccessDenied => StatusCode::UNAUTHORIZED,
+            ErrorName::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorName::NotFound | ErrorName::InvalidTestId | ErrorName::ClientNotFound => {
+                StatusCode::NOT_FOUND
+            }
+            ErrorName::BadMethod => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorName::ServerError | ErrorName::ProcessingError => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            ErrorName::TestLimitReached | ErrorName::PermissionError | ErrorName::Forbidden => {
+                StatusCode::FORBIDDEN
+            }
+            ErrorName::SmtpError | ErrorName::SmtpAuthenticationError => StatusCode::BAD_GATEWAY,
+            ErrorName::InvalidJson
+            | ErrorName::WrongVersion
+            | ErrorName::InvalidParameter
+            | ErrorName::BadRequest
+            | ErrorName::NoClient
+            | ErrorName::NoClients
+            | ErrorName::InvalidClient
+            | ErrorName::InvalidFreeClient
+            | ErrorName::InvalidTestClient
+            | ErrorName::NoSubject
+            | ErrorName::NoSource
+            | ErrorName::InvalidUrl
+            | ErrorName::MissingCustomerId
+            | ErrorName::InvalidSpamType
+            | ErrorName::NoSpamResults
+            | ErrorName::NoSeedList => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub name: ErrorName,
+    pub message: String,
+    /// Seconds, for `RateLimited`.
+    pub retry_after: Option<u64>,
+    /// Allowed methods, for `BadMethod`.
+    pub allow: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(name: ErrorName, message: impl Into<String>) -> ApiError {
+        ApiError {
+            name,
+            message: message.into(),
+            retry_after: None,
+            allow: None,
+        }
+    }
+
+    /// An internal failure: the cause goes to the log, the caller gets a generic message.
+    pub fn internal(context: &str, cause: impl std::fmt::Display) -> ApiError {
+        tracing::error!(error = %cause, "{context}");
+        ApiError::new(
+            ErrorName::ServerError,
+            format!("{context}; the failure was logged, please retry shortly"),
+        )
+    }
+}
+
+impl From<store::StoreError> for ApiError {
+    fn from(e: store::StoreError) -> ApiError {
+        match e {
+            store::StoreError::TestLimitReached { customer_id, limit } => ApiError::new(
+                ErrorName::TestLimitReached,
+                format!(
+                    "customer {customer_id:?} has used its {limit} tests for this calendar month; \
+                     more can be created from the first day of next month (UTC)"
+                ),
+            ),
+            other => ApiError::internal("storage failed", other),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"name": self.name.as_str(), "message": self.message}});
+        let mut resp = (self.name.status(), axum::Json(body)).into_response();
+        let h = resp.headers_mut();
+        if let Some(secs) = self.retry_after {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Some(allow) = self.allow.and_then(|a| HeaderValue::from_str(&a).ok()) {
+            h.insert(header::ALLOW, allow.clone());
+            // Spec §7.1: "the response's Accept header lists allowed methods".
+            h.insert(header::ACCEPT, allow);
+        }
+        if self.name == ErrorName::AccessDenied {
+            h.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"mailproof\""),
+            );
+        }
+        resp
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

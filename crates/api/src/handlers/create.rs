@@ -1,0 +1,572 @@
+//! Creating email tests (spec §2.1) and spam tests (§2.2): validation in the order a caller would
+//! want to hear about problems, then one transactional write.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::Json;
+use domain::{Plan, SpamMethod, TestId, TestKind, Variant};
+use serde_json::{json, Map, Value};
+use store::{Account, NewTest, NewTestClient};
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult, ErrorName};
+use crate::params::{self, Body};
+use crate::state::{AppState, SmtpSendError, SmtpSendRequest};
+
+/// What both kinds of test share, decoded and validated.
+struct Source {
+    subject: String,
+    html: String,
+    source_url: Option<String>,
+}
+
+async fn read_source(m: &Map<String, Value>, state: &AppState) -> ApiResult<Source> {
+    let subject = params::string(m, "subject")?.ok_or_else(|| {
+        ApiError::new(
+            ErrorName::NoSubject,
+            "`subject` is required: add the email's subject line",
+        )
+    })?;
+    let html = params::string(m, "html")?.filter(|h| !h.is_empty());
+    let url = params::string(m, "url")?.filter(|u| !u.trim().is_empty());
+    if html.is_none() && url.is_none() {
+        return Err(ApiError::new(
+            ErrorName::NoSource,
+            "send the email source as `html`, or a `url` the service can fetch it from",
+        ));
+    }
+    let encoding = params::string(m, "transfer_encoding")?;
+    let charset = params::string(m, "charset")?;
+    let decode = |text: &str, field: &str| {
+        content::decode::decode_source(text, encoding.as_deref(), charset.as_deref(), field)
+            .map_err(|e| ApiError::new(ErrorName::BadRequest, e.to_string()))
+    };
+    let subject = decode(&subject, "subject")?;
+    if subject.trim().is_empty() {
+        return Err(ApiError::new(
+            ErrorName::NoSubject,
+            "`subject` is empty: give the email's subject line",
+        ));
+    }
+    if let Some(html) = html {
+        return Ok(Source {
+            subject,
+            html: decode(&html, "html")?,
+            source_url: None,
+        });
+    }
+    let url = url.unwrap_or_default();
+    let fetched = content::fetch::fetch_source(url.trim(), &state.settings.net_policy)
+        .await
+        .map_err(|e| ApiError::new(ErrorName::InvalidUrl, e.to_string()))?;
+    Ok(Source {
+        subject,
+        html: fetched.body,
+        source_url: Some(url),
+    })
+}
+
+/// Enterprise-only fields, `customer_id` rules and the monthly limit (spec §5.7, reseller plans).
+struct Tenancy {
+    reference_id: Option<String>,
+    customer_id: Option<String>,
+    monthly_limit: Option<(i64, String)>,
+}
+
+fn read_tenancy(
+    m: &Map<String, Value>,
+    plan: Plan,
+    account: Option<&Account>,
+) -> ApiResult<Tenancy> {
+    let reference_id = params::string(m, "reference_id")?.filter(|s| !s.is_empty());
+    let customer_id = params::string(m, "customer_id")?.filter(|s| !s.is_empty());
+    if !plan.is_enterprise() {
+        for (field, v) in [
+            ("reference_id", &reference_id),
+            ("customer_id", &customer_id),
+        ] {
+            if v.is_some() {
+                return Err(ApiError::new(
+                    ErrorName::PermissionError,
+                    format!("`{field}` is an enterprise feature and your plan is {plan}; remove it or upgrade the plan"),
+                ));
+            }
+        }
+    }
+    for (field, v) in [
+        ("reference_id", &reference_id),
+        ("customer_id", &customer_id),
+    ] {
+        if v.as_ref().is_some_and(|s| s.len() > 255) {
+            return Err(ApiError::new(
+                ErrorName::BadRequest,
+                format!("`{field}` is longer than 255 characters"),
+            ));
+        }
+    }
+    if plan.requires_customer_id() && customer_id.is_none() {
+        return Err(ApiError::new(
+            ErrorName::MissingCustomerId,
+            "your plan bills per customer: add `customer_id` to every test",
+        ));
+    }
+    let monthly_limit = match (account.and_then(|a| a.monthly_test_limit), &customer_id) {
+        (Some(limit), Some(_)) if plan.requires_customer_id() => {
+            Some((limit, chrono::Utc::now().format("%Y-%m").to_string()))
+        }
+        _ => None,
+    };
+    Ok(Tenancy {
+        reference_id,
+        customer_id,
+        monthly_limit,
+    })
+}
+
+fn read_headers(m: &Map<String, Value>, plan: Plan) -> ApiResult<BTreeMap<String, String>> {
+    let Some(obj) = params::object(m, "headers")? else {
+        return Ok(BTreeMap::new());
+    };
+    if obj.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    if !plan.is_enterprise() {
+        return Err(ApiError::new(
+            ErrorName::PermissionError,
+            format!("custom `headers` are an enterprise feature and your plan is {plan}"),
+        ));
+    }
+    if obj.len() > 50 {
+        return Err(ApiError::new(
+            ErrorName::BadRequest,
+            "at most 50 `headers` may be stored with a test",
+        ));
+    }
+    let mut out = BTreeMap::new();
+    for (name, value) in obj {
+        let lower = name.to_ascii_lowercase();
+        let valid_name = lower.starts_with("x-")
+            && name.len() > 2
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid_name {
+            return Err(ApiError::new(
+                ErrorName::BadRequest,
+                format!("header {name:?} is not allowed: header names begin with `X-` and use letters, digits and `-`"),
+            ));
+        }
+        if lower.starts_with("x-svc") {
+            return Err(ApiError::new(
+                ErrorName::BadRequest,
+                format!("header {name:?} uses the reserved prefix `X-SVC`; choose another name"),
+            ));
+        }
+        let value = match value {
+            Value::String(s) => s,
+            Value::Number(n) => n.to_string(),
+            Value::Bool(b) => b.to_string(),
+            _ => {
+                return Err(ApiError::new(
+                    ErrorName::BadRequest,
+                    format!("header {name:?} must have a string value"),
+                ))
+            }
+        };
+        if name.len() + value.len() + 2 > 998 {
+            return Err(ApiError::new(
+                ErrorName::BadRequest,
+                format!("header {name:?} is longer than a 998-character header line allows"),
+            ));
+        }
+        out.insert(name, value);
+    }
+    Ok(out)
+}
+
+/// The clients of a new email test, per the plan, the free-test rule and the account's defaults.
+fn resolve_clients(
+    requested: Option<Vec<String>>,
+    free: bool,
+    account: Option<&Account>,
+    state: &AppState,
+) -> ApiResult<Vec<String>> {
+    let catalog = &state.catalog;
+    let allowed = |id: &str| {
+        account
+            .and_then(|a| a.allowed_clients.as_ref())
+            .is_none_or(|list| list.iter().any(|c| c == id))
+    };
+    let ids: Vec<String> = match requested.filter(|r| !r.is_empty()) {
+        Some(list) => {
+            let mut seen = std::collections::HashSet::new();
+            let list: Vec<String> = list
+                .into_iter()
+                .filter(|c| seen.insert(c.clone()))
+                .collect();
+            let unknown: Vec<&str> = list
+                .iter()
+                .filter(|c| catalog.get(c).is_none() || !allowed(c))
+                .map(String::as_str)
+                .collect();
+            if !unknown.is_empty() {
+                return Err(ApiError::new(
+                    ErrorName::InvalidClient,
+                    format!(
+                        "unknown client id(s): {}; GET /v5/email/clients lists the ids you can use",
+                        unknown.join(", ")
+                    ),
+                ));
+            }
+            if free {
+                let not_free: Vec<&str> = list
+                    .iter()
+                    .filter(|c| catalog.get(c).is_some_and(|cl| !cl.free))
+                    .map(String::as_str)
+                    .collect();
+                if !not_free.is_empty() {
+                    return Err(ApiError::new(
+                        ErrorName::InvalidFreeClient,
+                        format!(
+                            "client(s) {} are not available in free tests; use clients marked `free` in GET /v5/email/clients",
+                            not_free.join(", ")
+                        ),
+                    ));
+                }
+            }
+            list
+        }
+        None => {
+            let configured = account.and_then(|a| a.default_clients.clone());
+            let base: Vec<String> = match configured {
+                Some(list) if list.is_empty() => {
+                    catalog.clients().iter().map(|c| c.id.clone()).collect()
+                }
+                Some(list) => list,
+                None => catalog.defaults().map(|c| c.id.clone()).collect(),
+            };
+            let mut ids: Vec<String> = base
+                .into_iter()
+                .filter(|c| catalog.get(c).is_some_and(|cl| !free || cl.free) && allowed(c))
+                .collect();
+            if ids.is_empty() && free {
+                ids = catalog
+                    .clients()
+                    .iter()
+                    .filter(|c| c.free && allowed(&c.id))
+                    .map(|c| c.id.clone())
+                    .collect();
+            }
+            ids
+        }
+    };
+    if ids.is_empty() {
+        return Err(ApiError::new(
+            ErrorName::NoClients,
+            "no clients to test: pass `clients` with ids from GET /v5/email/clients",
+        ));
+    }
+    Ok(ids)
+}
+
+/// The spam part of a request: from `spam` (email tests) or the top level (spam tests).
+struct SpamRequest {
+    method: SpamMethod,
+    smtp_info: Option<Map<String, Value>>,
+    from_address: Option<String>,
+    key: Option<String>,
+}
+
+fn read_spam(m: &Map<String, Value>) -> ApiResult<SpamRequest> {
+    let method = match params::string(m, "test_method")?.filter(|s| !s.trim().is_empty()) {
+        None => SpamMethod::Svc,
+        Some(s) => s.parse().map_err(|()| {
+            ApiError::new(
+                ErrorName::InvalidSpamType,
+                format!("spam `test_method` {s:?} is not one of svc, smtp, seed"),
+            )
+        })?,
+    };
+    let smtp_info = params::object(m, "smtp_info")?;
+    if method == SpamMethod::Smtp {
+        let host = smtp_info
+            .as_ref()
+            .map(|i| params::string(i, "host"))
+            .transpose()?
+            .flatten()
+            .filter(|h| !h.trim().is_empty());
+        if host.is_none() {
+            return Err(ApiError::new(
+                ErrorName::BadRequest,
+                "the smtp method needs `smtp_info` with at least `host` (and `port`, `secure`, `username`, `password` as needed)",
+            ));
+        }
+    }
+    let from_address = params::string(m, "from_address")?.filter(|s| !s.trim().is_empty());
+    if let Some(f) = &from_address {
+        if !f.contains('@') || f.len() > 320 || f.contains(['\r', '\n']) {
+            return Err(ApiError::new(
+                ErrorName::BadRequest,
+                format!("`from_address` {f:?} is not an email address"),
+            ));
+        }
+    }
+    let key = params::string(m, "key")?.filter(|s| !s.trim().is_empty());
+    Ok(SpamRequest {
+        method,
+        smtp_info,
+        from_address,
+        key,
+    })
+}
+
+/// Resolves the seed key (a reserved one, or a new one) and the address list. Every method gets
+/// one: `smtp` and `svc` send to the same addresses, only `seed` shows them to the caller.
+async fn seed_list(
+    req: &SpamRequest,
+    account: Option<&Account>,
+    state: &AppState,
+) -> ApiResult<(String, Vec<String>)> {
+    let reserved = req.key.as_ref().filter(|_| req.method == SpamMethod::Seed);
+    let key = match (reserved, account) {
+        (Some(k), Some(a)) => {
+            let k = k.trim().to_ascii_lowercase();
+            match state.store.seed_key(&k).await? {
+                Some((owner, None)) if owner == a.id => k,
+                Some((owner, Some(_))) if owner == a.id => {
+                    return Err(ApiError::new(
+                        ErrorName::BadRequest,
+                        format!("seed list key {k:?} is already used by another test; reserve a new one with GET /v5/spam/seedlist"),
+                    ))
+                }
+                _ => {
+                    return Err(ApiError::new(
+                        ErrorName::BadRequest,
+                        format!("seed list key {k:?} was not reserved by this account; reserve one with GET /v5/spam/seedlist"),
+                    ))
+                }
+            }
+        }
+        (Some(k), None) => k.trim().to_ascii_lowercase(),
+        (None, _) => domain::seed::generate_key(),
+    };
+    let addresses = state
+        .spam_clients
+        .iter()
+        .map(|c| domain::seed::seed_address(&key, &c.client, &state.settings.seed_domain))
+        .collect();
+    Ok((key, addresses))
+}
+
+fn echo_tenancy(resp: &mut Map<String, Value>, plan: Plan, t: &Tenancy) {
+    if plan.is_enterprise() {
+        if let Some(r) = &t.reference_id {
+            resp.insert("reference_id".into(), json!(r));
+        }
+        if let Some(c) = &t.customer_id {
+            resp.insert("customer_id".into(), json!(c));
+        }
+    }
+}
+
+/// For the smtp method, the send through the caller's server happens now, so that a bad host or
+/// refused credentials reach the caller in the creation response (spec §7.1).
+async fn send_through_callers_smtp(
+    state: &AppState,
+    spam: &SpamRequest,
+    src: &Source,
+    recipients: &[String],
+) -> ApiResult<()> {
+    let (Some(info), Some(probe)) = (&spam.smtp_info, &state.smtp_probe) else {
+        return Ok(());
+    };
+    let port = params::integer(info, "port")?.unwrap_or(25);
+    let port = u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
+        ApiError::new(
+            ErrorName::BadRequest,
+            format!("smtp_info `port` {port} is not a TCP port"),
+        )
+    })?;
+    let secure = params::string(info, "secure")?
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if !matches!(secure.as_str(), "" | "ssl" | "tls") {
+        return Err(ApiError::new(
+            ErrorName::BadRequest,
+            format!("smtp_info `secure` {secure:?} must be \"ssl\", \"tls\" or empty"),
+        ));
+    }
+    let req = SmtpSendRequest {
+        host: params::string(info, "host")?
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        port,
+        secure,
+        username: params::string(info, "username")?,
+        password: params::string(info, "password")?,
+        from_address: spam.from_address.clone().unwrap_or_default(),
+        subject: src.subject.clone(),
+        html: src.html.clone(),
+        recipients: recipients.to_vec(),
+    };
+    match probe.send_test(req).await {
+        Ok(()) => Ok(()),
+        Err(SmtpSendError::Connect(m)) => Err(ApiError::new(
+            ErrorName::SmtpError,
+            format!("could not reach the SMTP server in smtp_info: {m}; check `host`, `port` and `secure`"),
+        )),
+        Err(SmtpSendError::Auth(m)) => Err(ApiError::new(
+            ErrorName::SmtpAuthenticationError,
+            format!("the SMTP server refused the credentials in smtp_info: {m}"),
+        )),
+        Err(SmtpSendError::Other(m)) => Err(ApiError::new(
+            ErrorName::SmtpError,
+            format!("sending through the SMTP server in smtp_info failed: {m}"),
+        )),
+    }
+}
+
+fn stored_spam_request(spam: &SpamRequest) -> Value {
+    json!({
+        "smtp_info": spam.smtp_info,
+        "from_address": spam.from_address,
+    })
+}
+
+pub async fn create_email_test(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(m): Body,
+) -> ApiResult<Json<Value>> {
+    let account = caller.account();
+    let plan = account.map_or(Plan::Enterprise, |a| a.plan);
+    let src = read_source(&m, &state).await?;
+    let tenancy = read_tenancy(&m, plan, account)?;
+    let headers = read_headers(&m, plan)?;
+    let free = params::boolean(&m, "free_test")?.unwrap_or(false) || plan == Plan::Free;
+    let sandbox = params::boolean(&m, "sandbox")?.unwrap_or(false) || account.is_none();
+    let image_blocking = params::boolean(&m, "image_blocking")?.unwrap_or(false);
+    let clients = resolve_clients(params::id_list(&m, "clients")?, free, account, &state)?;
+    let spam = params::object(&m, "spam")?
+        .map(|s| read_spam(&s))
+        .transpose()?;
+    let seed = match &spam {
+        Some(s) => Some(seed_list(s, account, &state).await?),
+        None => None,
+    };
+
+    let id = TestId::generate();
+    let mut resp = Map::new();
+    resp.insert("id".into(), json!(id.as_str()));
+    echo_tenancy(&mut resp, plan, &tenancy);
+    if let (Some((key, list)), Some(SpamMethod::Seed)) = (&seed, spam.as_ref().map(|s| s.method)) {
+        resp.insert("spam".into(), json!({"key": key, "address_list": list}));
+    }
+    let Some(account) = account.filter(|_| !sandbox) else {
+        return Ok(Json(Value::Object(resp)));
+    };
+    if let Some(s) = &spam {
+        if let (SpamMethod::Smtp, Some((_, list))) = (s.method, &seed) {
+            send_through_callers_smtp(&state, s, &src, list).await?;
+        }
+    }
+
+    let new = NewTest {
+        id: id.to_string(),
+        account_id: account.id,
+        kind: TestKind::Email,
+        subject: src.subject,
+        html: src.html,
+        created_at: chrono::Utc::now().timestamp(),
+        reference_id: tenancy.reference_id,
+        customer_id: tenancy.customer_id,
+        headers,
+        image_blocking,
+        free_test: free,
+        source_url: src.source_url,
+        clients: clients
+            .iter()
+            .filter_map(|c| state.catalog.get(c))
+            .map(|c| NewTestClient {
+                client_id: c.id.clone(),
+                variants: Variant::for_client(image_blocking, c.image_blocking, c.rotate),
+            })
+            .collect(),
+        spam_method: spam.as_ref().map(|s| s.method),
+        seed_key: seed.as_ref().map(|(k, _)| k.clone()),
+        spam_request: spam.as_ref().map(stored_spam_request),
+        spam_filters: spam_filter_rows(&state, spam.is_some()),
+        reprocesses: state.settings.reprocess_quota,
+        monthly_limit: tenancy.monthly_limit,
+    };
+    state.store.create_test(&new).await?;
+    state.work_ready.notify_waiters();
+    tracing::info!(test_id = %id, clients = new.clients.len(), spam = spam.is_some(), "email test created");
+    Ok(Json(Value::Object(resp)))
+}
+
+fn spam_filter_rows(state: &AppState, with_spam: bool) -> Vec<(String, String)> {
+    if !with_spam {
+        return Vec::new();
+    }
+    state
+        .spam_clients
+        .iter()
+        .map(|c| (c.client.clone(), c.kind.clone()))
+        .collect()
+}
+
+pub async fn create_spam_test(
+    State(state): State<AppState>,
+    caller: Caller,
+    Body(m): Body,
+) -> ApiResult<Json<Value>> {
+    let account = caller.account();
+    let plan = account.map_or(Plan::Enterprise, |a| a.plan);
+    let src = read_source(&m, &state).await?;
+    let tenancy = read_tenancy(&m, plan, account)?;
+    let sandbox = params::boolean(&m, "sandbox")?.unwrap_or(false) || account.is_none();
+    let spam = read_spam(&m)?;
+    let seed = seed_list(&spam, account, &state).await?;
+
+    let id = TestId::generate();
+    let mut resp = Map::new();
+    resp.insert("id".into(), json!(id.as_str()));
+    echo_tenancy(&mut resp, plan, &tenancy);
+    if spam.method == SpamMethod::Seed {
+        resp.insert("address_list".into(), json!(seed.1));
+    }
+    let Some(account) = account.filter(|_| !sandbox) else {
+        return Ok(Json(Value::Object(resp)));
+    };
+    if spam.method == SpamMethod::Smtp {
+        send_through_callers_smtp(&state, &spam, &src, &seed.1).await?;
+    }
+    let new = NewTest {
+        id: id.to_string(),
+        account_id: account.id,
+        kind: TestKind::Spam,
+        subject: src.subject,
+        html: src.html,
+        created_at: chrono::Utc::now().timestamp(),
+        reference_id: tenancy.reference_id,
+        customer_id: tenancy.customer_id,
+        headers: BTreeMap::new(),
+        image_blocking: false,
+        free_test: false,
+        source_url: src.source_url,
+        clients: Vec::new(),
+        spam_method: Some(spam.method),
+        seed_key: Some(seed.0.clone()),
+        spam_request: Some(stored_spam_request(&spam)),
+        spam_filters: spam_filter_rows(&state, true),
+        reprocesses: 0,
+        monthly_limit: tenancy.monthly_limit,
+    };
+    state.store.create_test(&new).await?;
+    state.work_ready.notify_waiters();
+    tracing::info!(test_id = %id, method = spam.method.as_str(), "spam test created");
+    Ok(Json(Value::Object(resp)))
+}

@@ -1,0 +1,169 @@
+//! Test lists and search (spec §4.5): `/v5/email/tests`, `/v5/spam/tests` and `/v5/tests`.
+
+use axum::extract::{RawQuery, State};
+use axum::Json;
+use domain::timespec::{parse_bound, Bound};
+use domain::TestKind;
+use serde_json::{json, Value};
+use store::ListFilter;
+
+use crate::auth::Caller;
+use crate::error::{ApiError, ApiResult, ErrorName};
+use crate::state::AppState;
+
+fn invalid(msg: String) -> ApiError {
+    ApiError::new(ErrorName::InvalidParameter, msg)
+}
+
+/// Parses a §4.5 query string. `area` is the list's own kind (`None` for `/v5/tests`).
+pub fn parse_query(
+    raw: Option<&str>,
+    area: Option<TestKind>,
+    enterprise: bool,
+) -> ApiResult<ListFilter> {
+    let now = chrono::Utc::now();
+    let mut f = ListFilter {
+        kind: area,
+        limit: 50,
+        offset: 0,
+        ..ListFilter::default()
+    };
+    let mut page: i64 = 1;
+    let mut enterprise_param = None;
+    for (name, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        let value = value.trim().to_string();
+        match name.as_ref() {
+            "from" | "to" => {
+                let bound = if name == "from" {
+                    Bound::Start
+                } else {
+                    Bound::End
+                };
+                let t = parse_bound(&value, now, bound)
+                    .map_err(|e| invalid(format!("`{name}`: {e}")))?;
+                if name == "from" {
+                    f.from = Some(t.timestamp());
+                } else {
+                    f.to = Some(t.timestamp());
+                }
+            }
+            "subject" => f.subject = Some(value),
+            "type" => {
+                let kind = TestKind::parse(&value).ok_or_else(|| {
+                    invalid(format!("`type` {value:?} must be email-test or spam-test"))
+                })?;
+                if area.is_some_and(|a| a != kind) {
+                    return Err(invalid(format!(
+                        "`type={value}` contradicts this list; use /v5/tests to list both kinds"
+                    )));
+                }
+                f.kind = Some(kind);
+            }
+            "results" => {
+                let n: i64 = value
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=200).contains(n))
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "`results` {value:?} must be a whole number from 1 to 200"
+                        ))
+                    })?;
+                f.limit = n;
+            }
+            "page" => {
+                page = value
+                    .parse()
+                    .ok()
+                    .filter(|n: &i64| *n >= 1 && *n <= 1_000_000)
+                    .ok_or_else(|| {
+                        invalid(format!("`page` {value:?} must be a whole number from 1"))
+                    })?;
+            }
+            "customer_id" => {
+                enterprise_param.get_or_insert("customer_id");
+                f.customer_id = Some(value);
+            }
+            "reference_id" => {
+                enterprise_param.get_or_insert("reference_id");
+                f.reference_id = Some(value);
+            }
+            other => {
+                if let Some(header) = other
+                    .strip_prefix("headers[")
+                    .and_then(|h| h.strip_suffix(']'))
+                {
+                    enterprise_param.get_or_insert("headers");
+                    if header.is_empty() {
+                        return Err(invalid(
+                            "`headers[]` needs a header name: headers[X-Name]=value".into(),
+                        ));
+                    }
+                    f.headers.push((header.to_ascii_lowercase(), value));
+                } else if other == "headers" {
+                    return Err(invalid(
+                        "`headers` takes the form headers[X-Name]=value, one per header".into(),
+                    ));
+                }
+                // Other parameters are ignored: permissive handling (spec §1).
+            }
+        }
+    }
+    if let (Some(from), Some(to)) = (f.from, f.to) {
+        if from > to {
+            return Err(invalid("`from` is later than `to`".into()));
+        }
+    }
+    if let (Some(p), false) = (enterprise_param, enterprise) {
+        return Err(ApiError::new(
+            ErrorName::PermissionError,
+            format!("searching by `{p}` is an enterprise feature; your plan does not include it"),
+        ));
+    }
+    f.offset = (page - 1).saturating_mul(f.limit);
+    Ok(f)
+}
+
+async fn list(
+    state: &AppState,
+    caller: &Caller,
+    raw: Option<String>,
+    area: Option<TestKind>,
+) -> ApiResult<Json<Value>> {
+    let enterprise = caller.account().is_none_or(|a| a.plan.is_enterprise());
+    let filter = parse_query(raw.as_deref(), area, enterprise)?;
+    let Some(account) = caller.account() else {
+        return Ok(Json(json!([])));
+    };
+    let tests = state.store.list_tests(account.id, &filter).await?;
+    Ok(Json(Value::Array(
+        tests
+            .iter()
+            .map(|t| json!({"id": t.id, "date": t.created_at, "type": t.kind.as_str(), "headers": t.headers}))
+            .collect(),
+    )))
+}
+
+pub async fn list_email_tests(
+    State(s): State<AppState>,
+    caller: Caller,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Json<Value>> {
+    list(&s, &caller, q, Some(TestKind::Email)).await
+}
+
+pub async fn list_spam_tests(
+    State(s): State<AppState>,
+    caller: Caller,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Json<Value>> {
+    list(&s, &caller, q, Some(TestKind::Spam)).await
+}
+
+pub async fn list_all_tests(
+    State(s): State<AppState>,
+    caller: Caller,
+    RawQuery(q): RawQuery,
+) -> ApiResult<Json<Value>> {
+    list(&s, &caller, q, None).await
+}

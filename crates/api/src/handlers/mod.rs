@@ -1,0 +1,19 @@
+//! Request handlers, one module per area of the interface.
+
+pub mod clients;
+pub mod create;
+pub mod email;
+pub mod lists;
+pub mod shots;
+pub mod spam;
+
+use axum::Json;
+use serde_json::{json, Value};
+
+use crate::auth::Caller;
+
+/// `GET /v5/auth` and `/v5/analytics/analytics_auth` (spec §4.1): reaching here means the
+/// credentials were accepted.
+pub async fn auth_check(_caller: Caller) -> Json<Value> {
+    Json(json!({"success": true}))
+}

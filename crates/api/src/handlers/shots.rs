@@ -1,0 +1,115 @@
+//! Screenshot URLs (spec §2.5): served by the service; with the owner's Basic credentials for the
+//! test's life, without credentials as presigned URLs valid 24 hours; `403` otherwise and while the
+//! file does not exist.
+
+use axum::body::Body as HttpBody;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use hmac::{Hmac, Mac};
+use serde::Deserialize;
+use sha2::Sha256;
+
+use crate::auth::{authenticate, Caller};
+use crate::error::{ApiError, ErrorName};
+use crate::state::{ApiSettings, AppState};
+
+const PRESIGNED_LIFE_SECS: i64 = 24 * 3600;
+
+/// Names a screenshot file may have: the four variants and the two thumbnails.
+const NAMES: [&str; 6] = [
+    "default",
+    "no_images",
+    "horizontal",
+    "horizontal_no_images",
+    "thumbnail",
+    "full_thumbnail",
+];
+
+fn signature(key: &[u8], test: &str, client: &str, name: &str, expires: i64) -> String {
+    // HMAC accepts keys of any length, so this cannot fail; fall back to an impossible signature.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(format!("{test}/{client}/{name}/{expires}").as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// A fresh URL for a screenshot, presigned for 24 hours from `now`.
+pub fn url(s: &ApiSettings, test: &str, client: &str, name: &str, now: i64) -> String {
+    let expires = now + PRESIGNED_LIFE_SECS;
+    let sig = signature(&s.signing_key, test, client, name, expires);
+    format!(
+        "{}/screenshots/{test}/{client}/{name}.png?expires={expires}&signature={sig}",
+        s.public_url
+    )
+}
+
+#[derive(Deserialize)]
+pub struct Presign {
+    expires: Option<i64>,
+    signature: Option<String>,
+}
+
+fn forbidden(msg: &str) -> Response {
+    ApiError::new(ErrorName::Forbidden, msg).into_response()
+}
+
+pub async fn serve(
+    State(state): State<AppState>,
+    Path((test, client, file)): Path<(String, String, String)>,
+    Query(q): Query<Presign>,
+    req: Request,
+) -> Response {
+    let (parts, _) = req.into_parts();
+    let Some(name) = file.strip_suffix(".png").filter(|n| NAMES.contains(n)) else {
+        return forbidden("no such screenshot");
+    };
+    if domain::TestId::parse(&test).is_none() {
+        return forbidden("no such screenshot");
+    }
+    let owner = match authenticate(&parts, &state).await {
+        Ok(Some(Caller::Account(a))) => Some(a),
+        Ok(Some(Caller::Sandbox)) | Err(_) => {
+            return forbidden("these credentials do not give access to this screenshot")
+        }
+        Ok(None) => None,
+    };
+    let now = chrono::Utc::now().timestamp();
+    let allowed = match &owner {
+        Some(account) => matches!(state.store.test(account.id, &test).await, Ok(Some(_))),
+        None => match (q.expires, q.signature.as_deref()) {
+            (Some(expires), Some(sig)) if expires >= now => {
+                let want = signature(&state.settings.signing_key, &test, &client, name, expires);
+                constant_time_eq(want.as_bytes(), sig.as_bytes())
+            }
+            _ => false,
+        },
+    };
+    if !allowed {
+        return forbidden("this screenshot URL is expired or not signed for you: fetch fresh results, or send your credentials");
+    }
+    match state
+        .blobs
+        .get(&store::screenshot_key(&test, &client, name))
+        .await
+    {
+        Ok(Some(bytes)) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, "image/png"),
+                (header::CACHE_CONTROL, "private, max-age=60"),
+            ],
+            HttpBody::from(bytes),
+        )
+            .into_response(),
+        Ok(None) => forbidden(
+            "this screenshot does not exist yet; check the client's status in the results",
+        ),
+        Err(e) => ApiError::internal("reading a screenshot failed", e).into_response(),
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,213 @@
+//! mailproof's HTTP interface: the email-testing API v5 (`shared/spec/email-testing-api-v5.md`).
+//!
+//! Invariants:
+//! - Only this crate knows JSON wire shapes and HTTP status codes; storage and workers see plain
+//!   types.
+//! - Every error a caller can see is an [`ApiError`] with a §7.1 name and a message saying how to
+//!   fix the request.
+//! - Every test endpoint checks ownership: another account's test id is `InvalidTestID`.
+
+pub mod auth;
+pub mod error;
+mod handlers;
+pub mod openapi;
+pub mod params;
+pub mod state;
+pub mod version;
+
+use axum::extract::Request;
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, put};
+use axum::Router;
+
+pub use auth::hash_password;
+pub use error::{ApiError, ErrorName};
+pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
+
+use handlers::{clients, create, email, lists, shots, spam};
+use version::{first_segment, ApiVersion};
+
+pub(crate) fn wrong_version(segment: &str) -> ApiError {
+    ApiError::new(
+        ErrorName::WrongVersion,
+        format!("API version {segment:?} is not supported: use /v5/ or /v5.0.1/ as the first path segment"),
+    )
+}
+
+/// The versioned API routes, as `(path, methods)`: the router and the OpenAPI document are both
+/// built from the handlers registered here.
+fn api_routes() -> Router<AppState> {
+    Router::new()
+        .route("/{version}/auth", get(handlers::auth_check))
+        .route(
+            "/{version}/analytics/analytics_auth",
+            get(handlers::auth_check),
+        )
+        .route(
+            "/{version}/email/tests",
+            get(lists::list_email_tests).post(create::create_email_test),
+        )
+        .route(
+            "/{version}/email/tests/{id}",
+            get(email::test_info).delete(email::delete_email_test),
+        )
+        .route("/{version}/email/tests/{id}/results", get(email::results))
+        .route(
+            "/{version}/email/tests/{id}/results/",
+            get(email::results_without_client),
+        )
+        .route(
+            "/{version}/email/tests/{id}/results/reprocess",
+            put(email::reprocess),
+        )
+        .route(
+            "/{version}/email/tests/{id}/results/{client}",
+            get(email::results_for_client),
+        )
+        .route("/{version}/email/tests/{id}/content", get(email::content))
+        .route(
+            "/{version}/email/tests/{id}/content/inlinecss",
+            get(email::content_inlinecss),
+        )
+        .route(
+            "/{version}/email/tests/{id}/content/textonly",
+            get(email::content_textonly),
+        )
+        .route(
+            "/{version}/email/tests/{id}/spam/results",
+            get(spam::email_spam_results),
+        )
+        .route(
+            "/{version}/email/tests/{id}/spam/seedlist",
+            get(spam::email_spam_seedlist),
+        )
+        .route("/{version}/email/clients", get(clients::list_clients))
+        .route(
+            "/{version}/email/clients/default",
+            get(clients::default_clients).put(clients::set_default_clients),
+        )
+        .route("/{version}/spam/clients", get(spam::spam_clients))
+        .route(
+            "/{version}/spam/tests",
+            get(lists::list_spam_tests).post(create::create_spam_test),
+        )
+        .route(
+            "/{version}/spam/tests/{id}",
+            get(spam::spam_test_results).delete(spam::delete_spam_test),
+        )
+        .route(
+            "/{version}/spam/tests/{id}/seedlist",
+            get(spam::spam_test_seedlist),
+        )
+        .route("/{version}/spam/seedlist", get(spam::reserve_seedlist))
+        .route("/{version}/tests", get(lists::list_all_tests))
+}
+
+/// The whole HTTP service.
+pub fn router(state: AppState) -> Router {
+    let max_body = state.settings.max_body_bytes;
+    // The API rules wrap the versioned router as one service, not route by route: axum adds the
+    // `Allow` header of a 405 outside per-route middleware, and `BadMethod` must repeat it.
+    let api = api_routes().fallback(not_found).with_state(state.clone());
+    let api = tower::Layer::layer(&middleware::from_fn(api_rules), api);
+    Router::new()
+        .route("/screenshots/{test}/{client}/{file}", get(shots::serve))
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/openapi.json",
+            get(|| async { axum::Json(openapi::document()) }),
+        )
+        .fallback_service(api)
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+fn looks_like_version(seg: &str) -> bool {
+    seg.strip_prefix('v')
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// Rules every versioned call follows: a supported version, an `Accept` that allows JSON, and
+/// `BadMethod` (with `Allow` and `Accept` listing the methods) for a method the path lacks.
+async fn api_rules(req: Request, next: Next) -> Response {
+    let seg = first_segment(req.uri().path()).to_string();
+    if ApiVersion::parse(&seg).is_none() {
+        if looks_like_version(&seg) {
+            return wrong_version(&seg).into_response();
+        }
+        return next.run(req).await;
+    }
+    if let Some(accept) = req.headers().get(header::ACCEPT) {
+        let accept = accept.to_str().unwrap_or("");
+        if !accepts_json(accept) {
+            return ApiError::new(
+                ErrorName::NoAccept,
+                format!("the Accept header {accept:?} does not allow application/json, the only format this API answers in"),
+            )
+            .into_response();
+        }
+    }
+    let method = req.method().clone();
+    let resp = next.run(req).await;
+    if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
+        let allow = resp
+            .headers()
+            .get(header::ALLOW)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let mut e = ApiError::new(
+            ErrorName::BadMethod,
+            format!("{method} is not available here; allowed: {allow}"),
+        );
+        e.allow = Some(allow);
+        return e.into_response();
+    }
+    resp
+}
+
+/// Does an `Accept` header value admit `application/json`? (`*/*`, `application/*`,
+/// `application/json` with a non-zero quality.)
+pub fn accepts_json(accept: &str) -> bool {
+    if accept.trim().is_empty() {
+        return true;
+    }
+    accept.split(',').any(|item| {
+        let mut parts = item.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let q_zero = parts.any(|p| {
+            let p = p.trim();
+            p.strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        !q_zero && matches!(media.as_str(), "*/*" | "application/*" | "application/json")
+    })
+}
+
+async fn not_found(method: Method, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    ApiError::new(
+        ErrorName::NotFound,
+        format!("{method} {path} is not part of this API; see /openapi.json for the calls it has"),
+    )
+    .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::accepts_json;
+
+    #[test]
+    fn accept_headers_are_judged_like_content_negotiation() {
+        assert!(accepts_json("application/json"));
+        assert!(accepts_json("text/html, */*;q=0.1"));
+        assert!(accepts_json("application/*"));
+        assert!(!accepts_json("text/html"));
+        assert!(!accepts_json("application/json;q=0"));
+        assert!(!accepts_json("application/xml"));
+    }
+}

@@ -1,0 +1,207 @@
+//! The OpenAPI 3 description served at `/openapi.json`, built from the operation table below and
+//! the error table in [`crate::error`]. An integration test calls every operation listed here, so
+//! the table cannot name a path the router lacks.
+
+use serde_json::{json, Map, Value};
+
+use crate::error::ErrorName;
+
+/// `(method, path, summary, request body fields)`.
+pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
+    ("get", "/v5/auth", "Check credentials", &[]),
+    (
+        "get",
+        "/v5/analytics/analytics_auth",
+        "Check credentials (analytics)",
+        &[],
+    ),
+    (
+        "post",
+        "/v5/email/tests",
+        "Create an email test",
+        &[
+            "subject",
+            "html",
+            "url",
+            "transfer_encoding",
+            "charset",
+            "free_test",
+            "sandbox",
+            "reference_id",
+            "customer_id",
+            "headers",
+            "clients",
+            "image_blocking",
+            "spam",
+        ],
+    ),
+    ("get", "/v5/email/tests", "List and search email tests", &[]),
+    ("get", "/v5/email/tests/{test_id}", "Test info", &[]),
+    (
+        "delete",
+        "/v5/email/tests/{test_id}",
+        "Delete an email test",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/results",
+        "Results of every client (micro-version aware)",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/results/{client_id}",
+        "Results of one client",
+        &[],
+    ),
+    (
+        "put",
+        "/v5/email/tests/{test_id}/results/reprocess",
+        "Reprocess screenshots",
+        &["clients"],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/content",
+        "The submitted HTML",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/content/inlinecss",
+        "The HTML with CSS inlined",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/content/textonly",
+        "A plain-text approximation",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/spam/results",
+        "Spam results of an email test",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/spam/seedlist",
+        "Seed list of an email test",
+        &[],
+    ),
+    ("get", "/v5/email/clients", "Email clients", &[]),
+    ("get", "/v5/email/clients/default", "Default clients", &[]),
+    (
+        "put",
+        "/v5/email/clients/default",
+        "Set default clients",
+        &["clients"],
+    ),
+    ("get", "/v5/spam/clients", "Spam filters", &[]),
+    (
+        "post",
+        "/v5/spam/tests",
+        "Create a spam test",
+        &[
+            "subject",
+            "html",
+            "url",
+            "transfer_encoding",
+            "charset",
+            "sandbox",
+            "reference_id",
+            "customer_id",
+            "test_method",
+            "smtp_info",
+            "from_address",
+            "key",
+        ],
+    ),
+    ("get", "/v5/spam/tests", "List and search spam tests", &[]),
+    ("get", "/v5/spam/tests/{test_id}", "Spam results", &[]),
+    (
+        "delete",
+        "/v5/spam/tests/{test_id}",
+        "Delete a spam test",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/spam/tests/{test_id}/seedlist",
+        "Seed list of a spam test",
+        &[],
+    ),
+    ("get", "/v5/spam/seedlist", "Reserve a seed list", &[]),
+    ("get", "/v5/tests", "List and search all tests", &[]),
+];
+
+const LIST_PARAMS: &[&str] = &[
+    "from",
+    "to",
+    "subject",
+    "type",
+    "results",
+    "page",
+    "customer_id",
+    "reference_id",
+];
+
+pub fn document() -> Value {
+    let mut paths: Map<String, Value> = Map::new();
+    for (method, path, summary, body) in OPERATIONS {
+        let mut op = Map::new();
+        op.insert("summary".into(), json!(summary));
+        op.insert(
+            "operationId".into(),
+            json!(format!("{method}{}", path.replace(['/', '{', '}'], "_"))),
+        );
+        let mut parameters: Vec<Value> = path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .collect();
+        if *method == "get" && (path.ends_with("/tests")) {
+            parameters.extend(LIST_PARAMS.iter().map(|name| {
+                json!({"name": name, "in": "query", "required": false, "schema": {"type": "string"}})
+            }));
+        }
+        if !parameters.is_empty() {
+            op.insert("parameters".into(), Value::Array(parameters));
+        }
+        if !body.is_empty() {
+            let props: Map<String, Value> =
+                body.iter().map(|f| (f.to_string(), json!({}))).collect();
+            op.insert(
+                "requestBody".into(),
+                json!({"content": {"application/json": {"schema": {"type": "object", "properties": props}}}}),
+            );
+        }
+        op.insert(
+            "responses".into(),
+            json!({
+                "200": {"description": "Success", "content": {"application/json": {}}},
+                "default": {"description": "Error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+            }),
+        );
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        if let Value::Object(m) = entry {
+            m.insert(method.to_string(), Value::Object(op));
+        }
+    }
+    let names: Vec<&str> = ErrorName::ALL.iter().map(|n| n.as_str()).collect();
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "mailproof email testing API", "version": "5.0.1",
+                 "description": "Implements the email-testing API v5. Every path also exists under /v5.0.1/."},
+        "servers": [{"url": "/"}],
+        "components": {
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+            "schemas": {"Error": {"type": "object", "properties": {"error": {"type": "object", "properties": {
+                "name": {"type": "string", "enum": names}, "message": {"type": "string"}}}}}}
+        },
+        "security": [{"basic": []}],
+        "paths": paths,
+    })
+}

@@ -1,0 +1,172 @@
+//! `mailproof accounts add|list|remove`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use domain::Plan;
+use store::{NewAccount, Store};
+
+#[derive(clap::Subcommand)]
+pub enum AccountsCommand {
+    /// Create an account.
+    Add {
+        #[arg(long, env = "MAILPROOF_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+        #[arg(long)]
+        api_key: String,
+        #[arg(long)]
+        password: String,
+        /// free, standard, enterprise or reseller.
+        #[arg(long)]
+        plan: Plan,
+        /// Tests per customer_id per calendar month (reseller plans).
+        #[arg(long)]
+        monthly_test_limit: Option<i64>,
+        /// Requests per minute.
+        #[arg(long)]
+        rate_limit: Option<i64>,
+        /// Restrict the account to these client ids (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        clients: Option<Vec<String>>,
+        /// Local part of the account's auto-inbox address.
+        #[arg(long)]
+        auto_inbox: Option<String>,
+        /// Data files, to check --clients against the catalog.
+        #[arg(long, env = "MAILPROOF_RESOURCES")]
+        resources: Option<PathBuf>,
+    },
+    /// List accounts (never their passwords).
+    List {
+        #[arg(long, env = "MAILPROOF_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+    },
+    /// Remove an account and all of its tests.
+    Remove {
+        #[arg(long, env = "MAILPROOF_DATA_DIR", default_value = "./data")]
+        data_dir: PathBuf,
+        #[arg(long)]
+        api_key: String,
+    },
+}
+
+async fn open(data_dir: &std::path::Path) -> anyhow::Result<Store> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+    Store::open(data_dir)
+        .await
+        .with_context(|| format!("cannot open the database in {}", data_dir.display()))
+}
+
+fn check_key(key: &str) -> anyhow::Result<()> {
+    if key.is_empty() || key.len() > 128 || key.contains(':') || key.chars().any(char::is_control) {
+        bail!("--api-key must be 1-128 characters without ':' or control characters");
+    }
+    if key == "sandbox" {
+        bail!("--api-key 'sandbox' is reserved for the sandbox credentials");
+    }
+    Ok(())
+}
+
+pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
+    match cmd {
+        AccountsCommand::Add {
+            data_dir,
+            api_key,
+            password,
+            plan,
+            monthly_test_limit,
+            rate_limit,
+            clients,
+            auto_inbox,
+            resources,
+        } => {
+            check_key(&api_key)?;
+            if password.len() < 8 {
+                bail!("--password must have at least 8 characters");
+            }
+            if monthly_test_limit.is_some_and(|n| n < 1) || rate_limit.is_some_and(|n| n < 1) {
+                bail!("--monthly-test-limit and --rate-limit must be at least 1");
+            }
+            if let Some(local) = &auto_inbox {
+                let ok = !local.is_empty()
+                    && local.len() <= 64
+                    && local
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+                if !ok {
+                    bail!("--auto-inbox must be 1-64 characters of letters, digits, '.', '_' and '-' (no '+')");
+                }
+            }
+            let clients = match clients {
+                Some(list) => {
+                    let list: Vec<String> = list
+                        .iter()
+                        .map(|c| c.trim().to_ascii_lowercase())
+                        .filter(|c| !c.is_empty())
+                        .collect();
+                    let resources = crate::config::Settings::resolve(&crate::config::Overrides {
+                        resources,
+                        ..Default::default()
+                    })?
+                    .resources;
+                    let catalog = crate::serve::load_catalog(&resources)?;
+                    let unknown: Vec<&String> =
+                        list.iter().filter(|c| catalog.get(c).is_none()).collect();
+                    if !unknown.is_empty() {
+                        bail!("unknown client ids in --clients: {unknown:?}");
+                    }
+                    Some(list)
+                }
+                None => None,
+            };
+            let hash = api::hash_password(&password).map_err(anyhow::Error::msg)?;
+            let store = open(&data_dir).await?;
+            let account = store
+                .create_account(
+                    &NewAccount {
+                        api_key,
+                        password_hash: hash,
+                        plan,
+                        monthly_test_limit,
+                        rate_limit_per_minute: rate_limit,
+                        allowed_clients: clients,
+                        auto_inbox,
+                    },
+                    chrono::Utc::now().timestamp(),
+                )
+                .await?;
+            store.close().await;
+            println!("added account {} (plan {})", account.api_key, account.plan);
+        }
+        AccountsCommand::List { data_dir } => {
+            let store = open(&data_dir).await?;
+            println!(
+                "{:<40} {:<11} {:>8} {:>10} {:<20} clients",
+                "api_key", "plan", "rate/min", "month/cust", "auto_inbox"
+            );
+            for a in store.accounts().await? {
+                println!(
+                    "{:<40} {:<11} {:>8} {:>10} {:<20} {}",
+                    a.api_key,
+                    a.plan,
+                    a.rate_limit_per_minute
+                        .map_or("-".into(), |n| n.to_string()),
+                    a.monthly_test_limit.map_or("-".into(), |n| n.to_string()),
+                    a.auto_inbox.unwrap_or_else(|| "-".into()),
+                    a.allowed_clients.map_or("all".into(), |c| c.join(","))
+                );
+            }
+            store.close().await;
+        }
+        AccountsCommand::Remove { data_dir, api_key } => {
+            let store = open(&data_dir).await?;
+            let removed = store.remove_account(&api_key).await?;
+            store.close().await;
+            if !removed {
+                bail!("no account has API key {api_key:?}");
+            }
+            println!("removed account {api_key}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! Service settings: command-line flags override environment variables (`MAILPROOF_*`), which
+//! override the optional TOML file (`--config`), which overrides the defaults. All problems are
+//! reported together.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use content::netpolicy::NetPolicy;
+use serde::Deserialize;
+use store::BlobsConfig;
+
+/// The TOML file's shape; every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    pub data_dir: Option<PathBuf>,
+    pub http: Option<String>,
+    pub smtp: Option<String>,
+    pub public_url: Option<String>,
+    pub resources: Option<PathBuf>,
+    pub seed_domain: Option<String>,
+    pub inbox_domain: Option<String>,
+    pub reprocess_quota: Option<i64>,
+    pub default_rate_limit: Option<u32>,
+    pub retention_days: Option<i64>,
+    pub max_body_bytes: Option<usize>,
+    pub fetch: Option<NetPolicy>,
+    pub blobs: Option<BlobsConfig>,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> anyhow::Result<FileConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config file {}", path.display()))?;
+        toml::from_str(&text)
+            .with_context(|| format!("config file {} is not valid", path.display()))
+    }
+}
+
+/// Settings after merging, validated.
+// `smtp` and `inbox_domain` are read once the SMTP listener is wired in (issue 4).
+#[allow(dead_code)]
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    pub http: SocketAddr,
+    pub smtp: SocketAddr,
+    pub public_url: String,
+    /// No public URL was configured: it follows the address actually bound.
+    pub public_url_is_default: bool,
+    pub resources: PathBuf,
+    pub seed_domain: String,
+    pub inbox_domain: String,
+    pub reprocess_quota: i64,
+    pub default_rate_limit: u32,
+    pub retention_days: i64,
+    pub max_body_bytes: usize,
+    pub fetch: NetPolicy,
+    pub blobs: BlobsConfig,
+}
+
+/// Values given on the command line or in the environment (clap merges those two).
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct Overrides {
+    /// Where the database, screenshots and keys live.
+    #[arg(long, env = "MAILPROOF_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// HTTP listen address.
+    #[arg(long, env = "MAILPROOF_HTTP")]
+    pub http: Option<String>,
+    /// SMTP listen address.
+    #[arg(long, env = "MAILPROOF_SMTP")]
+    pub smtp: Option<String>,
+    /// Base URL of the links the API hands out (default: http://<http addr>).
+    #[arg(long, env = "MAILPROOF_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Directory with the data files (clients.toml, rules/, spam-filters.toml, fonts/).
+    #[arg(long, env = "MAILPROOF_RESOURCES")]
+    pub resources: Option<PathBuf>,
+    #[arg(long, env = "MAILPROOF_SEED_DOMAIN")]
+    pub seed_domain: Option<String>,
+    #[arg(long, env = "MAILPROOF_INBOX_DOMAIN")]
+    pub inbox_domain: Option<String>,
+    /// Optional TOML file with any of these settings and the `[fetch]` and `[blobs]` sections.
+    #[arg(long, env = "MAILPROOF_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// The data files shipped with the source tree, for running from a checkout.
+fn default_resources() -> PathBuf {
+    let in_tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
+    if in_tree.join("clients.toml").exists() {
+        return in_tree;
+    }
+    PathBuf::from("/usr/share/mailproof")
+}
+
+impl Settings {
+    pub fn resolve(o: &Overrides) -> anyhow::Result<Settings> {
+        let file = match &o.config {
+            Some(p) => FileConfig::load(p)?,
+            None => FileConfig::default(),
+        };
+        let mut problems = Vec::new();
+        let addr = |name: &str, v: Option<String>, default: &str, problems: &mut Vec<String>| {
+            let text = v.unwrap_or_else(|| default.to_string());
+            text.parse::<SocketAddr>().unwrap_or_else(|_| {
+                problems.push(format!(
+                    "--{name} {text:?} is not an address like 127.0.0.1:8080"
+                ));
+                SocketAddr::from(([127, 0, 0, 1], 0))
+            })
+        };
+        let http = addr(
+            "http",
+            o.http.clone().or(file.http),
+            "127.0.0.1:8080",
+            &mut problems,
+        );
+        let smtp = addr(
+            "smtp",
+            o.smtp.clone().or(file.smtp),
+            "127.0.0.1:2525",
+            &mut problems,
+        );
+        let configured_url = o.public_url.clone().or(file.public_url);
+        let public_url_is_default = configured_url.is_none();
+        let public_url = configured_url
+            .unwrap_or_else(|| format!("http://{http}"))
+            .trim_end_matches('/')
+            .to_string();
+        if !(public_url.starts_with("http://") || public_url.starts_with("https://")) {
+            problems.push(format!(
+                "--public-url {public_url:?} must start with http:// or https://"
+            ));
+        }
+        let reprocess_quota = file.reprocess_quota.unwrap_or(5);
+        if !(0..=1000).contains(&reprocess_quota) {
+            problems.push("reprocess_quota must be between 0 and 1000".into());
+        }
+        let retention_days = file.retention_days.unwrap_or(90);
+        if retention_days < 1 {
+            problems.push("retention_days must be at least 1".into());
+        }
+        if !problems.is_empty() {
+            bail!("invalid settings:\n  {}", problems.join("\n  "));
+        }
+        Ok(Settings {
+            data_dir: o
+                .data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(|| PathBuf::from("./data")),
+            http,
+            smtp,
+            public_url,
+            public_url_is_default,
+            resources: o
+                .resources
+                .clone()
+                .or(file.resources)
+                .unwrap_or_else(default_resources),
+            seed_domain: o
+                .seed_domain
+                .clone()
+                .or(file.seed_domain)
+                .unwrap_or_else(|| "seeds.localhost".into()),
+            inbox_domain: o
+                .inbox_domain
+                .clone()
+                .or(file.inbox_domain)
+                .unwrap_or_else(|| "inbox.localhost".into()),
+            reprocess_quota,
+            default_rate_limit: file.default_rate_limit.unwrap_or(600),
+            retention_days,
+            max_body_bytes: file.max_body_bytes.unwrap_or(32 * 1024 * 1024),
+            fetch: file.fetch.unwrap_or_default(),
+            blobs: file.blobs.unwrap_or_default(),
+        })
+    }
+}

@@ -1,0 +1,213 @@
+//! `mailproof serve`: loads and checks the data files, opens storage, makes sure an account exists,
+//! then runs the HTTP API and the background jobs until SIGTERM or SIGINT.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use domain::{Catalog, Plan};
+use rand::Rng;
+use store::{Blobs, NewAccount, Store};
+use tokio::sync::{watch, Notify};
+
+use crate::config::{Overrides, Settings};
+
+pub fn load_catalog(resources: &Path) -> anyhow::Result<Catalog> {
+    let path = resources.join("clients.toml");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read the client catalog {}", path.display()))?;
+    Catalog::parse(&text).with_context(|| format!("in {}", path.display()))
+}
+
+/// The key that signs screenshot URLs: made once, kept in the data directory, so that URLs stay
+/// valid across restarts.
+fn signing_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    let path = data_dir.join("signing.key");
+    match std::fs::read(&path) {
+        Ok(k) if k.len() >= 32 => return Ok(k),
+        Ok(_) => bail!(
+            "{} is shorter than 32 bytes; delete it to make a new one",
+            path.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+    let key: [u8; 32] = rand::thread_rng().gen();
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, key).with_context(|| format!("cannot write {}", tmp.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+    }
+    std::fs::rename(&tmp, &path)?;
+    Ok(key.to_vec())
+}
+
+fn random_secret(len: usize) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    let mut rng = rand::thread_rng();
+    (0..len)
+        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// On the first start with an empty database, an enterprise account is made so that a new user
+/// can call the API at once; its credentials are printed this once (or taken from the
+/// environment).
+async fn ensure_first_account(store: &Store) -> anyhow::Result<()> {
+    if !store.accounts().await?.is_empty() {
+        return Ok(());
+    }
+    let api_key = std::env::var("MAILPROOF_API_KEY").unwrap_or_else(|_| random_secret(24));
+    let password = std::env::var("MAILPROOF_PASSWORD").unwrap_or_else(|_| random_secret(24));
+    let hash = api::hash_password(&password).map_err(anyhow::Error::msg)?;
+    store
+        .create_account(
+            &NewAccount {
+                api_key: api_key.clone(),
+                password_hash: hash,
+                plan: Plan::Enterprise,
+                monthly_test_limit: None,
+                rate_limit_per_minute: None,
+                allowed_clients: None,
+                auto_inbox: None,
+            },
+            chrono::Utc::now().timestamp(),
+        )
+        .await?;
+    println!(
+        "mailproof: created the first account (enterprise plan); keep these, they are shown once:"
+    );
+    println!("  API key:  {api_key}");
+    println!("  password: {password}");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// Retention (spec §8): hourly, content and results of tests older than the retention period go;
+/// metadata stays.
+async fn retention_loop(store: Store, blobs: Blobs, days: i64, mut stop: watch::Receiver<bool>) {
+    loop {
+        let now = chrono::Utc::now().timestamp();
+        loop {
+            match store.purge_before(now - days * 86_400, now, 100).await {
+                Ok(ids) if ids.is_empty() => break,
+                Ok(ids) => {
+                    for id in &ids {
+                        if let Err(e) = blobs.delete_prefix(&format!("shots/{id}")).await {
+                            tracing::warn!(test_id = %id, error = %e, "retention: could not delete screenshots");
+                        }
+                    }
+                    tracing::info!(
+                        count = ids.len(),
+                        "retention: removed content and results of old tests"
+                    );
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "retention pass failed; will retry");
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+pub async fn run(o: Overrides) -> anyhow::Result<()> {
+    let settings = Settings::resolve(&o)?;
+    let catalog = Arc::new(load_catalog(&settings.resources)?);
+    std::fs::create_dir_all(&settings.data_dir).with_context(|| {
+        format!(
+            "cannot create data directory {}",
+            settings.data_dir.display()
+        )
+    })?;
+    let store = Store::open(&settings.data_dir).await.with_context(|| {
+        format!(
+            "cannot open the database in {}",
+            settings.data_dir.display()
+        )
+    })?;
+    let blobs = Blobs::open(&settings.blobs, &settings.data_dir)?;
+    ensure_first_account(&store).await?;
+    // Bind before building the state: with port 0 the default public URL needs the real port.
+    let listener = tokio::net::TcpListener::bind(settings.http)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.http))?;
+    let bound = listener.local_addr()?;
+    let public_url = if settings.public_url_is_default {
+        format!("http://{bound}")
+    } else {
+        settings.public_url.clone()
+    };
+    let work_ready = Arc::new(Notify::new());
+    let api_settings = api::ApiSettings {
+        public_url,
+        signing_key: signing_key(&settings.data_dir)?,
+        net_policy: settings.fetch.clone(),
+        reprocess_quota: settings.reprocess_quota,
+        default_rate_limit: settings.default_rate_limit,
+        seed_domain: settings.seed_domain.clone(),
+        max_body_bytes: settings.max_body_bytes,
+    };
+    let state = api::AppState::new(
+        store.clone(),
+        blobs.clone(),
+        catalog.clone(),
+        Vec::new(),
+        api_settings,
+        work_ready.clone(),
+    );
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let retention = tokio::spawn(retention_loop(
+        store.clone(),
+        blobs.clone(),
+        settings.retention_days,
+        stop_rx.clone(),
+    ));
+
+    tracing::info!(http = %bound, clients = catalog.clients().len(), data_dir = %settings.data_dir.display(), "mailproof is ready");
+    // A line on stdout that scripts (and the tests) can wait for.
+    println!("mailproof: listening on http://{bound}");
+    axum::serve(listener, api::router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("HTTP server failed")?;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    let _ = retention.await;
+    store.close().await;
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! Spec §2.6 and §4.3: the client list and default clients, per plan.
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+fn id_list(v: &Value) -> Vec<String> {
+    v["clients"]
+        .as_array()
+        .expect("clients array")
+        .iter()
+        .map(|c| c.as_str().expect("id").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_client_list_has_every_spec_field_across_categories() {
+    let s = Server::start().await;
+    let body = s.get("/v5/email/clients").await.ok().clone();
+    let clients = body["clients"].as_object().expect("clients object");
+    assert!(clients.len() >= 30);
+    let mut categories = std::collections::BTreeSet::new();
+    for (id, c) in clients {
+        assert_eq!(c["id"], id.as_str());
+        for f in ["client", "os", "category"] {
+            assert!(c[f].is_string(), "{id}.{f}");
+        }
+        for f in ["rotate", "image_blocking", "free", "default"] {
+            assert!(c[f].is_boolean(), "{id}.{f}");
+        }
+        if c["category"] == "Web" {
+            assert!(
+                c["browser"].is_string(),
+                "{id} is a Web client and names its browser"
+            );
+        }
+        categories.insert(c["category"].as_str().expect("category").to_string());
+    }
+    assert_eq!(
+        categories.into_iter().collect::<Vec<_>>(),
+        ["Application", "Mobile", "Web"]
+    );
+}
+
+#[tokio::test]
+async fn default_clients_follow_the_three_rules() {
+    let s = Server::start().await;
+    let before = id_list(s.get("/v5/email/clients/default").await.ok());
+    assert!(!before.is_empty());
+    let all = s.get("/v5/email/clients").await.ok()["clients"].clone();
+    let some: Vec<String> = all
+        .as_object()
+        .expect("clients")
+        .keys()
+        .take(2)
+        .cloned()
+        .collect();
+
+    // Rule 1: invalid ids are dropped and reported.
+    let r = s
+        .put(
+            "/v5/email/clients/default",
+            &json!({"clients": [some[0], "bogus"]}),
+        )
+        .await
+        .ok()
+        .clone();
+    assert_eq!(id_list(&r), vec![some[0].clone()]);
+    assert!(r["warnings"].as_array().expect("warnings")[0]
+        .as_str()
+        .expect("text")
+        .contains("bogus"));
+    assert_eq!(
+        id_list(s.get("/v5/email/clients/default").await.ok()),
+        vec![some[0].clone()]
+    );
+    let id = s
+        .post("/v5/email/tests", &json!({"subject": "S", "html": "x"}))
+        .await
+        .ok()["id"]
+        .clone();
+    let info = s
+        .get(&format!("/v5/email/tests/{}", id.as_str().expect("id")))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(info["processing"], json!([some[0]]));
+
+    // Rule 2: nothing valid changes nothing and is an error.
+    s.put("/v5/email/clients/default", &json!({"clients": ["bogus"]}))
+        .await
+        .expect_error("InvalidClient", 400);
+    assert_eq!(
+        id_list(s.get("/v5/email/clients/default").await.ok()),
+        vec![some[0].clone()]
+    );
+
+    // Rule 3: an empty list clears the defaults; tests then run every client.
+    let r = s
+        .put("/v5/email/clients/default", &json!({"clients": []}))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(id_list(&r), Vec::<String>::new());
+    let id = s
+        .post("/v5/email/tests", &json!({"subject": "S", "html": "x"}))
+        .await
+        .ok()["id"]
+        .clone();
+    let info = s
+        .get(&format!("/v5/email/tests/{}", id.as_str().expect("id")))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(
+        info["processing"].as_array().expect("list").len(),
+        all.as_object().expect("clients").len()
+    );
+
+    s.put("/v5/email/clients/default", &json!({}))
+        .await
+        .expect_error("NoClients", 400);
+}
+
+#[tokio::test]
+async fn restricted_and_free_plans_see_only_their_clients() {
+    let s = Server::start().await;
+    let all = s.get("/v5/email/clients").await.ok()["clients"].clone();
+    let all = all.as_object().expect("clients");
+    let two: Vec<String> = all.keys().take(2).cloned().collect();
+    s.add_account("narrow", "standard", &["--clients", &two.join(",")]);
+    let narrow = Some(("narrow", "password-1"));
+    let listed = s.call("GET", "/v5/email/clients", narrow, None).await.ok()["clients"].clone();
+    let mut listed: Vec<String> = listed
+        .as_object()
+        .expect("clients")
+        .keys()
+        .cloned()
+        .collect();
+    listed.sort();
+    let mut want = two.clone();
+    want.sort();
+    assert_eq!(listed, want);
+    let other = all
+        .keys()
+        .find(|k| !two.contains(k))
+        .expect("a third client");
+    s.call(
+        "POST",
+        "/v5/email/tests",
+        narrow,
+        Some(&json!({"subject": "S", "html": "x", "clients": [other]})),
+    )
+    .await
+    .expect_error("InvalidClient", 400);
+
+    s.add_account("gratis", "free", &[]);
+    let free = Some(("gratis", "password-1"));
+    let listed = s.call("GET", "/v5/email/clients", free, None).await.ok()["clients"].clone();
+    assert!(listed
+        .as_object()
+        .expect("clients")
+        .values()
+        .all(|c| c["free"] == true));
+    let id = s
+        .call(
+            "POST",
+            "/v5/email/tests",
+            free,
+            Some(&json!({"subject": "S", "html": "x"})),
+        )
+        .await
+        .ok()["id"]
+        .clone();
+    let r = s
+        .call(
+            "GET",
+            &format!("/v5/email/tests/{}/results", id.as_str().expect("id")),
+            free,
+            None,
+        )
+        .await;
+    for c in r.ok().as_object().expect("results").keys() {
+        assert_eq!(all[c]["free"], true, "{c} ran in a free test");
+    }
+}

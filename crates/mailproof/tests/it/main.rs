@@ -1,0 +1,13 @@
+//! Integration tests of the HTTP interface, over real HTTP against `mailproof serve`.
+
+mod support;
+
+mod auth;
+mod clients;
+mod content;
+mod durability;
+mod email_tests;
+mod lists;
+mod protocol;
+mod spam_tests;
+mod tenancy;

@@ -1,0 +1,281 @@
+//! Test harness: runs the real `mailproof serve` binary on an ephemeral port with a temporary data
+//! directory, creates accounts through the real CLI, and speaks HTTP to it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_mailproof");
+pub const ADMIN_KEY: &str = "admin-key";
+pub const ADMIN_PASS: &str = "admin-password";
+
+pub struct Server {
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    child: Child,
+    pub http: reqwest::Client,
+}
+
+pub struct Options {
+    /// Extra TOML for the config file.
+    pub config: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            config: String::new(),
+        }
+    }
+}
+
+impl Server {
+    pub async fn start() -> Server {
+        Server::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(opts: Options) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Server::start_in(dir, opts).await
+    }
+
+    /// Starts a server on an existing data directory (for restart tests).
+    pub async fn start_in(dir: tempfile::TempDir, opts: Options) -> Server {
+        let config = dir.path().join("mailproof.toml");
+        std::fs::write(&config, &opts.config).expect("write config");
+        let mut child = Command::new(BIN)
+            .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("--config")
+            .arg(&config)
+            .env("MAILPROOF_API_KEY", ADMIN_KEY)
+            .env("MAILPROOF_PASSWORD", ADMIN_PASS)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start mailproof serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("mailproof: listening on ") {
+                    let _ = tx.send(url.to_string());
+                }
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("mailproof serve did not report its address within 60 s");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .expect("http client");
+        let server = Server {
+            dir,
+            base,
+            child,
+            http,
+        };
+        let health = server
+            .http
+            .get(format!("{}/healthz", server.base))
+            .send()
+            .await
+            .expect("healthz");
+        assert_eq!(health.status(), 200, "healthz must answer 200 once ready");
+        server
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Kills the process at once (SIGKILL), keeping the data directory.
+    pub fn kill(mut self) -> tempfile::TempDir {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
+    }
+
+    /// `mailproof accounts add` against this server's data directory, while it runs.
+    pub fn add_account(&self, key: &str, plan: &str, extra: &[&str]) {
+        accounts_cli(&self.data_dir(), key, plan, extra);
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        auth: Option<(&str, &str)>,
+        body: Option<&Value>,
+    ) -> Reply {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self.http.request(method, self.url(path));
+        if let Some((u, p)) = auth {
+            req = req.header("Authorization", basic(u, p));
+        }
+        if let Some(b) = body {
+            req = req
+                .header("Content-Type", "application/json")
+                .body(b.to_string());
+        }
+        Reply::from(req.send().await.expect("request sent")).await
+    }
+
+    /// As the admin (enterprise) account.
+    pub async fn get(&self, path: &str) -> Reply {
+        self.call("GET", path, Some((ADMIN_KEY, ADMIN_PASS)), None)
+            .await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.call("POST", path, Some((ADMIN_KEY, ADMIN_PASS)), Some(body))
+            .await
+    }
+
+    pub async fn put(&self, path: &str, body: &Value) -> Reply {
+        self.call("PUT", path, Some((ADMIN_KEY, ADMIN_PASS)), Some(body))
+            .await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.call("DELETE", path, Some((ADMIN_KEY, ADMIN_PASS)), None)
+            .await
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn accounts_cli(data_dir: &Path, key: &str, plan: &str, extra: &[&str]) {
+    let out = Command::new(BIN)
+        .args([
+            "accounts",
+            "add",
+            "--api-key",
+            key,
+            "--password",
+            "password-1",
+            "--plan",
+            plan,
+        ])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(extra)
+        .output()
+        .expect("run mailproof accounts add");
+    assert!(
+        out.status.success(),
+        "accounts add failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn basic(user: &str, pass: &str) -> String {
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"))
+    )
+}
+
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    pub async fn from(r: reqwest::Response) -> Reply {
+        let status = r.status().as_u16();
+        let headers = r.headers().clone();
+        let bytes = r.bytes().await.expect("body").to_vec();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            body,
+            bytes,
+        }
+    }
+
+    /// The §7.1 error name, if this is an error reply.
+    pub fn error(&self) -> &str {
+        self.body["error"]["name"].as_str().unwrap_or("")
+    }
+
+    #[track_caller]
+    pub fn expect_error(&self, name: &str, status: u16) {
+        assert_eq!(
+            self.error(),
+            name,
+            "expected error {name}, got {} {}",
+            self.status,
+            self.body
+        );
+        assert_eq!(self.status, status, "status of {name}: {}", self.body);
+        let msg = self.body["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            msg.len() > 10,
+            "error {name} must carry a helpful message, got {msg:?}"
+        );
+    }
+
+    #[track_caller]
+    pub fn ok(&self) -> &Value {
+        assert_eq!(
+            self.status, 200,
+            "expected 200, got {} {}",
+            self.status, self.body
+        );
+        &self.body
+    }
+}
+
+pub fn header(r: &Reply, name: &str) -> String {
+    r.headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A minimal HTTP server on loopback answering every request with `body`, for `url` sources.
+pub async fn serve_static(body: &'static str, content_type: &'static str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let _ = sock.read(&mut buf).await;
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine (idempotent) and runs mailproof on the embedded default storage
+# (SQLite and local files under ./data). Extra arguments go to `mailproof serve`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cargo build --release -p mailproof
+exec target/release/mailproof serve "$@"
