@@ -209,7 +209,6 @@ impl Reply {
             status,
             headers,
             body,
-            bytes,
         }
     }
 
