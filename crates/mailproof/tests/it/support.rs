@@ -20,17 +20,10 @@ pub struct Server {
     pub http: reqwest::Client,
 }
 
+#[derive(Default)]
 pub struct Options {
     /// Extra TOML for the config file.
     pub config: String,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            config: String::new(),
-        }
-    }
 }
 
 impl Server {
