@@ -1,0 +1,952 @@
+//! CSS as a client sees it: style sheets and `style` attributes are parsed with cssparser and
+//! re-emitted without the rules, selectors, declarations and at-rules the client drops, with its
+//! class/id prefixes, and with forced dark-mode colours.
+
+use std::collections::BTreeMap;
+
+use cssparser::{
+    AtRuleParser, CowRcStr, DeclarationParser, ParseError, Parser, ParserInput, ParserState,
+    QualifiedRuleParser, RuleBodyItemParser, RuleBodyParser, StyleSheetParser, Token,
+};
+
+use crate::color::{self, Role};
+use crate::features::{Effect, SelectorPart};
+use crate::rules::DarkMode;
+
+/// Deepest nesting of blocks and at-rules followed; deeper content is dropped.
+const MAX_DEPTH: usize = 16;
+
+/// What the client does to CSS.
+pub struct CssContext<'a> {
+    pub effects: &'a [(String, Effect)],
+    pub class_prefix: &'a str,
+    pub id_prefix: &'a str,
+    /// Forced colour change applied to every colour outside `prefers-color-scheme` rules.
+    pub dark: DarkMode,
+}
+
+/// Counts of what was removed, keyed by caniemail slug or a short reason.
+#[derive(Debug, Default)]
+pub struct Removed(pub BTreeMap<String, usize>);
+
+impl Removed {
+    pub fn note(&mut self, what: &str) {
+        *self.0.entry(what.to_string()).or_default() += 1;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsed form: enough structure to filter, with every value kept as its source text.
+
+#[derive(Debug)]
+struct Decl {
+    name: String,
+    value: String,
+    important: bool,
+}
+
+#[derive(Debug)]
+enum Rule {
+    Style {
+        selectors: String,
+        decls: Vec<Decl>,
+    },
+    At {
+        name: String,
+        prelude: String,
+        body: AtBody,
+    },
+}
+
+#[derive(Debug)]
+enum AtBody {
+    None,
+    Rules(Vec<Rule>),
+    Decls(Vec<Decl>),
+    Raw(String),
+}
+
+fn consume_all<'i>(input: &mut Parser<'i, '_>) -> &'i str {
+    let start = input.position();
+    while input.next_including_whitespace_and_comments().is_ok() {}
+    input.slice_from(start)
+}
+
+struct SheetParser {
+    errors: usize,
+    depth: usize,
+}
+
+impl<'i> QualifiedRuleParser<'i> for SheetParser {
+    type Prelude = String;
+    type QualifiedRule = Rule;
+    type Error = ();
+
+    fn parse_prelude<'t>(
+        &mut self,
+        input: &mut Parser<'i, 't>,
+    ) -> Result<String, ParseError<'i, ()>> {
+        Ok(consume_all(input).trim().to_string())
+    }
+
+    fn parse_block<'t>(
+        &mut self,
+        selectors: String,
+        _start: &ParserState,
+        input: &mut Parser<'i, 't>,
+    ) -> Result<Rule, ParseError<'i, ()>> {
+        let decls = parse_decls(input, &mut self.errors);
+        Ok(Rule::Style { selectors, decls })
+    }
+}
+
+impl<'i> AtRuleParser<'i> for SheetParser {
+    type Prelude = (String, String);
+    type AtRule = Rule;
+    type Error = ();
+
+    fn parse_prelude<'t>(
+        &mut self,
+        name: CowRcStr<'i>,
+        input: &mut Parser<'i, 't>,
+    ) -> Result<(String, String), ParseError<'i, ()>> {
+        Ok((
+            name.to_ascii_lowercase(),
+            consume_all(input).trim().to_string(),
+        ))
+    }
+
+    fn rule_without_block(
+        &mut self,
+        (name, prelude): (String, String),
+        _start: &ParserState,
+    ) -> Result<Rule, ()> {
+        Ok(Rule::At {
+            name,
+            prelude,
+            body: AtBody::None,
+        })
+    }
+
+    fn parse_block<'t>(
+        &mut self,
+        (name, prelude): (String, String),
+        _start: &ParserState,
+        input: &mut Parser<'i, 't>,
+    ) -> Result<Rule, ParseError<'i, ()>> {
+        let body = match name.as_str() {
+            "media" | "supports" | "document" | "-moz-document" | "container" | "layer" => {
+                if self.depth >= MAX_DEPTH {
+                    self.errors += 1;
+                    consume_all(input);
+                    AtBody::Rules(Vec::new())
+                } else {
+                    self.depth += 1;
+                    let rules = parse_rules(input, self);
+                    self.depth -= 1;
+                    AtBody::Rules(rules)
+                }
+            }
+            "font-face" | "page" | "viewport" | "-ms-viewport" => {
+                AtBody::Decls(parse_decls(input, &mut self.errors))
+            }
+            _ => AtBody::Raw(consume_all(input).to_string()),
+        };
+        Ok(Rule::At {
+            name,
+            prelude,
+            body,
+        })
+    }
+}
+
+fn parse_rules(input: &mut Parser<'_, '_>, parser: &mut SheetParser) -> Vec<Rule> {
+    let mut rules = Vec::new();
+    let mut errors = 0;
+    for r in StyleSheetParser::new(input, parser) {
+        match r {
+            Ok(rule) => rules.push(rule),
+            Err(_) => errors += 1,
+        }
+    }
+    parser.errors += errors;
+    rules
+}
+
+struct DeclParser;
+
+impl<'i> DeclarationParser<'i> for DeclParser {
+    type Declaration = Decl;
+    type Error = ();
+
+    fn parse_value<'t>(
+        &mut self,
+        name: CowRcStr<'i>,
+        input: &mut Parser<'i, 't>,
+        _start: &ParserState,
+    ) -> Result<Decl, ParseError<'i, ()>> {
+        let raw = consume_all(input).trim();
+        let (value, important) = split_important(raw);
+        if value.is_empty() {
+            return Err(input.new_custom_error(()));
+        }
+        Ok(Decl {
+            name: name.to_ascii_lowercase(),
+            value: value.to_string(),
+            important,
+        })
+    }
+}
+
+impl<'i> AtRuleParser<'i> for DeclParser {
+    type Prelude = ();
+    type AtRule = Decl;
+    type Error = ();
+}
+
+impl<'i> QualifiedRuleParser<'i> for DeclParser {
+    type Prelude = ();
+    type QualifiedRule = Decl;
+    type Error = ();
+}
+
+impl<'i> RuleBodyItemParser<'i, Decl, ()> for DeclParser {
+    fn parse_declarations(&self) -> bool {
+        true
+    }
+    fn parse_qualified(&self) -> bool {
+        false
+    }
+}
+
+fn split_important(raw: &str) -> (&str, bool) {
+    if let Some(bang) = raw.rfind('!') {
+        if raw[bang + 1..].trim().eq_ignore_ascii_case("important") {
+            return (raw[..bang].trim_end(), true);
+        }
+    }
+    (raw, false)
+}
+
+fn parse_decls(input: &mut Parser<'_, '_>, errors: &mut usize) -> Vec<Decl> {
+    let mut out = Vec::new();
+    let mut p = DeclParser;
+    for d in RuleBodyParser::new(input, &mut p) {
+        match d {
+            Ok(d) => out.push(d),
+            Err(_) => *errors += 1,
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Values.
+
+#[derive(Default)]
+struct ValueInfo {
+    functions: Vec<String>,
+    units: Vec<String>,
+    idents: Vec<String>,
+    /// Byte ranges of colours in the value, with the parsed colour.
+    colors: Vec<(usize, usize, color::Rgba)>,
+}
+
+fn scan_value(value: &str) -> ValueInfo {
+    let mut info = ValueInfo::default();
+    let mut pi = ParserInput::new(value);
+    let mut p = Parser::new(&mut pi);
+    scan_tokens(&mut p, value, &mut info, 0);
+    info
+}
+
+fn scan_tokens(p: &mut Parser<'_, '_>, src: &str, info: &mut ValueInfo, depth: usize) {
+    loop {
+        let start = p.position().byte_index();
+        let Ok(tok) = p.next() else { break };
+        match tok.clone() {
+            Token::Function(name) => {
+                let name = name.to_ascii_lowercase();
+                info.functions.push(name.clone());
+                if depth < MAX_DEPTH {
+                    let _ = p.parse_nested_block(|inner| -> Result<(), ParseError<'_, ()>> {
+                        scan_tokens(inner, src, info, depth + 1);
+                        Ok(())
+                    });
+                }
+                let end = p.position().byte_index();
+                if name == "rgb" || name == "rgba" {
+                    if let Some(c) = src.get(start..end).and_then(color::parse) {
+                        info.colors.push((start, end, c));
+                    }
+                }
+            }
+            Token::UnquotedUrl(_) => info.functions.push("url".into()),
+            Token::Dimension { unit, .. } => info.units.push(unit.to_ascii_lowercase()),
+            Token::Percentage { .. } => info.units.push("%".into()),
+            Token::Ident(i) => {
+                let end = p.position().byte_index();
+                if let Some(c) = color::parse(&i) {
+                    info.colors.push((start, end, c));
+                }
+                info.idents.push(i.to_ascii_lowercase());
+            }
+            Token::Hash(_) | Token::IDHash(_) => {
+                let end = p.position().byte_index();
+                if let Some(c) = src.get(start..end).and_then(color::parse) {
+                    info.colors.push((start, end, c));
+                }
+            }
+            Token::ParenthesisBlock | Token::SquareBracketBlock | Token::CurlyBracketBlock
+                if depth < MAX_DEPTH =>
+            {
+                let _ = p.parse_nested_block(|inner| -> Result<(), ParseError<'_, ()>> {
+                    scan_tokens(inner, src, info, depth + 1);
+                    Ok(())
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The slug of the first effect that removes this declaration.
+fn removing_effect<'e>(
+    decl: &Decl,
+    info: &ValueInfo,
+    effects: &'e [(String, Effect)],
+) -> Option<&'e str> {
+    effects.iter().find_map(|(slug, e)| {
+        let hit = match e {
+            Effect::Properties(names) => names.contains(&decl.name.as_str()),
+            Effect::PropertyValues(prop, values) => {
+                decl.name == *prop && info.idents.iter().any(|i| values.contains(&i.as_str()))
+            }
+            Effect::Functions(fns) => info.functions.iter().any(|f| fns.contains(&f.as_str())),
+            Effect::Keywords(kw) => info.idents.iter().any(|i| kw.contains(&i.as_str())),
+            Effect::Unit(u) => info.units.iter().any(|x| x == u),
+            _ => false,
+        };
+        hit.then_some(slug.as_str())
+    })
+}
+
+fn color_role(property: &str) -> Option<Role> {
+    match property {
+        "background" | "background-color" => Some(Role::Background),
+        "color"
+        | "border"
+        | "border-top"
+        | "border-right"
+        | "border-bottom"
+        | "border-left"
+        | "border-color"
+        | "border-top-color"
+        | "border-right-color"
+        | "border-bottom-color"
+        | "border-left-color"
+        | "outline"
+        | "outline-color"
+        | "text-decoration-color" => Some(Role::Foreground),
+        _ => None,
+    }
+}
+
+fn recolor(value: &str, info: &ValueInfo, role: Role, mode: DarkMode) -> String {
+    let mut out = value.to_string();
+    for (start, end, c) in info.colors.iter().rev() {
+        if let Some(new) = color::darken(*c, role, mode) {
+            out.replace_range(*start..*end, &new.to_css());
+        }
+    }
+    out
+}
+
+/// Filters one declaration; `None` when the client drops it.
+fn filter_decl(
+    mut decl: Decl,
+    cx: &CssContext<'_>,
+    dark: DarkMode,
+    removed: &mut Removed,
+) -> Option<Decl> {
+    let mut info = scan_value(&decl.value);
+    // A client without CSS background images still paints the colour of a `background`
+    // shorthand that also names an image.
+    let images_gone = cx.effects.iter().any(|(s, _)| s == "css-background-image");
+    if images_gone && decl.name == "background" && info.functions.iter().any(|f| f == "url") {
+        removed.note("css-background-image");
+        let (s, e, _) = *info.colors.first()?;
+        decl.value = decl.value[s..e].to_string();
+        info = scan_value(&decl.value);
+    }
+    if let Some(slug) = removing_effect(&decl, &info, cx.effects) {
+        removed.note(slug);
+        return None;
+    }
+    if decl.important && cx.effects.iter().any(|(_, e)| *e == Effect::Important) {
+        decl.important = false;
+        removed.note("css-important");
+    }
+    if let Some(role) = color_role(&decl.name) {
+        if !info.colors.is_empty() {
+            decl.value = recolor(&decl.value, &info, role, dark);
+        }
+    }
+    Some(decl)
+}
+
+fn write_decls(decls: &[Decl], out: &mut String) {
+    for (i, d) in decls.iter().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(&d.name);
+        out.push_str(": ");
+        out.push_str(&d.value);
+        if d.important {
+            out.push_str(" !important");
+        }
+        out.push(';');
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Selectors.
+
+/// One selector of a selector list, analysed.
+struct SelectorInfo {
+    parts: Vec<SelectorPart>,
+    /// Byte offsets (in the selector list text) where a class name starts.
+    class_at: Vec<usize>,
+    /// Byte offsets where an id name starts (after `#`).
+    id_at: Vec<usize>,
+}
+
+/// Splits a selector list at its top-level commas: (start, end) byte ranges.
+fn split_selectors(list: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut pi = ParserInput::new(list);
+    let mut p = Parser::new(&mut pi);
+    let mut start = 0;
+    loop {
+        let before = p.position().byte_index();
+        match p.next_including_whitespace_and_comments() {
+            Ok(Token::Comma) => {
+                out.push((start, before));
+                start = p.position().byte_index();
+            }
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    out.push((start, list.len()));
+    out
+}
+
+fn analyse_selector(text: &str, offset: usize) -> SelectorInfo {
+    let mut info = SelectorInfo {
+        parts: Vec::new(),
+        class_at: Vec::new(),
+        id_at: Vec::new(),
+    };
+    let mut pi = ParserInput::new(text);
+    let mut p = Parser::new(&mut pi);
+    analyse_tokens(&mut p, offset, &mut info, 0);
+    info
+}
+
+fn analyse_tokens(p: &mut Parser<'_, '_>, offset: usize, info: &mut SelectorInfo, depth: usize) {
+    // Whether the current compound has started, and how many class/id parts it has.
+    let mut in_compound = false;
+    let mut named_parts = 0usize;
+    let mut pending_space = false;
+    let mut after_combinator = true;
+    loop {
+        let start = p.position().byte_index();
+        let Ok(tok) = p.next_including_whitespace_and_comments() else {
+            break;
+        };
+        let tok = tok.clone();
+        let starts_compound = !matches!(
+            tok,
+            Token::WhiteSpace(_) | Token::Comment(_) | Token::Delim('>' | '+' | '~')
+        );
+        if starts_compound && pending_space && !after_combinator {
+            info.parts.push(SelectorPart::Descendant);
+            in_compound = false;
+            named_parts = 0;
+        }
+        if starts_compound {
+            pending_space = false;
+            after_combinator = false;
+        }
+        match tok {
+            Token::WhiteSpace(_) => {
+                if in_compound {
+                    pending_space = true;
+                }
+            }
+            Token::Comment(_) => {}
+            Token::Delim(c @ ('>' | '+' | '~')) => {
+                info.parts.push(SelectorPart::Combinator(c));
+                in_compound = false;
+                named_parts = 0;
+                pending_space = false;
+                after_combinator = true;
+            }
+            Token::Delim('.') => {
+                let name_at = p.position().byte_index();
+                if let Ok(Token::Ident(_)) = p.next_including_whitespace_and_comments() {
+                    info.parts.push(SelectorPart::Class);
+                    info.class_at.push(offset + name_at);
+                    named_parts += 1;
+                }
+                in_compound = true;
+            }
+            Token::IDHash(_) => {
+                info.parts.push(SelectorPart::Id);
+                info.id_at.push(offset + start + 1);
+                named_parts += 1;
+                in_compound = true;
+            }
+            Token::Delim('*') => {
+                info.parts.push(SelectorPart::Universal);
+                in_compound = true;
+            }
+            Token::Ident(_) => {
+                if !in_compound {
+                    info.parts.push(SelectorPart::Type);
+                }
+                in_compound = true;
+            }
+            Token::SquareBracketBlock => {
+                info.parts.push(SelectorPart::Attribute);
+                in_compound = true;
+            }
+            Token::Colon => {
+                in_compound = true;
+                let double = p.try_parse(|p| p.expect_colon().map(|_| ())).is_ok();
+                let name_tok = p.next_including_whitespace_and_comments().cloned();
+                let (name, is_fn) = match name_tok {
+                    Ok(Token::Ident(n)) => (n.to_ascii_lowercase(), false),
+                    Ok(Token::Function(n)) => (n.to_ascii_lowercase(), true),
+                    _ => continue,
+                };
+                let part = if double || is_legacy_pseudo_element(&name) {
+                    SelectorPart::PseudoElement(leak_known(&name))
+                } else {
+                    SelectorPart::PseudoClass(leak_known(&name))
+                };
+                info.parts.push(part);
+                if is_fn && depth < MAX_DEPTH {
+                    let _ = p.parse_nested_block(|inner| -> Result<(), ParseError<'_, ()>> {
+                        analyse_tokens(inner, offset, info, depth + 1);
+                        Ok(())
+                    });
+                }
+            }
+            _ => {
+                in_compound = true;
+            }
+        }
+        if named_parts >= 2 && !info.parts.contains(&SelectorPart::Chaining) {
+            info.parts.push(SelectorPart::Chaining);
+        }
+    }
+}
+
+fn is_legacy_pseudo_element(name: &str) -> bool {
+    matches!(name, "before" | "after" | "first-line" | "first-letter")
+}
+
+/// Pseudo names as `'static` strings so they compare with the feature table; names the table
+/// does not know map to a fixed placeholder that no effect names.
+fn leak_known(name: &str) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "active",
+        "checked",
+        "default",
+        "first-child",
+        "first-of-type",
+        "focus-visible",
+        "focus-within",
+        "focus",
+        "has",
+        "hover",
+        "lang",
+        "last-child",
+        "last-of-type",
+        "link",
+        "not",
+        "nth-child",
+        "nth-last-child",
+        "nth-last-of-type",
+        "nth-of-type",
+        "only-child",
+        "only-of-type",
+        "target",
+        "visited",
+        "after",
+        "before",
+        "first-letter",
+        "first-line",
+        "marker",
+        "placeholder",
+    ];
+    KNOWN
+        .iter()
+        .find(|k| **k == name)
+        .copied()
+        .unwrap_or("other")
+}
+
+/// The selector list as the client keeps it, or `None` when no selector survives.
+fn filter_selectors(list: &str, cx: &CssContext<'_>, removed: &mut Removed) -> Option<String> {
+    let ranges = split_selectors(list);
+    let grouping_unsupported = cx
+        .effects
+        .iter()
+        .find(|(_, e)| *e == Effect::Selector(SelectorPart::Grouping));
+    if ranges.len() > 1 {
+        if let Some((slug, _)) = grouping_unsupported {
+            removed.note(slug);
+            return None;
+        }
+    }
+    let mut kept = Vec::new();
+    for (s, e) in ranges {
+        let text = &list[s..e];
+        let info = analyse_selector(text, 0);
+        let hit = cx.effects.iter().find(|(_, eff)| match eff {
+            Effect::Selector(part) => info.parts.contains(part),
+            _ => false,
+        });
+        if let Some((slug, _)) = hit {
+            removed.note(slug);
+            continue;
+        }
+        kept.push(prefix_names(text.trim(), cx));
+    }
+    (!kept.is_empty()).then(|| kept.join(", "))
+}
+
+/// Inserts the client's class and id prefixes into one selector.
+fn prefix_names(selector: &str, cx: &CssContext<'_>) -> String {
+    if cx.class_prefix.is_empty() && cx.id_prefix.is_empty() {
+        return selector.to_string();
+    }
+    let info = analyse_selector(selector, 0);
+    let mut inserts: Vec<(usize, &str)> = info
+        .class_at
+        .iter()
+        .map(|&i| (i, cx.class_prefix))
+        .chain(info.id_at.iter().map(|&i| (i, cx.id_prefix)))
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
+    inserts.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    let mut out = selector.to_string();
+    for (at, prefix) in inserts {
+        if out.is_char_boundary(at) {
+            out.insert_str(at, prefix);
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sheets.
+
+/// Why a whole `<style>` element is dropped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SheetDropped {
+    /// The CSS has syntax errors and the client drops the element on any error.
+    SyntaxError,
+}
+
+/// The style sheet as the client keeps it. With `drop_on_error`, a sheet with any syntax error is
+/// dropped whole.
+pub fn filter_sheet(
+    css: &str,
+    cx: &CssContext<'_>,
+    drop_on_error: bool,
+    removed: &mut Removed,
+) -> Result<String, SheetDropped> {
+    let mut pi = ParserInput::new(css);
+    let mut p = Parser::new(&mut pi);
+    let mut sp = SheetParser {
+        errors: 0,
+        depth: 0,
+    };
+    let rules = parse_rules(&mut p, &mut sp);
+    if sp.errors > 0 {
+        if drop_on_error {
+            return Err(SheetDropped::SyntaxError);
+        }
+        removed.0.insert(
+            "css-syntax-error".into(),
+            removed.0.get("css-syntax-error").copied().unwrap_or(0) + sp.errors,
+        );
+    }
+    let mut out = String::with_capacity(css.len());
+    write_rules(rules, cx, cx.dark, removed, &mut out);
+    Ok(out)
+}
+
+/// A `style` attribute as the client keeps it.
+pub fn filter_inline(style: &str, cx: &CssContext<'_>, removed: &mut Removed) -> String {
+    let mut pi = ParserInput::new(style);
+    let mut p = Parser::new(&mut pi);
+    let mut errors = 0;
+    let decls = parse_decls(&mut p, &mut errors);
+    if errors > 0 {
+        removed.note("css-syntax-error");
+    }
+    let kept: Vec<Decl> = decls
+        .into_iter()
+        .filter_map(|d| filter_decl(d, cx, cx.dark, removed))
+        .collect();
+    let mut out = String::new();
+    write_decls(&kept, &mut out);
+    out
+}
+
+/// Whether a `style` attribute contains `mso-hide: all` (Word does not draw the element).
+pub fn hides_from_word(style: &str) -> bool {
+    let mut pi = ParserInput::new(style);
+    let mut p = Parser::new(&mut pi);
+    let mut errors = 0;
+    parse_decls(&mut p, &mut errors)
+        .iter()
+        .any(|d| d.name == "mso-hide" && d.value.eq_ignore_ascii_case("all"))
+}
+
+fn media_dropped<'e>(prelude: &str, effects: &'e [(String, Effect)]) -> Option<&'e str> {
+    let idents = scan_value(prelude).idents;
+    effects.iter().find_map(|(slug, e)| match e {
+        Effect::AtRule("media") => Some(slug.as_str()),
+        Effect::MediaFeatures(fs) => idents
+            .iter()
+            .any(|i| fs.contains(&i.as_str()))
+            .then_some(slug.as_str()),
+        _ => None,
+    })
+}
+
+fn at_rule_dropped<'e>(name: &str, effects: &'e [(String, Effect)]) -> Option<&'e str> {
+    let bare = name
+        .strip_prefix("-webkit-")
+        .or_else(|| name.strip_prefix("-moz-"))
+        .unwrap_or(name);
+    effects.iter().find_map(|(slug, e)| match e {
+        Effect::AtRule(n) if *n == bare => Some(slug.as_str()),
+        _ => None,
+    })
+}
+
+fn write_rules(
+    rules: Vec<Rule>,
+    cx: &CssContext<'_>,
+    dark: DarkMode,
+    removed: &mut Removed,
+    out: &mut String,
+) {
+    for rule in rules {
+        match rule {
+            Rule::Style { selectors, decls } => {
+                let Some(selectors) = filter_selectors(&selectors, cx, removed) else {
+                    continue;
+                };
+                let decls: Vec<Decl> = decls
+                    .into_iter()
+                    .filter_map(|d| filter_decl(d, cx, dark, removed))
+                    .collect();
+                out.push_str(&selectors);
+                out.push_str(" { ");
+                write_decls(&decls, out);
+                out.push_str(" }\n");
+            }
+            Rule::At {
+                name,
+                prelude,
+                body,
+            } => {
+                if let Some(slug) = at_rule_dropped(&name, cx.effects) {
+                    removed.note(slug);
+                    continue;
+                }
+                let mut inner_dark = dark;
+                if name == "media" {
+                    if let Some(slug) = media_dropped(&prelude, cx.effects) {
+                        removed.note(slug);
+                        continue;
+                    }
+                    // The email's own dark styles are what the client shows in dark mode; they
+                    // are not inverted a second time.
+                    if scan_value(&prelude)
+                        .idents
+                        .iter()
+                        .any(|i| i == "prefers-color-scheme")
+                    {
+                        inner_dark = DarkMode::None;
+                    }
+                }
+                out.push('@');
+                out.push_str(&name);
+                if !prelude.is_empty() {
+                    out.push(' ');
+                    out.push_str(&prelude);
+                }
+                match body {
+                    AtBody::None => out.push_str(";\n"),
+                    AtBody::Rules(rules) => {
+                        out.push_str(" {\n");
+                        write_rules(rules, cx, inner_dark, removed, out);
+                        out.push_str("}\n");
+                    }
+                    AtBody::Decls(decls) => {
+                        out.push_str(" { ");
+                        write_decls(&decls, out);
+                        out.push_str(" }\n");
+                    }
+                    AtBody::Raw(raw) => {
+                        out.push_str(" {");
+                        out.push_str(&raw);
+                        out.push_str("}\n");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::features::effect;
+
+    fn effects(slugs: &[&str]) -> Vec<(String, Effect)> {
+        slugs
+            .iter()
+            .map(|s| (s.to_string(), effect(s).expect("known slug")))
+            .collect()
+    }
+
+    fn cx<'a>(effects: &'a [(String, Effect)]) -> CssContext<'a> {
+        CssContext {
+            effects,
+            class_prefix: "",
+            id_prefix: "",
+            dark: DarkMode::None,
+        }
+    }
+
+    #[test]
+    fn unsupported_properties_go_and_the_rest_stays() {
+        let e = effects(&["css-position"]);
+        let mut r = Removed::default();
+        let out = filter_sheet(
+            ".a { position: absolute; color: red; }",
+            &cx(&e),
+            false,
+            &mut r,
+        )
+        .expect("kept");
+        assert_eq!(out, ".a { color: red; }\n");
+        assert_eq!(r.0.get("css-position"), Some(&1));
+    }
+
+    #[test]
+    fn media_queries_go_when_at_media_or_their_feature_is_unsupported() {
+        let css = "@media (max-width: 600px) { .a { width: 100%; } }\n\
+                   @media (prefers-color-scheme: dark) { .a { color: white; } }";
+        let mut r = Removed::default();
+        let e = effects(&["css-at-media-prefers-color-scheme"]);
+        let out = filter_sheet(css, &cx(&e), false, &mut r).expect("kept");
+        assert!(out.contains("max-width"), "{out}");
+        assert!(!out.contains("prefers-color-scheme"), "{out}");
+        let e = effects(&["css-at-media"]);
+        let out = filter_sheet(css, &cx(&e), false, &mut r).expect("kept");
+        assert!(!out.contains("@media"), "{out}");
+    }
+
+    #[test]
+    fn selectors_with_unsupported_parts_are_removed_from_their_list() {
+        let e = effects(&["css-selector-attribute", "css-pseudo-class-hover"]);
+        let mut r = Removed::default();
+        let out = filter_sheet(
+            "td[class=x], .b, a:hover { color: red; } .c:hover { color: blue }",
+            &cx(&e),
+            false,
+            &mut r,
+        )
+        .expect("kept");
+        assert_eq!(out, ".b { color: red; }\n");
+    }
+
+    #[test]
+    fn prefixes_apply_to_classes_and_ids_only() {
+        let e = Vec::new();
+        let c = CssContext {
+            class_prefix: "x_",
+            id_prefix: "x_",
+            ..cx(&e)
+        };
+        let mut r = Removed::default();
+        let out = filter_sheet("div.a #b, .c:not(.d) > p { margin: 0 }", &c, false, &mut r)
+            .expect("kept");
+        assert_eq!(out, "div.x_a #x_b, .x_c:not(.x_d) > p { margin: 0; }\n");
+    }
+
+    #[test]
+    fn a_syntax_error_drops_the_sheet_only_for_clients_that_do_so() {
+        let e = Vec::new();
+        let mut r = Removed::default();
+        let css = ".a { color: red; } .b { color: } .c { color: blue }";
+        assert_eq!(
+            filter_sheet(css, &cx(&e), true, &mut r),
+            Err(SheetDropped::SyntaxError)
+        );
+        let out = filter_sheet(css, &cx(&e), false, &mut r).expect("kept");
+        assert!(out.contains(".c"), "{out}");
+    }
+
+    #[test]
+    fn inline_styles_lose_unsupported_values_and_keep_background_colour() {
+        let e = effects(&["css-display-flex", "css-background-image"]);
+        let mut r = Removed::default();
+        let out = filter_inline(
+            "display:flex; background: #ff0000 url(a.png) no-repeat; color:#000",
+            &cx(&e),
+            &mut r,
+        );
+        assert_eq!(out, "background: #ff0000; color: #000;");
+    }
+
+    #[test]
+    fn forced_dark_mode_recolours_outside_the_emails_own_dark_rules() {
+        let e = Vec::new();
+        let c = CssContext {
+            dark: DarkMode::FullInvert,
+            ..cx(&e)
+        };
+        let mut r = Removed::default();
+        let out = filter_sheet(
+            ".a { background-color: #ffffff; } @media (prefers-color-scheme: dark) { .a { background-color: #ffffff; } }",
+            &c,
+            false,
+            &mut r,
+        )
+        .expect("kept");
+        assert!(
+            out.starts_with(".a { background-color: #121212; }"),
+            "{out}"
+        );
+        assert!(out.contains("{ background-color: #ffffff; }"), "{out}");
+    }
+
+    #[test]
+    fn mso_hide_all_is_recognised() {
+        assert!(hides_from_word("display:none; mso-hide: all"));
+        assert!(!hides_from_word("display:none"));
+    }
+}

@@ -1,0 +1,38 @@
+//! Email client emulation: turns the submitted HTML into what a given client would draw, following
+//! that client's rule set (caniemail support facts plus hand-written per-family policy).
+
+pub mod color;
+pub mod conditional;
+pub mod css;
+pub mod derive;
+pub mod features;
+pub mod rules;
+
+pub use rules::{DarkMode, RuleBook, RuleSet, Support};
+
+/// Everything that can go wrong loading rule sets or transforming an email.
+#[derive(Debug, thiserror::Error)]
+pub enum EmulateError {
+    #[error("cannot read rule data at {path}: {source}")]
+    RuleIo {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("rule set {name:?} is not valid TOML: {message}")]
+    RuleSyntax { name: String, message: String },
+    #[error("rule set {name:?} is invalid: {message}")]
+    RuleInvalid { name: String, message: String },
+    #[error(
+        "client catalog and rule sets disagree: {0} (add the rule file or fix data/clients.toml)"
+    )]
+    Catalog(String),
+    #[error("deriving rules: {0}")]
+    Derive(String),
+    #[error("client {client:?} names rule set {rules:?}, which the rule book does not have")]
+    UnknownRuleSet { client: String, rules: String },
+    #[error("email HTML is {len} bytes, more than the {max} bytes emulation accepts")]
+    TooLarge { len: usize, max: usize },
+    #[error("HTML rewriting failed for client {client:?}: {message}")]
+    Rewrite { client: String, message: String },
+}
