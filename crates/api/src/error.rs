@@ -216,3 +216,22 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorName;
+
+    /// README's error table must give every name with the status the code really sends.
+    #[test]
+    fn the_readme_error_table_matches_the_code() {
+        let readme = include_str!("../../../README.md");
+        for name in ErrorName::ALL {
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("| {} |", name.as_str())))
+                .unwrap_or_else(|| panic!("README has no row for {}", name.as_str()));
+            let status = row.split('|').nth(2).unwrap_or("").trim();
+            assert_eq!(status, name.status().as_str(), "README status of {}", name.as_str());
+        }
+    }
+}
