@@ -1,0 +1,240 @@
+//! The inbound SMTP listener: accepts connections, applies connection limits and runs one session per
+//! client until shutdown.
+
+mod data;
+mod limits;
+mod session;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::TlsAcceptor;
+
+use crate::error::{SinkError, SmtpError};
+use limits::Limiter;
+
+/// What the service decides about one recipient at RCPT time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RcptDecision {
+    Accept,
+    /// `code` is the SMTP reply code (e.g. 550); `message` follows it on the reply line and should
+    /// start with an enhanced status code (e.g. "5.1.1 No such mailbox").
+    Reject {
+        code: u16,
+        message: String,
+    },
+}
+
+impl RcptDecision {
+    /// The usual answer for an address we do not serve: 550 5.1.1.
+    pub fn unknown_mailbox() -> Self {
+        Self::Reject {
+            code: 550,
+            message: "5.1.1 No such mailbox here".to_owned(),
+        }
+    }
+}
+
+/// Where accepted mail goes. The service implements this on top of its store.
+#[async_trait::async_trait]
+pub trait MailSink: Send + Sync + 'static {
+    /// Decide at RCPT time; unknown recipients are refused here (never a relay).
+    async fn check_recipient(&self, rcpt: &str) -> RcptDecision;
+    /// Durably store the message before the server answers 250; Err => 451 so the sender retries.
+    async fn store(&self, msg: InboundMessage) -> Result<(), SinkError>;
+}
+
+/// One accepted message as the sink receives it.
+#[derive(Debug, Clone)]
+pub struct InboundMessage {
+    pub mail_from: String,
+    pub rcpt_to: Vec<String>,
+    /// The message as received, with our `Received:` header prepended.
+    pub data: Vec<u8>,
+    pub peer: SocketAddr,
+    pub helo: String,
+    pub received_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// PEM files for STARTTLS.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// Limits and identity of the inbound server.
+#[derive(Debug, Clone)]
+pub struct SmtpConfig {
+    /// Our name in the greeting, EHLO reply and `Received:` header.
+    pub hostname: String,
+    pub max_message_bytes: usize,
+    pub max_recipients: usize,
+    pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    pub messages_per_minute_per_ip: u32,
+    /// A client silent for this long gets 421 and is disconnected.
+    pub idle_timeout: Duration,
+    pub tls: Option<TlsFiles>,
+}
+
+impl Default for SmtpConfig {
+    fn default() -> Self {
+        Self {
+            hostname: "localhost".to_owned(),
+            max_message_bytes: 25 * 1024 * 1024,
+            max_recipients: 100,
+            max_connections: 256,
+            max_connections_per_ip: 16,
+            messages_per_minute_per_ip: 120,
+            idle_timeout: Duration::from_secs(300),
+            tls: None,
+        }
+    }
+}
+
+/// State every session shares.
+pub(crate) struct Shared {
+    pub(crate) cfg: SmtpConfig,
+    pub(crate) sink: Arc<dyn MailSink>,
+    pub(crate) tls: Option<TlsAcceptor>,
+    pub(crate) limiter: Arc<Limiter>,
+}
+
+/// Runs the inbound server on `listener` until `shutdown` resolves, then stops accepting, tells idle
+/// clients 421 and waits (at most `idle_timeout`) for sessions in the middle of a message.
+pub async fn serve(
+    listener: TcpListener,
+    cfg: SmtpConfig,
+    sink: Arc<dyn MailSink>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), SmtpError> {
+    let tls = cfg.tls.as_ref().map(load_tls).transpose()?;
+    let grace = cfg.idle_timeout;
+    let connections = Arc::new(Semaphore::new(cfg.max_connections));
+    let shared = Arc::new(Shared {
+        limiter: Arc::new(Limiter::new(
+            cfg.max_connections_per_ip,
+            cfg.messages_per_minute_per_ip,
+        )),
+        cfg,
+        sink,
+        tls,
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut sessions = JoinSet::new();
+    tokio::pin!(shutdown);
+    tracing::info!(addr = ?listener.local_addr().ok(), "SMTP listener started");
+
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+            // Reap finished sessions so the set does not grow with every connection ever made.
+            Some(_) = sessions.join_next(), if !sessions.is_empty() => continue,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(err) => {
+                // Usually out of file descriptors: back off instead of spinning.
+                tracing::warn!(error = %err, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
+            sessions.spawn(refuse(
+                stream,
+                peer,
+                "4.3.2 Too many connections, try again later",
+            ));
+            continue;
+        };
+        let Some(slot) = shared.limiter.open(peer.ip()) else {
+            sessions.spawn(refuse(
+                stream,
+                peer,
+                "4.7.0 Too many connections from your address, try again later",
+            ));
+            continue;
+        };
+        let shared = Arc::clone(&shared);
+        let stop = stop_rx.clone();
+        sessions.spawn(async move {
+            session::run(shared, stream, peer, stop).await;
+            drop(slot);
+            drop(permit);
+        });
+    }
+
+    tracing::info!(open = sessions.len(), "SMTP listener stopping");
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(grace, async {
+        while sessions.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            left = sessions.len(),
+            "sessions still open after the grace period were cut"
+        );
+        sessions.abort_all();
+    }
+    Ok(())
+}
+
+/// Tells a client we cannot take it now, politely, then closes.
+async fn refuse(mut stream: TcpStream, peer: SocketAddr, text: &'static str) {
+    tracing::info!(%peer, reason = text, "connection refused");
+    let line = format!("421 {text}\r\n");
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let _ = stream.write_all(line.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+fn load_tls(files: &TlsFiles) -> Result<TlsAcceptor, SmtpError> {
+    let cert_pem = read_pem_file("certificate", &files.cert)?;
+    let key_pem = read_pem_file("key", &files.key)?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+        .filter_map(Result::ok)
+        .collect();
+    if certs.is_empty() {
+        return Err(SmtpError::TlsPem {
+            what: "certificate",
+            path: files.cert.clone(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| SmtpError::TlsPem {
+        what: "key",
+        path: files.key.clone(),
+    })?;
+    let config = ServerConfig::builder_with_provider(Arc::new(
+        tokio_rustls::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+fn read_pem_file(what: &'static str, path: &Path) -> Result<Vec<u8>, SmtpError> {
+    std::fs::read(path).map_err(|source| SmtpError::TlsFile {
+        what,
+        path: path.to_owned(),
+        source,
+    })
+}

@@ -1,0 +1,229 @@
+//! Outbound sending: through a caller's SMTP server (the `smtp` method) and into our own inbound
+//! listener (the `svc` method), with failures sorted the way the API reports them.
+
+use std::error::Error as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use lettre::address::{Address, Envelope};
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::Error as LettreError;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+
+use crate::error::SendError;
+
+/// How to secure the connection to the caller's server (`smtp_info.secure` in the API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Secure {
+    /// Plain SMTP (the API's empty string).
+    #[default]
+    None,
+    /// Implicit TLS from the first byte (`ssl`, usually port 465).
+    Ssl,
+    /// STARTTLS, required (`tls`, usually port 587).
+    Tls,
+}
+
+/// A caller's SMTP server and credentials (`smtp_info` in the API).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SmtpInfo {
+    pub host: String,
+    /// 25 unless the caller said otherwise.
+    pub port: u16,
+    pub secure: Secure,
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for SmtpInfo {
+    // The password must never reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmtpInfo")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("secure", &self.secure)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
+}
+
+/// Reply codes that mean the server did not accept who we said we are.
+const AUTH_FAILURE_CODES: [u16; 4] = [530, 534, 535, 538];
+
+/// Sends `message` as is (no header is added) through the caller's server, with our envelope.
+///
+/// Connection, DNS and TLS problems are [`SendError::Connect`]; refused credentials (or a server that
+/// demands them) are [`SendError::Auth`]; any other refusal is [`SendError::Rejected`]. The whole
+/// exchange is bounded by `timeout`.
+pub async fn send_via(
+    info: &SmtpInfo,
+    mail_from: &str,
+    rcpt_to: &[String],
+    message: &[u8],
+    timeout: Duration,
+) -> Result<(), SendError> {
+    let envelope = envelope(mail_from, rcpt_to)?;
+    let tls = match info.secure {
+        Secure::None => Tls::None,
+        Secure::Ssl => Tls::Wrapper(tls_parameters(info)?),
+        Secure::Tls => Tls::Required(tls_parameters(info)?),
+    };
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(info.host.as_str())
+        .port(info.port)
+        .tls(tls)
+        .timeout(Some(timeout));
+    if let Some(username) = &info.username {
+        let password = info.password.clone().unwrap_or_default();
+        builder = builder.credentials(Credentials::new(username.clone(), password));
+    }
+    let transport = builder.build();
+    tracing::info!(host = %info.host, port = info.port, secure = ?info.secure, rcpts = rcpt_to.len(), "sending through a caller's SMTP server");
+    send(
+        &transport, &envelope, message, timeout, &info.host, info.port,
+    )
+    .await
+}
+
+/// Hands a message to our own inbound listener at `addr` over plain SMTP (the `svc` method), so it
+/// takes exactly the path a message from the outside takes.
+pub async fn deliver_local(
+    addr: SocketAddr,
+    mail_from: &str,
+    rcpt_to: &[String],
+    message: &[u8],
+) -> Result<(), SendError> {
+    const LOCAL_TIMEOUT: Duration = Duration::from_secs(60);
+    let envelope = envelope(mail_from, rcpt_to)?;
+    let host = addr.ip().to_string();
+    let transport = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host.as_str())
+        .port(addr.port())
+        .tls(Tls::None)
+        .timeout(Some(LOCAL_TIMEOUT))
+        .build();
+    send(
+        &transport,
+        &envelope,
+        message,
+        LOCAL_TIMEOUT,
+        &host,
+        addr.port(),
+    )
+    .await
+}
+
+async fn send(
+    transport: &AsyncSmtpTransport<Tokio1Executor>,
+    envelope: &Envelope,
+    message: &[u8],
+    timeout: Duration,
+    host: &str,
+    port: u16,
+) -> Result<(), SendError> {
+    // lettre always ends the data with CRLF "." CRLF; a message that already ends in CRLF would gain
+    // an empty line, so hand it over without its last line break.
+    let message = message.strip_suffix(b"\r\n").unwrap_or(message);
+    match tokio::time::timeout(timeout, transport.send_raw(envelope, message)).await {
+        Ok(Ok(response)) => {
+            tracing::info!(host, port, code = %response.code(), "message accepted");
+            Ok(())
+        }
+        Ok(Err(err)) => {
+            let mapped = classify(&err, host, port, timeout);
+            tracing::info!(host, port, error = %mapped, "sending failed");
+            Err(mapped)
+        }
+        Err(_) => Err(SendError::Timeout {
+            host: host.to_owned(),
+            port,
+            seconds: timeout.as_secs(),
+        }),
+    }
+}
+
+fn classify(err: &LettreError, host: &str, port: u16, timeout: Duration) -> SendError {
+    let reason = error_chain(err);
+    if err.is_timeout() {
+        return SendError::Timeout {
+            host: host.to_owned(),
+            port,
+            seconds: timeout.as_secs(),
+        };
+    }
+    if let Some(code) = err.status() {
+        let code = u16::from(code);
+        let message = err
+            .source()
+            .map(ToString::to_string)
+            .unwrap_or_else(|| reason.clone());
+        if AUTH_FAILURE_CODES.contains(&code) {
+            return SendError::Auth {
+                host: host.to_owned(),
+                port,
+                reason: format!("{code} {message}"),
+            };
+        }
+        return SendError::Rejected { code, message };
+    }
+    // Credentials given to a server that offers no mechanism we can use: they cannot be checked.
+    if err.is_client() && reason.contains("authentication mechanism") {
+        return SendError::Auth {
+            host: host.to_owned(),
+            port,
+            reason,
+        };
+    }
+    SendError::Connect {
+        host: host.to_owned(),
+        port,
+        reason,
+    }
+}
+
+/// The error and its causes on one line: lettre's own text alone ("Connection error") says too little.
+fn error_chain(err: &LettreError) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source().and_then(|s| s.source());
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn tls_parameters(info: &SmtpInfo) -> Result<TlsParameters, SendError> {
+    TlsParameters::new(info.host.clone()).map_err(|err| SendError::Connect {
+        host: info.host.clone(),
+        port: info.port,
+        reason: error_chain(&err),
+    })
+}
+
+fn envelope(mail_from: &str, rcpt_to: &[String]) -> Result<Envelope, SendError> {
+    let from = if mail_from.is_empty() {
+        None
+    } else {
+        Some(parse_address("mail_from", mail_from)?)
+    };
+    let to = rcpt_to
+        .iter()
+        .map(|rcpt| parse_address("rcpt_to", rcpt))
+        .collect::<Result<Vec<_>, _>>()?;
+    Envelope::new(from, to).map_err(|err| SendError::Address {
+        field: "rcpt_to",
+        value: rcpt_to.join(","),
+        reason: err.to_string(),
+    })
+}
+
+fn parse_address(field: &'static str, value: &str) -> Result<Address, SendError> {
+    value
+        .parse()
+        .map_err(|err: lettre::address::AddressError| SendError::Address {
+            field,
+            value: value.to_owned(),
+            reason: err.to_string(),
+        })
+}

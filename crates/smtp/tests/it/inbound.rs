@@ -1,0 +1,518 @@
+//! The inbound server, driven over real TCP on loopback.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio_rustls::rustls;
+
+use crate::support::{greeted, simple_message, test_config, Client, TestServer, SEED_DOMAIN};
+
+#[tokio::test]
+async fn accepted_message_is_stored_before_the_250_reply() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    let body = simple_message("hello");
+    let reply = client
+        .send_message("sender@example.org", &["a@seed.test"], &body)
+        .await;
+    assert_eq!(reply.code, 250, "{reply:?}");
+    assert!(reply.text.starts_with("2.0.0 Ok: queued as "), "{reply:?}");
+    // The sink waits before recording, so this only holds if the server waited for it.
+    let stored = server.sink.stored();
+    assert_eq!(stored.len(), 1, "stored by the time 250 arrived");
+    let msg = &stored[0];
+    assert_eq!(msg.mail_from, "sender@example.org");
+    assert_eq!(msg.rcpt_to, vec!["a@seed.test".to_owned()]);
+    assert_eq!(msg.helo, "client.example");
+    assert_eq!(msg.peer.ip().to_string(), "127.0.0.1");
+    assert!(msg.data.ends_with(&body), "the body is kept as sent");
+    client.cmd("QUIT", 221).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn stored_message_starts_with_a_received_header() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    let reply = client.deliver("r").await;
+    let id = reply
+        .text
+        .rsplit(' ')
+        .next()
+        .expect("a queue id")
+        .to_owned();
+    let stored = server.sink.stored();
+    let data = String::from_utf8_lossy(&stored[0].data).into_owned();
+    let header_end = data
+        .find("\r\nFrom: ")
+        .expect("original headers follow ours");
+    let received = &data[..header_end];
+    assert!(
+        received.starts_with(
+            "Received: from client.example ([127.0.0.1])\r\n\tby mx.mailproof.test with ESMTP id "
+        ),
+        "{received}"
+    );
+    assert!(
+        received.contains(&format!("id {id}")),
+        "the header carries the id we replied with: {received}"
+    );
+    assert!(received.contains("for <a@seed.test>;"), "{received}");
+    let date = received.rsplit("\r\n\t").next().expect("a date line");
+    chrono::DateTime::parse_from_rfc2822(date.trim()).expect("an RFC 2822 date");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_recipient_is_refused_at_rcpt_with_550() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    client.cmd("MAIL FROM:<s@example.org>", 250).await;
+    let reply = client.cmd("RCPT TO:<someone@elsewhere.example>", 550).await;
+    assert!(reply.text.starts_with("5.1.1"), "{reply:?}");
+    // With no accepted recipient there is nothing to deliver: never a relay.
+    client.cmd("DATA", 554).await;
+    client.cmd("QUIT", 221).await;
+    assert!(server.sink.stored().is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn failed_store_answers_451_so_the_sender_retries() {
+    let server = TestServer::start(test_config()).await;
+    server.sink.set_failing(true);
+    let mut client = greeted(&server).await;
+    let reply = client.deliver("x").await;
+    assert_eq!(reply.code, 451, "{reply:?}");
+    server.sink.set_failing(false);
+    let retry = client.deliver("x").await;
+    assert_eq!(retry.code, 250, "the same session can retry: {retry:?}");
+    assert_eq!(server.sink.stored().len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn oversize_message_gets_552_and_the_session_continues() {
+    let mut cfg = test_config();
+    cfg.max_message_bytes = 25 * 1024 * 1024;
+    let server = TestServer::start(cfg).await;
+    let mut client = greeted(&server).await;
+    client.cmd("MAIL FROM:<s@example.org>", 250).await;
+    client.cmd("RCPT TO:<big@seed.test>", 250).await;
+    client.cmd("DATA", 354).await;
+    let line = [b'x'; 998];
+    let mut chunk = Vec::with_capacity(1024 * 1024);
+    while chunk.len() < 1024 * 1024 - 1000 {
+        chunk.extend_from_slice(&line);
+        chunk.extend_from_slice(b"\r\n");
+    }
+    let mut sent = 0;
+    while sent < 30 * 1024 * 1024 {
+        client.send_raw(&chunk).await;
+        sent += chunk.len();
+    }
+    client.send_raw(b".\r\n").await;
+    let reply = client.expect(552).await;
+    assert!(reply.text.starts_with("5.3.4"), "{reply:?}");
+    assert!(server.sink.stored().is_empty());
+
+    let after = client.deliver("small").await;
+    assert_eq!(after.code, 250, "the session goes on after 552: {after:?}");
+    let mut other = greeted(&server).await;
+    other.cmd("NOOP", 250).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn declared_size_over_the_limit_is_refused_at_mail_from() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    let reply = client
+        .cmd("MAIL FROM:<s@example.org> SIZE=999999999", 552)
+        .await;
+    assert!(reply.text.starts_with("5.3.4"), "{reply:?}");
+    client.cmd("MAIL FROM:<s@example.org> SIZE=1000", 250).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn ehlo_advertises_the_extensions_we_support() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = server.connect().await;
+    let greeting = client.expect(220).await;
+    assert!(
+        greeting.text.starts_with("mx.mailproof.test "),
+        "{greeting:?}"
+    );
+    let ehlo = client.cmd("EHLO client.example", 250).await;
+    for ext in [
+        "PIPELINING",
+        "SIZE 1048576",
+        "8BITMIME",
+        "SMTPUTF8",
+        "ENHANCEDSTATUSCODES",
+        "CHUNKING",
+    ] {
+        assert!(
+            ehlo.text.lines().any(|l| l == ext),
+            "{ext} missing from {ehlo:?}"
+        );
+    }
+    assert!(
+        !ehlo.text.contains("STARTTLS"),
+        "no STARTTLS without a certificate"
+    );
+    client.cmd("VRFY someone", 252).await;
+    client.cmd("HELO old.example", 250).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_input_gets_clear_errors_and_the_session_survives() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = server.connect().await;
+    client.expect(220).await;
+    client.cmd("MAIL FROM:<s@example.org>", 503).await; // before EHLO
+    client.cmd("EHLO client.example", 250).await;
+    client.cmd("FOOBAR", 500).await;
+    client.send_raw(b"\x00\xff\xfe garbage \x01\r\n").await;
+    assert!(client.reply().await.expect("a reply").code >= 500);
+    client.cmd("MAIL FROM:not-bracketed and junk", 501).await;
+    client.cmd("RCPT TO:<a@seed.test>", 503).await; // before MAIL
+    client.cmd("MAIL FROM:<s@example.org>", 250).await;
+    client.cmd("MAIL FROM:<s@example.org>", 503).await; // nested
+    client.cmd("RCPT TO:<<<>>>", 501).await;
+    client.cmd("AUTH PLAIN AGFiYwBkZWY=", 502).await;
+    client.cmd("STARTTLS", 502).await;
+    let long = format!("NOOP {}", "a".repeat(10_000));
+    let reply = client.cmd(&long, 500).await;
+    assert!(reply.text.contains("too long"), "{reply:?}");
+    client.cmd("RSET", 250).await;
+    client.cmd("NOOP", 250).await;
+    let ok = client.deliver("after junk").await;
+    assert_eq!(ok.code, 250, "{ok:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn endless_errors_end_the_session_with_421() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    // Twenty failed commands are allowed; the twentieth's 500 is followed by 421 and a hang-up.
+    for _ in 0..20 {
+        client.cmd("BOGUS", 500).await;
+    }
+    let reply = client.expect(421).await;
+    assert!(reply.text.contains("Too many errors"), "{reply:?}");
+    assert!(client.closed().await);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn connection_dropped_mid_data_stores_nothing() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    client.cmd("MAIL FROM:<s@example.org>", 250).await;
+    client.cmd("RCPT TO:<a@seed.test>", 250).await;
+    client.cmd("DATA", 354).await;
+    client
+        .send_raw(b"Subject: half\r\n\r\nthe first half of a bo")
+        .await;
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        server.sink.stored().is_empty(),
+        "a partial message is never stored"
+    );
+    let mut next = greeted(&server).await;
+    let reply = next.deliver("whole").await;
+    assert_eq!(reply.code, 250, "the server is still up: {reply:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn eight_bit_headers_are_stored_byte_for_byte() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    let body: &[u8] = b"From: =?x?= \xc3\xa9milie <e@example.org>\r\nSubject: Caf\xe9 \xff\xfe latin-1 and raw\r\nX-Utf8: \xe2\x9c\x93 \xf0\x9f\x93\xa7\r\n\r\nBody \x80\x81\r\n";
+    client
+        .cmd("MAIL FROM:<e@example.org> BODY=8BITMIME SMTPUTF8", 250)
+        .await;
+    client.cmd("RCPT TO:<a@seed.test>", 250).await;
+    client.cmd("DATA", 354).await;
+    client.send_raw(body).await;
+    client.send_raw(b".\r\n").await;
+    client.expect(250).await;
+    let stored = server.sink.stored();
+    assert!(stored[0].data.ends_with(body), "8-bit bytes kept exactly");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn dot_stuffed_lines_are_unstuffed() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    let reply = client
+        .send_message(
+            "s@example.org",
+            &["a@seed.test"],
+            b"Subject: dots\r\n\r\n..leading dot\r\n...\r\nend\r\n",
+        )
+        .await;
+    assert_eq!(reply.code, 250);
+    let stored = server.sink.stored();
+    assert!(stored[0]
+        .data
+        .ends_with(b"\r\n\r\n.leading dot\r\n..\r\nend\r\n"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn too_many_recipients_get_452() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    client.cmd("MAIL FROM:<s@example.org>", 250).await;
+    for i in 0..5 {
+        client.cmd(&format!("RCPT TO:<r{i}@seed.test>"), 250).await;
+    }
+    let reply = client.cmd("RCPT TO:<r5@seed.test>", 452).await;
+    assert!(reply.text.starts_with("4.5.3"), "{reply:?}");
+    client.cmd("DATA", 354).await;
+    client.send_raw(&simple_message("five")).await;
+    client.send_raw(b".\r\n").await;
+    client.expect(250).await;
+    assert_eq!(server.sink.stored()[0].rcpt_to.len(), 5);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn pipelined_commands_are_answered_in_order() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    let mut batch = b"MAIL FROM:<s@example.org>\r\nRCPT TO:<a@seed.test>\r\nRCPT TO:<nobody@x.example>\r\nRCPT TO:<b@seed.test>\r\nDATA\r\n".to_vec();
+    client.send_raw(&batch).await;
+    for code in [250, 250, 550, 250, 354] {
+        client.expect(code).await;
+    }
+    batch = simple_message("pipelined");
+    batch.extend_from_slice(b".\r\nNOOP\r\nQUIT\r\n");
+    client.send_raw(&batch).await;
+    for code in [250, 250, 221] {
+        client.expect(code).await;
+    }
+    assert_eq!(
+        server.sink.stored()[0].rcpt_to,
+        vec!["a@seed.test", "b@seed.test"]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bdat_chunks_make_one_message() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    client.cmd("MAIL FROM:<s@example.org>", 250).await;
+    client.cmd("RCPT TO:<a@seed.test>", 250).await;
+    let first = b"Subject: chunked\r\n\r\n.not stuffed\r\n";
+    let second = b"second part\r\n";
+    client
+        .send_raw(format!("BDAT {}\r\n", first.len()).as_bytes())
+        .await;
+    client.send_raw(first).await;
+    client.expect(250).await;
+    client
+        .send_raw(format!("BDAT {} LAST\r\n", second.len()).as_bytes())
+        .await;
+    client.send_raw(second).await;
+    client.expect(250).await;
+    let stored = server.sink.stored();
+    let mut whole = first.to_vec();
+    whole.extend_from_slice(second);
+    assert!(
+        stored[0].data.ends_with(&whole),
+        "BDAT bytes are taken as is"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn idle_client_gets_421_and_is_disconnected() {
+    let mut cfg = test_config();
+    cfg.idle_timeout = Duration::from_millis(300);
+    let server = TestServer::start(cfg).await;
+    let mut client = greeted(&server).await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let reply = client.expect(421).await;
+    assert!(reply.text.starts_with("4.4.2"), "{reply:?}");
+    assert!(client.closed().await);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn connections_over_the_per_ip_limit_are_refused_with_421() {
+    let mut cfg = test_config();
+    cfg.max_connections_per_ip = 2;
+    let server = TestServer::start(cfg).await;
+    let first = greeted(&server).await;
+    let _second = greeted(&server).await;
+    let mut third = server.connect().await;
+    let reply = third.expect(421).await;
+    assert!(reply.text.starts_with("4.7.0"), "{reply:?}");
+    assert!(third.closed().await);
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut fourth = server.connect().await;
+    fourth.expect(220).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn connections_over_the_global_limit_are_refused_with_421() {
+    let mut cfg = test_config();
+    cfg.max_connections = 1;
+    let server = TestServer::start(cfg).await;
+    let _first = greeted(&server).await;
+    let mut second = server.connect().await;
+    let reply = second.expect(421).await;
+    assert!(reply.text.starts_with("4.3.2"), "{reply:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn messages_over_the_rate_limit_are_refused_with_421() {
+    let mut cfg = test_config();
+    cfg.messages_per_minute_per_ip = 2;
+    let server = TestServer::start(cfg).await;
+    let mut client = greeted(&server).await;
+    for i in 0..2 {
+        let reply = client.deliver(&format!("m{i}")).await;
+        assert_eq!(reply.code, 250);
+    }
+    let reply = client.cmd("MAIL FROM:<s@example.org>", 421).await;
+    assert!(reply.text.contains("Too many messages"), "{reply:?}");
+    assert!(client.closed().await);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_tells_waiting_clients_421() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    let addr = server.addr;
+    server.stop().await;
+    let reply = client.expect(421).await;
+    assert!(reply.text.starts_with("4.3.2"), "{reply:?}");
+    assert!(
+        TcpStream::connect(addr).await.is_err(),
+        "the listener is closed"
+    );
+}
+
+#[tokio::test]
+async fn starttls_upgrades_the_session_and_marks_it_esmtps() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .expect("a self-signed certificate");
+    let cert_path = dir.path().join("cert.pem");
+    let key_path = dir.path().join("key.pem");
+    std::fs::write(&cert_path, certified.cert.pem()).expect("write cert");
+    std::fs::write(&key_path, certified.signing_key.serialize_pem()).expect("write key");
+    let mut cfg = test_config();
+    cfg.tls = Some(smtp::TlsFiles {
+        cert: cert_path,
+        key: key_path,
+    });
+    let server = TestServer::start(cfg).await;
+
+    let mut client = greeted(&server).await;
+    client.send("EHLO client.example").await;
+    let ehlo = client.expect(250).await;
+    assert!(ehlo.text.lines().any(|l| l == "STARTTLS"), "{ehlo:?}");
+    // Commands pipelined after STARTTLS travel in clear text and must be ignored.
+    client.send_raw(b"STARTTLS\r\nNOOP\r\n").await;
+    client.expect(220).await;
+    let tcp = client.into_inner();
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(certified.cert.der().clone())
+        .expect("trust the test cert");
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("protocol versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("server name");
+    let tls = connector.connect(name, tcp).await.expect("TLS handshake");
+    let mut client = Client::new(tls);
+
+    // The session starts over: MAIL before EHLO is refused, and the injected NOOP got no reply.
+    client.cmd("MAIL FROM:<s@example.org>", 503).await;
+    let ehlo = client.cmd("EHLO client.example", 250).await;
+    assert!(
+        !ehlo.text.contains("STARTTLS"),
+        "no second STARTTLS: {ehlo:?}"
+    );
+    let reply = client.deliver("secret").await;
+    assert_eq!(reply.code, 250, "{reply:?}");
+    let stored = server.sink.stored();
+    let data = String::from_utf8_lossy(&stored[0].data);
+    assert!(data.contains("with ESMTPS id"), "{data}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn missing_tls_files_fail_at_start_with_the_path() {
+    let mut cfg = test_config();
+    cfg.tls = Some(smtp::TlsFiles {
+        cert: "/nonexistent/cert.pem".into(),
+        key: "/nonexistent/key.pem".into(),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let sink = Arc::new(crate::support::RecordingSink::default());
+    let err = smtp::serve(listener, cfg, sink, std::future::pending())
+        .await
+        .expect_err("cannot serve TLS without the files");
+    assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
+}
+
+#[tokio::test]
+async fn random_bytes_never_break_the_server() {
+    use rand::{Rng, SeedableRng};
+    let server = TestServer::start(test_config()).await;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+    let pieces: [&[u8]; 8] = [
+        b"MAIL FROM:<a@b>\r\n",
+        b"RCPT TO:<x@seed.test>\r\n",
+        b"DATA\r\n",
+        b"BDAT 5\r\n",
+        b".\r\n",
+        b"\r\n",
+        b"EHLO x\r\n",
+        b"BDAT 99999999999999999999 LAST\r\n",
+    ];
+    for _ in 0..40 {
+        let mut client = server.connect().await;
+        let mut junk = Vec::new();
+        for _ in 0..rng.gen_range(1..40) {
+            if rng.gen_bool(0.5) {
+                junk.extend_from_slice(pieces[rng.gen_range(0..pieces.len())]);
+            } else {
+                let len = rng.gen_range(0..200);
+                junk.extend((0..len).map(|_| rng.gen::<u8>()));
+            }
+        }
+        client.send_raw(&junk).await;
+        drop(client);
+    }
+    let mut client = greeted(&server).await;
+    let reply = client.deliver(&format!("after fuzz {SEED_DOMAIN}")).await;
+    assert_eq!(reply.code, 250, "{reply:?}");
+    server.stop().await;
+}

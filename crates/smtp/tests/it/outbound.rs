@@ -1,0 +1,286 @@
+//! Outbound sending against a local aiosmtpd server with AUTH, and into our own inbound server.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use smtp::{Secure, SendError, SmtpInfo};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::support::{test_config, TestServer};
+
+const PYTHON: &str = "/usr/bin/python3";
+const USER: &str = "test";
+const PASSWORD: &str = "secret";
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// aiosmtpd with AUTH on a free loopback port, writing received mail to a temp dir; killed on drop.
+struct AuthServer {
+    port: u16,
+    inbox: tempfile::TempDir,
+    _child: Child,
+}
+
+impl AuthServer {
+    async fn start() -> Self {
+        let has_aiosmtpd = std::process::Command::new(PYTHON)
+            .args(["-c", "import aiosmtpd"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            has_aiosmtpd,
+            "{PYTHON} with aiosmtpd is needed for the outbound tests: install it with scripts/setup.sh"
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("find a free port")
+            .port();
+        let inbox = tempfile::tempdir().expect("temp inbox");
+        let script =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/resources/auth_smtp_server.py");
+        let mut child = Command::new(PYTHON)
+            .arg(script)
+            .arg(port.to_string())
+            .arg(inbox.path())
+            .args([USER, PASSWORD])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the aiosmtpd test server");
+        let stdout = child.stdout.take().expect("child stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("aiosmtpd starts within 20 s")
+            .expect("read aiosmtpd output");
+        assert_eq!(ready.as_deref(), Some("READY"), "aiosmtpd did not start");
+        Self {
+            port,
+            inbox,
+            _child: child,
+        }
+    }
+
+    fn info(&self, password: &str) -> SmtpInfo {
+        SmtpInfo {
+            username: Some(USER.to_owned()),
+            password: Some(password.to_owned()),
+            ..plain_info("127.0.0.1", self.port)
+        }
+    }
+
+    fn received(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.inbox.path())
+            .expect("read inbox")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "eml"))
+            .collect();
+        files.sort();
+        files
+    }
+}
+
+fn plain_info(host: &str, port: u16) -> SmtpInfo {
+    SmtpInfo {
+        host: host.to_owned(),
+        port,
+        secure: Secure::None,
+        username: None,
+        password: None,
+    }
+}
+
+fn test_message() -> Vec<u8> {
+    smtp::build_message(
+        "Outbound test",
+        "<html><body><p>Hello from mailproof</p></body></html>",
+        "news@acme.example",
+        &["jane@example.org".to_owned()],
+        "mailproof.test",
+    )
+    .expect("build a message")
+}
+
+/// Sends the test message from bounce@acme.example to `rcpt` through `info`.
+async fn send_to(info: &SmtpInfo, rcpt: &str) -> Result<Vec<u8>, SendError> {
+    let message = test_message();
+    smtp::send_via(
+        info,
+        "bounce@acme.example",
+        &[rcpt.to_owned()],
+        &message,
+        TIMEOUT,
+    )
+    .await?;
+    Ok(message)
+}
+
+#[tokio::test]
+async fn correct_credentials_deliver_the_message_unchanged() {
+    let server = AuthServer::start().await;
+    let message = send_to(&server.info(PASSWORD), "jane@example.org")
+        .await
+        .expect("delivery with the right password");
+    let files = server.received();
+    assert_eq!(files.len(), 1, "one message arrived");
+    let stored = std::fs::read(&files[0]).expect("read the delivered file");
+    assert_eq!(stored, message, "the bytes arrive as sent");
+    let envelope =
+        std::fs::read_to_string(files[0].with_extension("eml.env")).expect("envelope file");
+    assert_eq!(
+        envelope, "bounce@acme.example\njane@example.org\n",
+        "our envelope, not the headers"
+    );
+}
+
+#[tokio::test]
+async fn wrong_password_is_an_auth_error() {
+    let server = AuthServer::start().await;
+    let err = send_to(&server.info("WRONG"), "jane@example.org")
+        .await
+        .expect_err("a wrong password fails");
+    assert!(matches!(err, SendError::Auth { .. }), "{err:?}");
+    assert!(err.to_string().contains("535"), "{err}");
+    assert!(server.received().is_empty());
+}
+
+#[tokio::test]
+async fn missing_credentials_on_a_server_that_demands_them_is_an_auth_error() {
+    let server = AuthServer::start().await;
+    let err = send_to(&plain_info("127.0.0.1", server.port), "jane@example.org")
+        .await
+        .expect_err("the server requires AUTH");
+    assert!(matches!(err, SendError::Auth { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn refused_recipient_is_a_rejection_with_the_servers_code() {
+    let server = AuthServer::start().await;
+    let err = send_to(&server.info(PASSWORD), "reject@example.org")
+        .await
+        .expect_err("the recipient is refused");
+    match err {
+        SendError::Rejected { code, message } => {
+            assert_eq!(code, 550);
+            assert!(message.contains("refused by the test server"), "{message}");
+        }
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn unresolvable_host_is_a_connect_error() {
+    let err = send_to(&plain_info("no-such-host.invalid", 25), "jane@example.org")
+        .await
+        .expect_err("the host does not exist");
+    assert!(matches!(err, SendError::Connect { .. }), "{err:?}");
+    assert!(err.to_string().contains("no-such-host.invalid"), "{err}");
+}
+
+#[tokio::test]
+async fn tls_settings_the_server_cannot_meet_are_connect_errors() {
+    let server = AuthServer::start().await;
+    for secure in [Secure::Ssl, Secure::Tls] {
+        let info = SmtpInfo {
+            secure,
+            ..server.info(PASSWORD)
+        };
+        let err = send_to(&info, "jane@example.org")
+            .await
+            .expect_err("the server speaks no TLS");
+        assert!(
+            matches!(err, SendError::Connect { .. }),
+            "{secure:?}: {err:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn silent_server_is_a_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    // Accept and then say nothing.
+    let holder = tokio::spawn(async move {
+        let conn = listener.accept().await;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        drop(conn);
+    });
+    let info = plain_info("127.0.0.1", port);
+    let err = smtp::send_via(
+        &info,
+        "b@acme.example",
+        &["j@example.org".to_owned()],
+        b"x",
+        Duration::from_millis(500),
+    )
+    .await
+    .expect_err("no greeting comes");
+    assert!(matches!(err, SendError::Timeout { .. }), "{err:?}");
+    holder.abort();
+}
+
+#[tokio::test]
+async fn bad_envelope_address_is_refused_before_connecting() {
+    let info = plain_info("127.0.0.1", 9);
+    let err = smtp::send_via(
+        &info,
+        "not an address",
+        &["j@example.org".to_owned()],
+        b"x",
+        TIMEOUT,
+    )
+    .await
+    .expect_err("invalid MAIL FROM");
+    assert!(
+        matches!(
+            err,
+            SendError::Address {
+                field: "mail_from",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn smtp_info_debug_hides_the_password() {
+    let info = SmtpInfo {
+        username: Some("u".to_owned()),
+        password: Some("hunter2".to_owned()),
+        ..plain_info("h", 25)
+    };
+    assert!(!format!("{info:?}").contains("hunter2"));
+}
+
+#[tokio::test]
+async fn deliver_local_hands_a_message_to_our_own_listener() {
+    let server = TestServer::start(test_config()).await;
+    let message = test_message();
+    let rcpt = ["a@seed.test".to_owned()];
+    smtp::deliver_local(server.addr, "svc@mailproof.test", &rcpt, &message)
+        .await
+        .expect("local delivery");
+    let stored = server.sink.stored();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].mail_from, "svc@mailproof.test");
+    assert!(
+        stored[0].data.ends_with(&message),
+        "the message arrives intact"
+    );
+
+    let elsewhere = ["x@elsewhere.example".to_owned()];
+    let err = smtp::deliver_local(server.addr, "svc@mailproof.test", &elsewhere, &message)
+        .await
+        .expect_err("our listener refuses unknown recipients");
+    assert!(
+        matches!(err, SendError::Rejected { code: 550, .. }),
+        "{err:?}"
+    );
+    server.stop().await;
+}
