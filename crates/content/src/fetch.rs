@@ -163,9 +163,18 @@ fn client(policy: &NetPolicy, url: &Url) -> Result<reqwest::Client, FetchError> 
         })
 }
 
+/// Longest URL accepted; real email source URLs are far shorter.
+const MAX_URL_BYTES: usize = 8192;
+
 /// Parses `url` and refuses what may never be fetched: other schemes, and hosts that are
 /// addresses the policy does not permit. Host names are checked later, when they are resolved.
 fn checked_url(url: &str, policy: &NetPolicy) -> Result<Url, FetchError> {
+    if url.len() > MAX_URL_BYTES {
+        return Err(FetchError::InvalidUrl {
+            url: format!("{}…", url.chars().take(64).collect::<String>()),
+            reason: format!("it is longer than {MAX_URL_BYTES} bytes"),
+        });
+    }
     let parsed = Url::parse(url.trim()).map_err(|e| FetchError::InvalidUrl {
         url: url.to_owned(),
         reason: e.to_string(),
@@ -584,6 +593,9 @@ mod tests {
         }
         let e = fetch_err("not a url", &policy).await;
         assert!(matches!(e, FetchError::InvalidUrl { .. }), "{e}");
+        let e = fetch_err(&format!("http://127.0.0.1/{}", "a".repeat(10_000)), &policy).await;
+        assert!(e.to_string().contains("longer than 8192 bytes"), "{e}");
+        assert!(e.to_string().len() < 300, "the message stays short: {e}");
     }
 
     #[tokio::test]
