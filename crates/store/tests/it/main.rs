@@ -1,0 +1,268 @@
+//! Store behaviour that the HTTP tests cannot reach directly: the leased render queue and
+//! retention.
+
+use std::collections::BTreeMap;
+
+use domain::{Plan, ScreenshotStatus, TestKind, Variant};
+use store::{JobOutcome, NewAccount, NewTest, NewTestClient, Store};
+
+async fn store_with_test(variants: Vec<Variant>) -> (tempfile::TempDir, Store, String) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(dir.path()).await.expect("open store");
+    let account = store
+        .create_account(
+            &NewAccount {
+                api_key: "k".into(),
+                password_hash: "x".into(),
+                plan: Plan::Enterprise,
+                monthly_test_limit: None,
+                rate_limit_per_minute: None,
+                allowed_clients: None,
+                auto_inbox: None,
+            },
+            1_000,
+        )
+        .await
+        .expect("account");
+    let id = domain::TestId::generate().to_string();
+    store
+        .create_test(&NewTest {
+            id: id.clone(),
+            account_id: account.id,
+            kind: TestKind::Email,
+            subject: "S".into(),
+            html: "<p>x</p>".into(),
+            created_at: 1_000,
+            reference_id: None,
+            customer_id: None,
+            headers: BTreeMap::new(),
+            image_blocking: true,
+            free_test: false,
+            source_url: None,
+            clients: vec![NewTestClient {
+                client_id: "c1".into(),
+                variants,
+            }],
+            spam_method: None,
+            seed_key: None,
+            spam_request: None,
+            spam_filters: Vec::new(),
+            reprocesses: 2,
+            monthly_limit: None,
+        })
+        .await
+        .expect("test");
+    (dir, store, id)
+}
+
+fn done() -> JobOutcome {
+    JobOutcome::Done {
+        engine: "blink".into(),
+        rule_set: "r".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_client_completes_when_all_its_variants_are_done() {
+    let (_dir, store, id) = store_with_test(vec![Variant::Default, Variant::NoImages]).await;
+    let a = store
+        .claim_job("w1", 2_000, 60)
+        .await
+        .expect("claim")
+        .expect("a job");
+    let b = store
+        .claim_job("w1", 2_000, 60)
+        .await
+        .expect("claim")
+        .expect("a second job");
+    assert!(
+        store
+            .claim_job("w1", 2_000, 60)
+            .await
+            .expect("claim")
+            .is_none(),
+        "both are leased"
+    );
+    assert_eq!(
+        store.test_clients(&id).await.expect("clients")[0].status,
+        ScreenshotStatus::Processing
+    );
+    assert!(store
+        .finish_job(&a, "w1", 2_001, &done())
+        .await
+        .expect("finish"));
+    assert_eq!(
+        store.test_clients(&id).await.expect("clients")[0].status,
+        ScreenshotStatus::Processing
+    );
+    assert!(store
+        .finish_job(&b, "w1", 2_002, &done())
+        .await
+        .expect("finish"));
+    let c = &store.test_clients(&id).await.expect("clients")[0];
+    assert_eq!(c.status, ScreenshotStatus::Complete);
+    assert_eq!(c.completed_at, Some(2_002));
+    assert_eq!(c.engine.as_deref(), Some("blink"));
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_taken_over_and_the_old_worker_result_is_ignored() {
+    let (_dir, store, id) = store_with_test(vec![Variant::Default]).await;
+    let first = store
+        .claim_job("dead-worker", 2_000, 60)
+        .await
+        .expect("claim")
+        .expect("job");
+    assert!(
+        store
+            .claim_job("w2", 2_030, 60)
+            .await
+            .expect("claim")
+            .is_none(),
+        "lease still valid"
+    );
+    let second = store
+        .claim_job("w2", 2_061, 60)
+        .await
+        .expect("claim")
+        .expect("taken over after expiry");
+    assert_eq!(second.id, first.id);
+    assert_eq!(second.attempts, 2);
+    assert!(!store
+        .finish_job(&first, "dead-worker", 2_070, &done())
+        .await
+        .expect("finish"));
+    assert!(store
+        .finish_job(&second, "w2", 2_071, &done())
+        .await
+        .expect("finish"));
+    assert_eq!(
+        store.test_clients(&id).await.expect("clients")[0].status,
+        ScreenshotStatus::Complete
+    );
+}
+
+#[tokio::test]
+async fn a_retry_waits_and_a_bounce_is_final() {
+    let (_dir, store, id) = store_with_test(vec![Variant::Default, Variant::NoImages]).await;
+    let job = store
+        .claim_job("w", 2_000, 60)
+        .await
+        .expect("claim")
+        .expect("job");
+    let retry = JobOutcome::Retry {
+        error: "engine crashed".into(),
+        retry_at: 2_100,
+    };
+    assert!(store
+        .finish_job(&job, "w", 2_001, &retry)
+        .await
+        .expect("finish"));
+    let other = store
+        .claim_job("w", 2_002, 60)
+        .await
+        .expect("claim")
+        .expect("the other variant");
+    assert_ne!(other.id, job.id);
+    assert!(
+        store
+            .claim_job("w", 2_050, 60)
+            .await
+            .expect("claim")
+            .is_none(),
+        "retry not yet due"
+    );
+    let again = store
+        .claim_job("w", 2_100, 60)
+        .await
+        .expect("claim")
+        .expect("retry due");
+    let bounce = JobOutcome::Bounce {
+        code: "render_failed".into(),
+        message: "cannot draw".into(),
+    };
+    assert!(store
+        .finish_job(&again, "w", 2_101, &bounce)
+        .await
+        .expect("finish"));
+    let c = &store.test_clients(&id).await.expect("clients")[0];
+    assert_eq!(c.status, ScreenshotStatus::Bounced);
+    assert_eq!(c.bounce_code.as_deref(), Some("render_failed"));
+    // The still-leased sibling finishing later does not un-bounce the client.
+    store
+        .finish_job(&other, "w", 2_102, &done())
+        .await
+        .expect("finish");
+    assert_eq!(
+        store.test_clients(&id).await.expect("clients")[0].status,
+        ScreenshotStatus::Bounced
+    );
+    assert_eq!(store.pending_jobs().await.expect("count"), 0);
+}
+
+#[tokio::test]
+async fn stalled_processing_is_requeued() {
+    let (_dir, store, id) = store_with_test(vec![Variant::Default]).await;
+    store
+        .claim_job("w", 2_000, 600)
+        .await
+        .expect("claim")
+        .expect("job");
+    assert_eq!(
+        store
+            .requeue_stale(&id, 1_999, 2_001)
+            .await
+            .expect("requeue"),
+        0
+    );
+    assert_eq!(
+        store
+            .requeue_stale(&id, 2_181, 2_181)
+            .await
+            .expect("requeue"),
+        1
+    );
+    assert_eq!(
+        store.test_clients(&id).await.expect("clients")[0].status,
+        ScreenshotStatus::Pending
+    );
+    assert!(store
+        .claim_job("w2", 2_182, 60)
+        .await
+        .expect("claim")
+        .is_some());
+}
+
+#[tokio::test]
+async fn retention_removes_content_and_results_but_keeps_metadata() {
+    let (_dir, store, id) = store_with_test(vec![Variant::Default]).await;
+    assert!(
+        store
+            .purge_before(1_000, 5_000, 10)
+            .await
+            .expect("purge")
+            .is_empty(),
+        "not old enough"
+    );
+    assert_eq!(
+        store.purge_before(1_001, 5_000, 10).await.expect("purge"),
+        vec![id.clone()]
+    );
+    assert!(store.test_content(&id).await.expect("content").is_none());
+    assert!(store.test_clients(&id).await.expect("clients").is_empty());
+    let t = store
+        .test_any_account(&id)
+        .await
+        .expect("test")
+        .expect("metadata kept");
+    assert_eq!(t.subject, "S");
+    assert_eq!(t.purged_at, Some(5_000));
+    assert!(
+        store
+            .purge_before(9_999, 6_000, 10)
+            .await
+            .expect("purge")
+            .is_empty(),
+        "purged once"
+    );
+}
