@@ -8,9 +8,12 @@
 //! - `now`, and the day words `today`, `yesterday`, `tomorrow` (whole UTC days, as above);
 //! - `last`, `this` or `next` followed by `week`, `month` or `year`: that calendar period (weeks
 //!   start on Monday, as in ISO 8601), its first second for a start bound and its last for an end;
-//! - offsets from now: `3 days ago`, `an hour ago`, `-3 days`, `+1 week`, with units `second`,
-//!   `minute`, `hour`, `day`, `week`, `month`, `year` (singular or plural). Offsets are instants:
-//!   `3 days ago` is exactly 72 hours before now whichever bound it is.
+//! - offsets from now: `3 days ago`, `an hour ago`, `-3 days`, `+1 week` (or `1 week`), with
+//!   units `second`, `minute`, `hour`, `day`, `week`, `month`, `year` (singular or plural).
+//!   Offsets are instants: `3 days ago` is exactly 72 hours before now whichever bound it is.
+//!
+//! A `+` in a query string arrives as a space when the caller forgot to write `%2B`; both places
+//! where a `+` belongs (`+1 week`, `…T10:00:00+02:00`) read the space as the `+` it was.
 //!
 //! End bounds fall on the last whole second (`23:59:59`), so a range is inclusive at second
 //! precision.
@@ -129,16 +132,22 @@ fn looks_like_a_date(text: &str) -> bool {
 /// The absolute forms, told apart by what follows the date so that a parse error describes the
 /// form the caller meant; `Ok(None)` when a real date is out of chrono's range.
 fn absolute(text: &str, which: Bound) -> Result<Option<DateTime<Utc>>, chrono::ParseError> {
-    let rfc3339 = || DateTime::parse_from_rfc3339(&text.to_ascii_uppercase()).map(|t| t.to_utc());
+    let rfc3339 = |text: &str| {
+        DateTime::parse_from_rfc3339(&text.to_ascii_uppercase()).map(|t| Some(t.to_utc()))
+    };
     match text.as_bytes().get(10) {
         None => NaiveDate::parse_from_str(text, "%Y-%m-%d").map(|d| day_bound(d, which)),
         Some(b' ') => match NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S") {
             Ok(t) => Ok(Some(t.and_utc())),
-            Err(error) => rfc3339().map(Some).map_err(|_| error),
+            Err(error) => rfc3339(text).map_err(|_| error),
         },
         Some(_) => match NaiveDateTime::parse_from_str(text, "%Y-%m-%dt%H:%M:%S") {
             Ok(t) => Ok(Some(t.and_utc())),
-            Err(_) => rfc3339().map(Some),
+            Err(_) => rfc3339(text).or_else(|error| {
+                // "…t10:00:00 02:00": a "+" decoded as a space.
+                let (datetime, offset) = text.rsplit_once(' ').ok_or(error)?;
+                rfc3339(&format!("{datetime}+{offset}")).map_err(|_| error)
+            }),
         },
     }
 }
@@ -227,8 +236,9 @@ fn period_bound(today: NaiveDate, unit: Unit, step: i32, which: Bound) -> Option
 }
 
 /// `3 days ago`, `an hour ago`, `-3 days`, `+1 week` (spaces optional around the sign and between
-/// number and unit): the signed amount and its unit. A bare `3 days` is refused: it could mean
-/// either direction.
+/// number and unit): the signed amount and its unit. An unsigned `1 week` counts forward, as in
+/// PHP's `strtotime`; it is also what `+1 week` becomes when a `+` in a query string is decoded as
+/// a space.
 fn offset(text: &str) -> Option<(i64, Unit)> {
     let (body, ago) = match text.strip_suffix("ago") {
         Some(rest) => (rest.trim_end(), true),
@@ -240,7 +250,7 @@ fn offset(text: &str) -> Option<(i64, Unit)> {
         b'+' => (1, body.get(1..)?.trim_start()),
         b'-' => (-1, body.get(1..)?.trim_start()),
         _ if ago => (-1, body),
-        _ => return None,
+        _ => (1, body),
     };
     let digits = body.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = body.split_at(digits);
@@ -335,6 +345,15 @@ mod tests {
     }
 
     #[test]
+    fn a_plus_decoded_as_a_space_still_reads_as_a_plus() {
+        check(
+            "2024-01-02T03:04:05 02:00",
+            Bound::Start,
+            "2024-01-02T01:04:05Z",
+        );
+    }
+
+    #[test]
     fn a_date_covers_the_whole_day() {
         check("2024-02-29", Bound::Start, "2024-02-29T00:00:00Z");
         check("2024-02-29", Bound::End, "2024-02-29T23:59:59Z");
@@ -424,6 +443,12 @@ mod tests {
     }
 
     #[test]
+    fn an_unsigned_offset_counts_forward_like_a_plus_lost_in_a_query_string() {
+        check(" 1 week", Bound::End, "2024-03-22T12:34:56Z");
+        check("2 days", Bound::Start, "2024-03-17T12:34:56Z");
+    }
+
+    #[test]
     fn last_week_is_the_previous_monday_to_sunday() {
         check("last week", Bound::Start, "2024-03-04T00:00:00Z");
         check("last week", Bound::End, "2024-03-10T23:59:59Z");
@@ -477,7 +502,6 @@ mod tests {
             "last tuesday",
             "last day",
             "last weeks",
-            "3 days",
             "-3 days ago",
             "3 fortnights ago",
             "a day",
