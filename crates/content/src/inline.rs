@@ -19,6 +19,9 @@ pub enum InlineError {
 }
 
 /// Returns `html` with its `<style>` rules applied as inline `style` attributes.
+///
+/// The inliner is lenient, as browsers are: rules it cannot parse are skipped rather than
+/// refused, so an error here is rare (css-inline reports one only if serialising fails).
 pub fn inline_css(html: &str) -> Result<String, InlineError> {
     let options = InlineOptions::default()
         .inline_style_tags(true)
