@@ -110,6 +110,12 @@ mod tests {
     }
 
     #[test]
+    fn broken_css_is_skipped_like_a_browser_would() {
+        let out = inline("<style>p {{{ color: red } h1 { color: blue }</style><p>x</p><h1>t</h1>");
+        assert!(out.contains("<p>x</p>"), "{out}");
+    }
+
+    #[test]
     fn every_corpus_template_inlines() {
         for (path, html) in crate::corpus::templates() {
             let out = inline_css(&html)
