@@ -231,7 +231,12 @@ mod tests {
                 .find(|l| l.starts_with(&format!("| {} |", name.as_str())))
                 .unwrap_or_else(|| panic!("README has no row for {}", name.as_str()));
             let status = row.split('|').nth(2).unwrap_or("").trim();
-            assert_eq!(status, name.status().as_str(), "README status of {}", name.as_str());
+            assert_eq!(
+                status,
+                name.status().as_str(),
+                "README status of {}",
+                name.as_str()
+            );
         }
     }
 }

@@ -28,7 +28,7 @@ pub use accounts::{Account, NewAccount};
 pub use blobs::{screenshot_key, BlobError, Blobs, BlobsConfig};
 pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
-pub use spam::{SpamRow, SpamUpdate};
+pub use spam::{PendingSend, SpamRow, SpamUpdate};
 pub use tests::{
     ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, TestRow,
 };

@@ -80,3 +80,90 @@ impl Store {
             .transpose()
     }
 }
+
+/// A spam test whose message the service still has to send (the `svc` method).
+#[derive(Clone, Debug)]
+pub struct PendingSend {
+    pub test_id: String,
+    pub account_id: i64,
+    pub subject: String,
+    pub html: String,
+    pub seed_key: String,
+    pub spam_request: Option<serde_json::Value>,
+    pub attempts: i64,
+}
+
+impl Store {
+    /// `svc` tests not yet sent and not given up, oldest first.
+    pub async fn pending_svc_sends(
+        &self,
+        max_attempts: i64,
+        limit: i64,
+    ) -> Result<Vec<PendingSend>> {
+        let rows = sqlx::query(
+            "SELECT t.id, t.account_id, t.subject, c.html, t.seed_key, t.spam_request, t.spam_send_attempts
+             FROM tests t JOIN test_content c ON c.test_id = t.id
+             WHERE t.spam_method = 'svc' AND t.spam_sent_at IS NULL AND t.seed_key IS NOT NULL
+               AND t.spam_send_attempts < ? AND t.purged_at IS NULL
+             ORDER BY t.created_at LIMIT ?",
+        )
+        .bind(max_attempts)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let req: Option<String> = r.try_get("spam_request")?;
+                Ok(PendingSend {
+                    test_id: r.try_get("id")?,
+                    account_id: r.try_get("account_id")?,
+                    subject: r.try_get("subject")?,
+                    html: r.try_get("html")?,
+                    seed_key: r.try_get("seed_key")?,
+                    spam_request: req.as_deref().map(serde_json::from_str).transpose()?,
+                    attempts: r.try_get("spam_send_attempts")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Records a send: `error: None` marks it sent; `Some` counts a failed attempt.
+    pub async fn record_spam_send(
+        &self,
+        test_id: &str,
+        now: i64,
+        error: Option<&str>,
+    ) -> Result<()> {
+        match error {
+            None => {
+                sqlx::query(
+                    "UPDATE tests SET spam_sent_at = ?, spam_send_error = NULL WHERE id = ?",
+                )
+                .bind(now)
+                .bind(test_id)
+                .execute(&self.pool)
+                .await?;
+            }
+            Some(e) => {
+                sqlx::query(
+                    "UPDATE tests SET spam_send_attempts = spam_send_attempts + 1, spam_send_error = ? WHERE id = ?",
+                )
+                .bind(e)
+                .bind(test_id)
+                .execute(&self.pool)
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Spam rows of a test still waiting for their filter, by profile name.
+    pub async fn unanswered_spam_clients(&self, test_id: &str) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT client FROM spam_results WHERE test_id = ? AND spam IS NULL ORDER BY position",
+        )
+        .bind(test_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

@@ -428,6 +428,18 @@ async fn send_through_callers_smtp(
     }
 }
 
+/// The caller's server may relay the message to our SMTP listener before the test row is
+/// committed; a reserved key makes the seed addresses acceptable from that moment.
+async fn reserve_before_send(state: &AppState, account_id: i64, key: &str) -> ApiResult<()> {
+    if state.store.seed_key(key).await?.is_none() {
+        state
+            .store
+            .reserve_seed_key(account_id, key, chrono::Utc::now().timestamp())
+            .await?;
+    }
+    Ok(())
+}
+
 fn stored_spam_request(spam: &SpamRequest) -> Value {
     json!({
         "smtp_info": spam.smtp_info,
@@ -468,7 +480,8 @@ pub async fn create_email_test(
         return Ok(Json(Value::Object(resp)));
     };
     if let Some(s) = &spam {
-        if let (SpamMethod::Smtp, Some((_, list))) = (s.method, &seed) {
+        if let (SpamMethod::Smtp, Some((key, list))) = (s.method, &seed) {
+            reserve_before_send(&state, account.id, key).await?;
             send_through_callers_smtp(&state, s, &src, list).await?;
         }
     }
@@ -542,6 +555,7 @@ pub async fn create_spam_test(
         return Ok(Json(Value::Object(resp)));
     };
     if spam.method == SpamMethod::Smtp {
+        reserve_before_send(&state, account.id, &seed.0).await?;
         send_through_callers_smtp(&state, &spam, &src, &seed.1).await?;
     }
     let new = NewTest {
