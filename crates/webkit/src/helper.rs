@@ -1,7 +1,7 @@
 //! The engine's side of one helper process: spawn it, send it a page, read its answer.
 
 use crate::error::WebkitError;
-use crate::protocol::{HelperOptions, RenderRequest, Reply, MAX_REPLY_LINE_BYTES};
+use crate::protocol::{HelperOptions, RenderRequest, Reply, Timings, MAX_REPLY_LINE_BYTES};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -42,6 +42,7 @@ pub(crate) struct Rendered {
     pub width_px: u32,
     pub height_px: u32,
     pub loaded: bool,
+    pub timings: Timings,
 }
 
 impl Helper {
@@ -152,10 +153,12 @@ impl Helper {
                 width_px,
                 height_px,
                 loaded,
+                timings,
             } => Ok(Rendered {
                 width_px,
                 height_px,
                 loaded,
+                timings,
             }),
             Reply::Failed {
                 message,

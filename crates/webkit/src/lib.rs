@@ -87,6 +87,8 @@ pub struct Capture {
     /// `width x scale` device pixels.
     pub width_px: u32,
     pub height_px: u32,
+    /// Where the time went inside the helper (load, snapshot, PNG encoding).
+    pub timings: protocol::Timings,
 }
 
 /// A warm WebKitGTK engine; share it behind an `Arc` and call [`WebkitEngine::capture`]
@@ -222,6 +224,7 @@ impl WebkitEngine {
                 rendered.width_px, rendered.height_px
             )));
         }
+        tracing::debug!(timings = ?rendered.timings, width_px = rendered.width_px, height_px = rendered.height_px, "WebKit capture");
         if !rendered.loaded {
             tracing::info!(wait = ?self.cfg.resource_wait, "WebKit shot the page before all resources loaded");
         }
@@ -229,6 +232,7 @@ impl WebkitEngine {
             png,
             width_px: rendered.width_px,
             height_px: rendered.height_px,
+            timings: rendered.timings,
         })
     }
 

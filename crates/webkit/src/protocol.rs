@@ -54,8 +54,18 @@ pub enum Reply {
     Rendered {
         width_px: u32,
         height_px: u32,
+        /// False when the resource wait ran out and the page was shot before it finished.
         loaded: bool,
+        timings: Timings,
     },
     /// The page could not be rendered; the helper stays usable unless `fatal`.
     Failed { message: String, fatal: bool },
+}
+
+/// Where a render's time went, for logs and benchmarks.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct Timings {
+    pub load_ms: u64,
+    pub snapshot_ms: u64,
+    pub encode_ms: u64,
 }

@@ -110,14 +110,17 @@ impl ImageProxy {
             .expect("bind a loopback port");
         let addr = listener.local_addr().expect("local address");
         let hits = Arc::new(Mutex::new(HashMap::new()));
-        let png = Arc::new(solid_png());
+        let pngs = Arc::new(Pngs {
+            small: solid_png(40),
+            large: solid_png(2400),
+        });
         let proxy = ImageProxy {
             addr,
             hits: hits.clone(),
         };
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, hits.clone(), png.clone()));
+                tokio::spawn(serve(stream, hits.clone(), pngs.clone()));
             }
         });
         proxy
@@ -133,10 +136,15 @@ impl ImageProxy {
     }
 }
 
+struct Pngs {
+    small: Vec<u8>,
+    large: Vec<u8>,
+}
+
 async fn serve(
     mut stream: tokio::net::TcpStream,
     hits: Arc<Mutex<HashMap<String, usize>>>,
-    png: Arc<Vec<u8>>,
+    pngs: Arc<Pngs>,
 ) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -167,17 +175,24 @@ async fn serve(
     if path.starts_with("/slow") {
         tokio::time::sleep(SLOW_RESPONSE).await;
     }
+    // Paths starting with /large get a 2400x2400 image, big enough for WebKit to decode it
+    // asynchronously (which once left large images out of WebDriver screenshots).
+    let png = if path.starts_with("/large") {
+        &pngs.large
+    } else {
+        &pngs.small
+    };
     let header = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
         png.len()
     );
     let _ = stream.write_all(header.as_bytes()).await;
-    let _ = stream.write_all(&png).await;
+    let _ = stream.write_all(png).await;
     let _ = stream.shutdown().await;
 }
 
-fn solid_png() -> Vec<u8> {
-    let image = image::RgbImage::from_pixel(40, 40, image::Rgb(IMAGE_RGB));
+fn solid_png(side: u32) -> Vec<u8> {
+    let image = image::RgbImage::from_pixel(side, side, image::Rgb(IMAGE_RGB));
     let mut out = Cursor::new(Vec::new());
     image
         .write_to(&mut out, image::ImageFormat::Png)

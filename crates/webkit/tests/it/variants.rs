@@ -114,3 +114,27 @@ fn a_stalled_image_delays_the_capture_only_by_the_resource_wait() {
         "the capture waited {took:?}, far past the {RESOURCE_WAIT:?} resource wait"
     );
 }
+
+#[test]
+fn a_large_image_is_painted_in_the_capture() {
+    let fixture = shared();
+    let path = "/large-image.png";
+    let page = format!(
+        r#"<!doctype html><html><body style="margin:0;background:#fff">
+        <img src="http://127.0.0.1:{}{path}" width="600" height="600" alt="" style="display:block">
+        </body></html>"#,
+        closed_port()
+    );
+    let capture = runtime()
+        .block_on(fixture.engine.capture(&request(&page, 600, 1.0)))
+        .expect("capture with a large image");
+    assert_eq!(fixture.proxy.hits(path), 1);
+    let image = decode(&capture);
+    for (x, y) in [(10, 10), (300, 300), (590, 590)] {
+        assert_eq!(
+            rgb_at(&image, x, y),
+            IMAGE_RGB,
+            "pixel {x},{y} of the large image"
+        );
+    }
+}
