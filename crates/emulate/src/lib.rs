@@ -7,8 +7,11 @@ pub mod css;
 pub mod derive;
 pub mod features;
 pub mod rules;
+pub mod transform;
+pub mod vml;
 
 pub use rules::{DarkMode, RuleBook, RuleSet, Support};
+pub use transform::{transform, Transformed};
 
 /// Everything that can go wrong loading rule sets or transforming an email.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,502 @@
+//! The transformation: an email's HTML in, the HTML a given client would draw out (conditional
+//! comments, removed elements/attributes/CSS, class prefixes, Word-engine VML, forced dark-mode
+//! colours, the client's wrapper and base styles).
+
+use std::cell::{Cell, RefCell};
+
+use domain::{Category, Client, ColorScheme};
+use lol_html::html_content::{ContentType, Element};
+use lol_html::{element, rewrite_str, text, RewriteStrSettings};
+
+use crate::color::{self, Role};
+use crate::conditional::{self, Mso};
+use crate::css::{self, CssContext, Removed};
+use crate::features::Effect;
+use crate::rules::{BodyHandling, DarkMode, OnCssError, RuleBook, RuleSet, Support};
+use crate::{vml, EmulateError};
+
+/// Largest email HTML the emulation accepts (the API's own message limit is lower).
+pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
+
+/// Background and text colour of a client's page when it forces a dark theme.
+const DARK_PAGE: (&str, &str) = ("#121212", "#e6e6e6");
+
+/// What a client would draw.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transformed {
+    pub html: String,
+    /// What the engine must emulate for `prefers-color-scheme`: `Dark` only for a dark-mode
+    /// profile whose client honours the media query.
+    pub color_scheme: ColorScheme,
+    pub rule_set: String,
+    /// Short notes of what was removed or rewritten, for logs: `"<slug or reason> x<count>"`.
+    pub removed: Vec<String>,
+}
+
+/// Turns `html` into what `client` would draw, following its rule set in `book`.
+pub fn transform(
+    html: &str,
+    client: &Client,
+    book: &RuleBook,
+) -> Result<Transformed, EmulateError> {
+    if html.len() > MAX_HTML_BYTES {
+        return Err(EmulateError::TooLarge {
+            len: html.len(),
+            max: MAX_HTML_BYTES,
+        });
+    }
+    let set = book
+        .get(&client.rules)
+        .ok_or_else(|| EmulateError::UnknownRuleSet {
+            client: client.id.clone(),
+            rules: client.rules.clone(),
+        })?;
+    let rewrite_err = |e: lol_html::errors::RewritingError| EmulateError::Rewrite {
+        client: client.id.clone(),
+        message: e.to_string(),
+    };
+    let dark_profile = client.color_scheme == ColorScheme::Dark;
+    let honours_media = matches!(
+        set.support("css-at-media-prefers-color-scheme"),
+        Support::Yes | Support::Partial
+    ) && !set.removes("css-at-media")
+        && !set.removes("html-style");
+    let color_scheme = if dark_profile && honours_media {
+        ColorScheme::Dark
+    } else {
+        ColorScheme::Light
+    };
+    let forced = match (dark_profile, set.policy.dark_mode) {
+        (true, m @ (DarkMode::PartialInvert | DarkMode::FullInvert)) => m,
+        _ => DarkMode::None,
+    };
+    let mut removed = Removed::default();
+
+    let mut work = html.to_string();
+    if set.policy.word_engine {
+        let version = client
+            .version
+            .as_deref()
+            .and_then(|v| v.split('.').next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(16);
+        let (activated, n) = conditional::activate(&work, Mso { version });
+        work = activated;
+        if n > 0 {
+            removed.0.insert("mso-conditionals-evaluated".into(), n);
+        }
+    }
+
+    let main = MainPass {
+        set,
+        client,
+        forced,
+        word_engine: set.policy.word_engine,
+    };
+    let (mut out, body_seen) = main.run(&work, &mut removed).map_err(rewrite_err)?;
+
+    if set.policy.word_engine {
+        out = vml::convert(&out, &mut removed).map_err(rewrite_err)?;
+    }
+    if !body_seen {
+        if let Some((open, close)) = pane_markup(set, client) {
+            out = format!("{open}{out}{close}");
+        }
+    }
+    let notes: Vec<String> = removed.0.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    tracing::debug!(client = %client.id, rules = %set.name, changes = notes.len(), "email transformed");
+    Ok(Transformed {
+        html: out,
+        color_scheme,
+        rule_set: set.name.clone(),
+        removed: notes,
+    })
+}
+
+/// The reading-pane wrapper of webmails: opening and closing markup.
+fn pane_markup(set: &RuleSet, client: &Client) -> Option<(String, String)> {
+    let width = set.policy.pane_width?;
+    Some((
+        format!(
+            "<div data-mailproof-pane=\"{}\" style=\"width:{width}px;max-width:100%;box-sizing:border-box;padding:{pad}px;font-family:{font};\">",
+            set.name,
+            pad = set.policy.pane_padding,
+            font = escape_attr(&client.default_font),
+        ),
+        "</div>".to_string(),
+    ))
+}
+
+/// Decodes the character references that appear in attribute values (named ones emails use,
+/// numeric ones in full); unknown references stay as written.
+fn decode_entities(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(amp) = rest.find('&') {
+        out.push_str(&rest[..amp]);
+        let tail = &rest[amp..];
+        let semi = tail.find(';').filter(|&i| i <= 12);
+        let decoded = semi.and_then(|i| {
+            let name = &tail[1..i];
+            let c = match name {
+                "quot" => Some('"'),
+                "amp" => Some('&'),
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "apos" => Some('\''),
+                "nbsp" => Some('\u{a0}'),
+                _ => {
+                    let num = name.strip_prefix('#')?;
+                    let code = match num.strip_prefix(['x', 'X']) {
+                        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                        None => num.parse().ok(),
+                    };
+                    code.and_then(char::from_u32)
+                }
+            };
+            c.map(|c| (c, i))
+        });
+        match decoded {
+            Some((c, i)) => {
+                out.push(c);
+                rest = &tail[i + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn escape_attr(s: &str) -> String {
+    s.replace('&', "&amp;").replace('"', "&quot;")
+}
+
+/// The client's own styles, put before the email's so that the email's rules win.
+fn base_style(set: &RuleSet, client: &Client, forced: DarkMode) -> String {
+    let mut css = format!(
+        "body {{ margin: 0; font-family: {}; }}",
+        client.default_font.replace('<', "")
+    );
+    if forced != DarkMode::None {
+        css.push_str(&format!(
+            " body {{ background-color: {}; color: {}; }}",
+            DARK_PAGE.0, DARK_PAGE.1
+        ));
+    }
+    format!(
+        "<style data-mailproof-client=\"{}\">{css}</style>",
+        set.name
+    )
+}
+
+struct MainPass<'a> {
+    set: &'a RuleSet,
+    client: &'a Client,
+    forced: DarkMode,
+    word_engine: bool,
+}
+
+impl MainPass<'_> {
+    /// Rewrites elements, attributes and `<style>` contents; returns the HTML and whether a
+    /// `<body>` element was found.
+    fn run(
+        &self,
+        html: &str,
+        removed: &mut Removed,
+    ) -> Result<(String, bool), lol_html::errors::RewritingError> {
+        let set = self.set;
+        let policy = &set.policy;
+        let cx = CssContext {
+            effects: &set.effects,
+            class_prefix: &policy.class_prefix,
+            id_prefix: &policy.id_prefix,
+            dark: self.forced,
+        };
+        let notes = RefCell::new(std::mem::take(removed));
+        let in_body = Cell::new(false);
+        let skip_style = Cell::new(false);
+        let style_text = RefCell::new(String::new());
+        let styles_unsupported =
+            !policy.style_blocks || set.effects.iter().any(|(_, e)| *e == Effect::StyleElement);
+        let lower = html.to_ascii_lowercase();
+        let inject_into = if lower.contains("<head") {
+            "head"
+        } else if lower.contains("<html") {
+            "html"
+        } else {
+            ""
+        };
+        let base = base_style(set, self.client, self.forced);
+        let pane = pane_markup(set, self.client);
+        let web = self.client.category == Category::Web;
+        let body_handling = set.body_handling();
+
+        let elements = element!("*", |el| {
+            let name = el.tag_name();
+            if name == inject_into {
+                el.prepend(&base, ContentType::Html);
+            }
+            if name == "body" {
+                in_body.set(true);
+                self.body(el, body_handling, pane.as_ref(), &mut notes.borrow_mut());
+            }
+            if name == "style" {
+                let reason = if styles_unsupported {
+                    Some("html-style")
+                } else if in_body.get() && !policy.style_in_body {
+                    Some("html-style-in-body")
+                } else {
+                    None
+                };
+                skip_style.set(reason.is_some());
+                if let Some(r) = reason {
+                    notes.borrow_mut().note(r);
+                    el.remove();
+                    return Ok(());
+                }
+            }
+            if web && name == "meta" {
+                // A webmail page has its own viewport; the email's does not apply.
+                let is_viewport = el
+                    .get_attribute("name")
+                    .is_some_and(|n| n.eq_ignore_ascii_case("viewport"));
+                if is_viewport {
+                    el.remove();
+                    return Ok(());
+                }
+            }
+            self.element(el, &name, &cx, &mut notes.borrow_mut());
+            Ok(())
+        });
+        let styles = text!("style", |t| {
+            if skip_style.get() {
+                t.remove();
+                return Ok(());
+            }
+            style_text.borrow_mut().push_str(t.as_str());
+            if !t.last_in_text_node() {
+                t.remove();
+                return Ok(());
+            }
+            let sheet = std::mem::take(&mut *style_text.borrow_mut());
+            let mut n = notes.borrow_mut();
+            let kept = match policy.style_max_bytes {
+                Some(max) if sheet.len() > max => {
+                    n.note("html-style-over-size-limit");
+                    String::new()
+                }
+                _ => {
+                    let drop_on_error = policy.on_css_error == OnCssError::DropBlock;
+                    match css::filter_sheet(&sheet, &cx, drop_on_error, &mut n) {
+                        Ok(css) => css,
+                        Err(css::SheetDropped::SyntaxError) => {
+                            n.note("html-style-dropped-on-css-error");
+                            String::new()
+                        }
+                    }
+                }
+            };
+            t.replace(&kept, ContentType::Html);
+            Ok(())
+        });
+        let out = rewrite_str(
+            html,
+            RewriteStrSettings::new()
+                .append_element_content_handler(elements)
+                .append_element_content_handler(styles),
+        )?;
+        let mut out = out;
+        if inject_into.is_empty() {
+            out.insert_str(0, &base);
+        }
+        *removed = notes.into_inner();
+        Ok((out, in_body.get()))
+    }
+
+    fn body(
+        &self,
+        el: &mut Element<'_, '_>,
+        handling: BodyHandling,
+        pane: Option<&(String, String)>,
+        notes: &mut Removed,
+    ) {
+        // A webmail always shows the email inside its own page.
+        let handling = match (handling, pane.is_some()) {
+            (BodyHandling::Keep, true) => BodyHandling::Div,
+            (h, _) => h,
+        };
+        match handling {
+            BodyHandling::Keep => {}
+            BodyHandling::Div | BodyHandling::DivWithoutAttributes => {
+                if el.set_tag_name("div").is_ok() {
+                    notes.note("html-body-replaced-by-div");
+                }
+                if handling == BodyHandling::DivWithoutAttributes {
+                    let names: Vec<String> = el.attributes().iter().map(|a| a.name()).collect();
+                    for n in names {
+                        el.remove_attribute(&n);
+                    }
+                    notes.note("html-body-attributes");
+                }
+            }
+        }
+        if let Some((open, close)) = pane {
+            el.before(open, ContentType::Html);
+            el.after(close, ContentType::Html);
+        }
+    }
+
+    fn element(
+        &self,
+        el: &mut Element<'_, '_>,
+        name: &str,
+        cx: &CssContext<'_>,
+        notes: &mut Removed,
+    ) {
+        if matches!(
+            name,
+            "script" | "iframe" | "embed" | "frame" | "frameset" | "applet"
+        ) {
+            notes.note("active-content");
+            el.remove();
+            return;
+        }
+        // lol_html hands attribute values over with their entities; CSS needs the text.
+        let style = el.get_attribute("style").map(|s| decode_entities(&s));
+        if self.word_engine && style.as_deref().is_some_and(css::hides_from_word) {
+            notes.note("mso-hide-all");
+            el.remove();
+            return;
+        }
+        for (slug, effect) in &self.set.effects {
+            match effect {
+                Effect::Element {
+                    name: n,
+                    keep_content,
+                } if *n == name => {
+                    notes.note(slug);
+                    if *keep_content {
+                        el.remove_and_keep_content();
+                    } else {
+                        el.remove();
+                        return;
+                    }
+                }
+                Effect::InputTypes(types) if name == "input" => {
+                    let t = el
+                        .get_attribute("type")
+                        .unwrap_or_else(|| "text".into())
+                        .to_ascii_lowercase();
+                    if types.contains(&t.as_str()) {
+                        notes.note(slug);
+                        el.remove();
+                        return;
+                    }
+                }
+                Effect::Attributes(attrs) => {
+                    for a in *attrs {
+                        if el.has_attribute(a) {
+                            el.remove_attribute(a);
+                            notes.note(slug);
+                        }
+                    }
+                }
+                Effect::ImageFormat(exts) if name == "img" => {
+                    let src = el.get_attribute("src").unwrap_or_default();
+                    let path = src.split(['?', '#']).next().unwrap_or_default();
+                    let ext = path
+                        .rsplit('.')
+                        .next()
+                        .unwrap_or_default()
+                        .to_ascii_lowercase();
+                    if path.contains('.') && exts.contains(&ext.as_str()) {
+                        el.remove_attribute("src");
+                        el.remove_attribute("srcset");
+                        notes.note(slug);
+                    }
+                }
+                Effect::DataImages if name == "img" => {
+                    let src = el.get_attribute("src").unwrap_or_default();
+                    if src.trim_start().to_ascii_lowercase().starts_with("data:") {
+                        el.remove_attribute("src");
+                        notes.note(slug);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let handlers: Vec<String> = el
+            .attributes()
+            .iter()
+            .map(|a| a.name())
+            .filter(|n| n.starts_with("on"))
+            .collect();
+        for h in handlers {
+            el.remove_attribute(&h);
+            notes.note("event-handler-attributes");
+        }
+        if let Some(style) = style {
+            let kept = css::filter_inline(&style, cx, notes);
+            if kept.is_empty() {
+                el.remove_attribute("style");
+            } else {
+                let _ = el.set_attribute("style", &kept.replace('&', "&amp;"));
+            }
+        }
+        let policy = &self.set.policy;
+        if !policy.class_prefix.is_empty() {
+            if let Some(class) = el.get_attribute("class") {
+                let prefixed: Vec<String> = class
+                    .split_ascii_whitespace()
+                    .map(|c| format!("{}{c}", policy.class_prefix))
+                    .collect();
+                let _ = el.set_attribute("class", &prefixed.join(" "));
+            }
+        }
+        if !policy.id_prefix.is_empty() {
+            if let Some(id) = el.get_attribute("id").filter(|i| !i.is_empty()) {
+                let _ = el.set_attribute("id", &format!("{}{id}", policy.id_prefix));
+            }
+        }
+        if self.forced != DarkMode::None {
+            self.recolour_attribute(el, "bgcolor", Role::Background);
+            if name == "font" {
+                self.recolour_attribute(el, "color", Role::Foreground);
+            }
+        }
+    }
+
+    fn recolour_attribute(&self, el: &mut Element<'_, '_>, attr: &str, role: Role) {
+        let Some(value) = el.get_attribute(attr) else {
+            return;
+        };
+        let Some(c) = color::parse(&value) else {
+            return;
+        };
+        if let Some(new) = color::darken(c, role, self.forced) {
+            let _ = el.set_attribute(attr, &new.to_css());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_entities;
+
+    #[test]
+    fn attribute_entities_are_decoded_for_css() {
+        assert_eq!(
+            decode_entities(
+                "font-family: &quot;Nunito Sans&quot;, Arial; content: &#39;a&#x27; &bogus; &"
+            ),
+            "font-family: \"Nunito Sans\", Arial; content: 'a' &bogus; &"
+        );
+    }
+}

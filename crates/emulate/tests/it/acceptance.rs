@@ -1,0 +1,193 @@
+//! The issue's acceptance cases, at the HTML level, across every profile of the catalog.
+
+use domain::ColorScheme;
+use emulate::transform;
+
+use super::{is_word_engine, shipped};
+
+const MSO_BLOCKS: &str = r#"<!DOCTYPE html><html><head><title>t</title></head><body>
+<!--[if mso]><table><tr><td id="mso-only" style="background-color:#ff0000">RED OUTLOOK BLOCK</td></tr></table><![endif]-->
+<!--[if !mso]><!--><div id="not-mso" style="background-color:#00ff00">GREEN WEB BLOCK</div><!--<![endif]-->
+</body></html>"#;
+
+const BUTTON: &str = r##"<html><body><div><!--[if mso]>
+<v:roundrect xmlns:v="urn:schemas-microsoft-com:vml" xmlns:w="urn:schemas-microsoft-com:office:word" href="https://example.com" style="height:40px;v-text-anchor:middle;width:200px;" arcsize="10%" strokecolor="#1e3650" fill="t">
+<v:fill type="tile" color="#556270" />
+<w:anchorlock/>
+<center style="color:#ffffff;font-family:sans-serif;font-size:13px;font-weight:bold;">Show me the button!</center>
+</v:roundrect>
+<![endif]--><!--[if !mso]><!-- --><a href="https://example.com" style="background-color:#556270;border-radius:4px;color:#ffffff;display:inline-block;">Web button</a><!--<![endif]--></div></body></html>"##;
+
+const POSITIONED: &str = r#"<html><head><style>
+.badge { position: absolute; top: 0; color: #123456; }
+</style></head><body><p class="badge">x</p></body></html>"#;
+
+const DARK_AWARE: &str = r#"<html><head><style>
+body { background: #ffffff; }
+@media (prefers-color-scheme: dark) { .card { background-color: #000000 !important; } }
+</style></head><body><div class="card">hello</div></body></html>"#;
+
+#[test]
+fn mso_only_content_shows_in_word_engine_profiles_and_nowhere_else() {
+    let (catalog, book) = shipped();
+    let mut word = 0;
+    for c in catalog.clients() {
+        let out = transform(MSO_BLOCKS, c, &book).expect("transforms").html;
+        let red = out.contains("RED OUTLOOK BLOCK") && !out.contains("<!--[if mso]>");
+        let green = out.contains("GREEN WEB BLOCK");
+        if is_word_engine(&book, c) {
+            word += 1;
+            assert!(red && !green, "{}: {out}", c.id);
+        } else {
+            // The mso block stays inside its comment, which a browser does not draw.
+            assert!(!red && green, "{}: {out}", c.id);
+        }
+    }
+    assert!(word >= 5, "the catalog has the classic Outlook versions");
+}
+
+#[test]
+fn a_vml_button_becomes_html_with_its_fill_and_label_in_word_engine_profiles() {
+    let (catalog, book) = shipped();
+    for c in catalog.clients() {
+        let out = transform(BUTTON, c, &book).expect("transforms").html;
+        if is_word_engine(&book, c) {
+            assert!(out.contains("background-color:#556270"), "{}: {out}", c.id);
+            assert!(out.contains("Show me the button!"), "{}: {out}", c.id);
+            assert!(!out.contains("<v:roundrect"), "{}: {out}", c.id);
+            assert!(!out.contains("Web button"), "{}: {out}", c.id);
+        } else {
+            assert!(out.contains("Web button"), "{}: {out}", c.id);
+        }
+    }
+}
+
+#[test]
+fn position_absolute_in_a_style_block_is_gone_in_gmail_web_and_kept_in_apple_mail() {
+    let (catalog, book) = shipped();
+    let gmail = catalog.get("gmail_chrome_web").expect("gmail profile");
+    let out = transform(POSITIONED, gmail, &book).expect("transforms");
+    assert!(!out.html.contains("position"), "{}", out.html);
+    assert!(out.html.contains("color: #123456"), "{}", out.html);
+    assert!(
+        out.removed.iter().any(|r| r.starts_with("css-position")),
+        "{:?}",
+        out.removed
+    );
+    let apple = catalog.get("applemail_macos").expect("apple profile");
+    let out = transform(POSITIONED, apple, &book).expect("transforms");
+    assert!(out.html.contains("position: absolute"), "{}", out.html);
+}
+
+#[test]
+fn gmail_prefixes_classes_consistently_in_markup_and_css() {
+    let (catalog, book) = shipped();
+    let gmail = catalog.get("gmail_chrome_web").expect("gmail profile");
+    let out = transform(POSITIONED, gmail, &book)
+        .expect("transforms")
+        .html;
+    assert!(out.contains("class=\"m_5215793badge\""), "{out}");
+    assert!(out.contains(".m_5215793badge {"), "{out}");
+}
+
+#[test]
+fn apple_mail_dark_twin_asks_for_dark_and_leaves_colours_alone() {
+    let (catalog, book) = shipped();
+    let dark = catalog.get("applemail_macos_dm").expect("dark profile");
+    let light = catalog.get("applemail_macos").expect("light profile");
+    let d = transform(DARK_AWARE, dark, &book).expect("transforms");
+    let l = transform(DARK_AWARE, light, &book).expect("transforms");
+    assert_eq!(d.color_scheme, ColorScheme::Dark);
+    assert_eq!(l.color_scheme, ColorScheme::Light);
+    assert!(d.html.contains("prefers-color-scheme"), "{}", d.html);
+    assert!(d.html.contains("background: #ffffff"), "{}", d.html);
+}
+
+#[test]
+fn clients_that_force_colours_rewrite_them_and_do_not_ask_for_dark() {
+    let (catalog, book) = shipped();
+    let html = r##"<html><body><table bgcolor="#ffffff"><tr><td style="color:#000000">x</td></tr></table></body></html>"##;
+    let gmail_ios = catalog.get("gmail_ios_dm").expect("gmail ios dark");
+    let out = transform(html, gmail_ios, &book).expect("transforms");
+    assert_eq!(
+        out.color_scheme,
+        ColorScheme::Light,
+        "Gmail ignores prefers-color-scheme"
+    );
+    assert!(!out.html.contains("bgcolor=\"#ffffff\""), "{}", out.html);
+    assert!(!out.html.contains("color: #000000"), "{}", out.html);
+    let light = catalog.get("gmail_ios").expect("gmail ios light");
+    let out = transform(html, light, &book).expect("transforms");
+    assert!(out.html.contains("bgcolor=\"#ffffff\""), "{}", out.html);
+}
+
+#[test]
+fn outlook_com_dark_twin_both_inverts_and_honours_the_media_query() {
+    let (catalog, book) = shipped();
+    let c = catalog
+        .get("outlook_com_chrome_dm")
+        .expect("outlook.com dark");
+    let out = transform(DARK_AWARE, c, &book).expect("transforms");
+    assert_eq!(out.color_scheme, ColorScheme::Dark);
+    assert!(out.html.contains("prefers-color-scheme"), "{}", out.html);
+}
+
+#[test]
+fn clients_without_style_support_drop_every_style_block() {
+    let (catalog, book) = shipped();
+    let gmx = catalog.get("gmx_chrome_web").expect("gmx web");
+    let out = transform(POSITIONED, gmx, &book).expect("transforms");
+    assert!(!out.html.contains(".badge"), "{}", out.html);
+    assert!(
+        out.html.contains("data-mailproof-pane"),
+        "webmails wrap the email in their pane"
+    );
+}
+
+#[test]
+fn gmail_drops_style_blocks_in_the_body_and_on_syntax_errors() {
+    let (catalog, book) = shipped();
+    let gmail = catalog.get("gmail_chrome_web").expect("gmail profile");
+    let html = r#"<html><head><style>.a { color: red; } .b { color: }</style></head>
+<body><style>.c { color: blue; }</style><p class="a">x</p></body></html>"#;
+    let out = transform(html, gmail, &book).expect("transforms");
+    assert!(!out.html.contains("color: red"), "{}", out.html);
+    assert!(!out.html.contains("color: blue"), "{}", out.html);
+    let apple = catalog.get("applemail_macos").expect("apple profile");
+    let out = transform(html, apple, &book).expect("transforms");
+    assert!(
+        out.html.contains("color: red") && out.html.contains("color: blue"),
+        "{}",
+        out.html
+    );
+}
+
+#[test]
+fn word_engine_drops_the_css_it_ignores() {
+    let (catalog, book) = shipped();
+    let c = catalog.get("outlook2016_win").expect("outlook 2016");
+    let html = r#"<div style="max-width:600px;float:left;border-radius:8px;box-shadow:0 0 2px #000;display:flex;color:#333">x</div><p style="mso-hide:all">hidden from outlook</p>"#;
+    let out = transform(html, c, &book).expect("transforms").html;
+    for gone in [
+        "max-width",
+        "float",
+        "border-radius",
+        "box-shadow",
+        "flex",
+        "hidden from outlook",
+    ] {
+        assert!(!out.contains(gone), "{gone} left in {out}");
+    }
+    assert!(out.contains("color: #333"), "{out}");
+}
+
+#[test]
+fn oversized_input_is_refused() {
+    let (catalog, book) = shipped();
+    let c = catalog.get("applemail_macos").expect("apple");
+    let big = "a".repeat(emulate::transform::MAX_HTML_BYTES + 1);
+    assert!(matches!(
+        transform(&big, c, &book),
+        Err(emulate::EmulateError::TooLarge { .. })
+    ));
+}
