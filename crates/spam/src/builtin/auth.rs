@@ -1,0 +1,241 @@
+//! SPF, DKIM and DMARC verification with mail-auth, built to fail fast when DNS is missing.
+//!
+//! Results are recorded as they are: a lookup that times out is `temperror`, a domain without a
+//! record is `none`; nothing is ever counted as a pass that was not verified.
+
+use std::time::Duration;
+
+use mail_auth::dmarc::verify::DmarcParameters;
+use mail_auth::dmarc::Policy;
+use mail_auth::hickory_resolver::config::ResolverOpts;
+use mail_auth::hickory_resolver::system_conf::read_system_conf;
+use mail_auth::spf::verify::SpfParameters;
+use mail_auth::{AuthenticatedMessage, DkimResult, DmarcResult, MessageAuthenticator, SpfResult};
+
+use super::rule;
+use crate::filters::Envelope;
+use crate::report::Rule;
+
+/// How the analyzer reaches DNS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DnsMode {
+    /// The resolvers of `/etc/resolv.conf`, one attempt each, `timeout` per query.
+    System { timeout: Duration },
+    /// No lookups at all: SPF, DMARC and signed DKIM are recorded as `temperror`.
+    Disabled,
+}
+
+/// SPF's `%{r}` macro names the receiving host; mailproof has no public one.
+const RECEIVER: &str = "mailproof.invalid";
+
+#[derive(Clone)]
+pub(crate) struct AuthChecker {
+    authenticator: Option<MessageAuthenticator>,
+    /// Whole-check deadline: many lookups each within `timeout` must still end promptly.
+    deadline: Duration,
+    /// Why there is no authenticator, shown with the temperror rules.
+    unavailable: &'static str,
+}
+
+impl AuthChecker {
+    pub(crate) fn new(dns: DnsMode) -> AuthChecker {
+        match dns {
+            DnsMode::Disabled => AuthChecker {
+                authenticator: None,
+                deadline: Duration::ZERO,
+                unavailable: "DNS disabled",
+            },
+            DnsMode::System { timeout } => match build_authenticator(timeout) {
+                Ok(authenticator) => AuthChecker {
+                    authenticator: Some(authenticator),
+                    deadline: timeout * 4,
+                    unavailable: "",
+                },
+                Err(reason) => {
+                    tracing::warn!(%reason, "no DNS resolver for SPF/DKIM/DMARC; they will report temperror");
+                    AuthChecker {
+                        authenticator: None,
+                        deadline: Duration::ZERO,
+                        unavailable: "no DNS resolver configured",
+                    }
+                }
+            },
+        }
+    }
+
+    pub(crate) async fn check(&self, message: &[u8], env: &Envelope) -> Vec<Rule> {
+        let has_dkim_signature = AuthenticatedMessage::parse(message)
+            .map(|m| !m.dkim_headers.is_empty())
+            .unwrap_or(false);
+        let Some(authenticator) = &self.authenticator else {
+            tracing::debug!(reason = self.unavailable, "authentication checks skipped");
+            return all_temperror(has_dkim_signature);
+        };
+        match tokio::time::timeout(self.deadline, verify(authenticator, message, env)).await {
+            Ok(rules) => rules,
+            Err(_) => {
+                tracing::warn!(
+                    deadline_ms = self.deadline.as_millis(),
+                    "SPF/DKIM/DMARC lookups timed out"
+                );
+                all_temperror(has_dkim_signature)
+            }
+        }
+    }
+}
+
+fn build_authenticator(timeout: Duration) -> Result<MessageAuthenticator, String> {
+    let (config, mut opts): (_, ResolverOpts) =
+        read_system_conf().map_err(|e| format!("cannot read /etc/resolv.conf: {e}"))?;
+    if config.name_servers().is_empty() {
+        return Err("/etc/resolv.conf lists no name server".into());
+    }
+    opts.timeout = timeout;
+    opts.attempts = 1;
+    MessageAuthenticator::new(config, opts).map_err(|e| format!("cannot build the resolver: {e}"))
+}
+
+fn all_temperror(has_dkim_signature: bool) -> Vec<Rule> {
+    vec![
+        rule("MP_SPF_TEMPERROR", 0.0),
+        if has_dkim_signature {
+            rule("MP_DKIM_TEMPERROR", 0.0)
+        } else {
+            rule("MP_DKIM_NONE", 0.5)
+        },
+        rule("MP_DMARC_TEMPERROR", 0.0),
+    ]
+}
+
+async fn verify(authenticator: &MessageAuthenticator, message: &[u8], env: &Envelope) -> Vec<Rule> {
+    let helo = env.helo.as_str();
+    let mail_from = env.mail_from.as_str();
+    let spf = if mail_from.is_empty() {
+        authenticator
+            .verify_spf(SpfParameters::verify_ehlo(env.client_ip, helo, RECEIVER))
+            .await
+    } else {
+        authenticator
+            .verify_spf(SpfParameters::verify_mail_from(
+                env.client_ip,
+                helo,
+                RECEIVER,
+                mail_from,
+            ))
+            .await
+    };
+    let mut rules = vec![spf_rule(&spf.result())];
+    let Some(parsed) = AuthenticatedMessage::parse(message) else {
+        // mail-auth cannot split headers from body: nothing to verify, which is itself suspicious.
+        rules.push(rule("MP_DKIM_PERMERROR", 1.0));
+        rules.push(rule("MP_DMARC_PERMERROR", 0.5));
+        return rules;
+    };
+    let dkim = authenticator.verify_dkim(&parsed).await;
+    rules.push(dkim_rule(dkim.iter().map(|o| o.result())));
+    let mail_from_domain = mail_from
+        .rsplit_once('@')
+        .map_or(helo, |(_, domain)| domain);
+    let dmarc = authenticator
+        .verify_dmarc(DmarcParameters::new(&parsed, &dkim, mail_from_domain, &spf))
+        .await;
+    rules.push(dmarc_rule(&dmarc.result(), dmarc.policy()));
+    rules
+}
+
+fn spf_rule(result: &SpfResult) -> Rule {
+    match result {
+        SpfResult::Pass => rule("MP_SPF_PASS", -0.5),
+        SpfResult::Fail => rule("MP_SPF_FAIL", 3.0),
+        SpfResult::SoftFail => rule("MP_SPF_SOFTFAIL", 1.5),
+        SpfResult::Neutral => rule("MP_SPF_NEUTRAL", 0.3),
+        SpfResult::TempError => rule("MP_SPF_TEMPERROR", 0.0),
+        SpfResult::PermError => rule("MP_SPF_PERMERROR", 1.0),
+        SpfResult::None => rule("MP_SPF_NONE", 0.5),
+    }
+}
+
+/// One DKIM rule for all signatures: the best outcome wins, as receivers do.
+fn dkim_rule<'a>(results: impl Iterator<Item = &'a DkimResult>) -> Rule {
+    let mut best: Option<(u8, Rule)> = None;
+    for result in results {
+        let candidate = match result {
+            DkimResult::Pass => (0, rule("MP_DKIM_PASS", -0.5)),
+            DkimResult::TempError(_) => (1, rule("MP_DKIM_TEMPERROR", 0.0)),
+            DkimResult::Neutral(_) => (2, rule("MP_DKIM_NEUTRAL", 0.2)),
+            DkimResult::PermError(_) => (3, rule("MP_DKIM_PERMERROR", 1.0)),
+            DkimResult::Fail(_) => (4, rule("MP_DKIM_FAIL", 2.0)),
+            DkimResult::None => (5, rule("MP_DKIM_NONE", 0.5)),
+        };
+        if best.as_ref().is_none_or(|(rank, _)| candidate.0 < *rank) {
+            best = Some(candidate);
+        }
+    }
+    best.map_or_else(|| rule("MP_DKIM_NONE", 0.5), |(_, r)| r)
+}
+
+fn dmarc_rule(result: &DmarcResult, policy: Policy) -> Rule {
+    match result {
+        DmarcResult::Pass => rule("MP_DMARC_PASS", -0.5),
+        DmarcResult::Fail(_) => match policy {
+            Policy::Reject => rule("MP_DMARC_FAIL_REJECT", 3.5),
+            Policy::Quarantine => rule("MP_DMARC_FAIL_QUARANTINE", 2.5),
+            Policy::None | Policy::Unspecified => rule("MP_DMARC_FAIL_NONE", 1.0),
+        },
+        DmarcResult::TempError(_) => rule("MP_DMARC_TEMPERROR", 0.0),
+        DmarcResult::PermError(_) => rule("MP_DMARC_PERMERROR", 0.5),
+        DmarcResult::None => rule("MP_DMARC_NONE", 0.3),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope() -> Envelope {
+        Envelope {
+            client_ip: "192.0.2.10".parse().expect("literal ip"),
+            helo: "mail.example.com".into(),
+            hostname: "mail.example.com".into(),
+            mail_from: "news@example.com".into(),
+            rcpt_to: vec!["jane@example.org".into()],
+        }
+    }
+
+    #[tokio::test]
+    async fn without_dns_authentication_is_temperror_never_pass() {
+        let checker = AuthChecker::new(DnsMode::Disabled);
+        let signed = b"DKIM-Signature: v=1; a=rsa-sha256; d=example.com; s=s1; h=from; bh=AAAA; b=AAAA\r\nFrom: a@example.com\r\n\r\nhi\r\n";
+        let names: Vec<String> = checker
+            .check(signed, &envelope())
+            .await
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "MP_SPF_TEMPERROR",
+                "MP_DKIM_TEMPERROR",
+                "MP_DMARC_TEMPERROR"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn unsigned_mail_without_dns_has_no_dkim_rather_than_an_error() {
+        let checker = AuthChecker::new(DnsMode::Disabled);
+        let rules = checker
+            .check(b"From: a@example.com\r\n\r\nhi\r\n", &envelope())
+            .await;
+        assert!(rules.iter().any(|r| r.name == "MP_DKIM_NONE"));
+        assert!(rules.iter().all(|r| !r.name.ends_with("_PASS")));
+    }
+
+    #[test]
+    fn the_best_dkim_signature_decides() {
+        let results = [DkimResult::None, DkimResult::Pass];
+        assert_eq!(dkim_rule(results.iter()).name, "MP_DKIM_PASS");
+        assert_eq!(dkim_rule([].iter()).name, "MP_DKIM_NONE");
+    }
+}

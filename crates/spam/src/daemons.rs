@@ -1,0 +1,429 @@
+//! Supervision of spamd and rspamd: offline-safe configs in a work dir, loopback ports of our
+//! choosing, readiness waits, and shutdown. Or the addresses of daemons someone else runs.
+
+use std::fs;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use crate::rspamd::RspamdClient;
+use crate::spamd::SpamdClient;
+use crate::SpamError;
+
+/// Where a daemon comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DaemonSource {
+    /// Start it ourselves on a free loopback port.
+    Start,
+    /// Use one already listening at this address.
+    External(SocketAddr),
+    /// Do without it: its profiles report "not configured".
+    Off,
+}
+
+/// How to get the filter daemons. `DaemonConfig::new(work_dir)` starts both.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// Configs, run files and logs go here (made traversable for the daemons' users).
+    pub work_dir: PathBuf,
+    /// rspamd's DBDIR: its hyperscan cache (about 8 s to build) survives here between runs.
+    pub cache_dir: PathBuf,
+    pub spamd: DaemonSource,
+    pub rspamd: DaemonSource,
+    /// How long each daemon may take to answer its first ping.
+    pub start_timeout: Duration,
+    /// spamd scanning children; scanning is CPU-bound, so about the core count.
+    pub spamd_children: u32,
+    pub spamd_program: PathBuf,
+    pub rspamd_program: PathBuf,
+    /// The SpamAssassin configuration copied into the work dir.
+    pub spamassassin_etc: PathBuf,
+}
+
+/// The addresses scanning needs; `None` means the engine is not available.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FilterAddresses {
+    pub spamd: Option<SocketAddr>,
+    pub rspamd: Option<SocketAddr>,
+}
+
+/// Running (or referenced) filter daemons. Dropping it stops the ones it started.
+pub struct FilterDaemons {
+    addresses: FilterAddresses,
+    children: Vec<Supervised>,
+}
+
+struct Supervised {
+    name: &'static str,
+    child: Child,
+}
+
+impl DaemonConfig {
+    /// Start both daemons, keeping the rspamd cache in a per-user directory under the temp dir.
+    pub fn new(work_dir: impl Into<PathBuf>) -> DaemonConfig {
+        let uid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+        DaemonConfig {
+            work_dir: work_dir.into(),
+            cache_dir: std::env::temp_dir().join(format!("mailproof-rspamd-cache-{uid}")),
+            spamd: DaemonSource::Start,
+            rspamd: DaemonSource::Start,
+            start_timeout: Duration::from_secs(90),
+            spamd_children: 2,
+            spamd_program: first_existing(&["/usr/sbin/spamd", "/usr/bin/spamd"], "spamd"),
+            rspamd_program: first_existing(&["/usr/bin/rspamd", "/usr/sbin/rspamd"], "rspamd"),
+            spamassassin_etc: PathBuf::from("/etc/spamassassin"),
+        }
+    }
+
+    /// Use daemons that already run at these addresses; nothing is started.
+    pub fn external(spamd: SocketAddr, rspamd: SocketAddr) -> DaemonConfig {
+        DaemonConfig {
+            spamd: DaemonSource::External(spamd),
+            rspamd: DaemonSource::External(rspamd),
+            ..DaemonConfig::new(std::env::temp_dir())
+        }
+    }
+}
+
+fn first_existing(candidates: &[&str], fallback: &str) -> PathBuf {
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| PathBuf::from(fallback))
+}
+
+impl FilterDaemons {
+    /// Starts what the config asks for and waits until each daemon answers a ping.
+    pub async fn start(cfg: DaemonConfig) -> Result<FilterDaemons, SpamError> {
+        make_dir(&cfg.work_dir, "the work dir")?;
+        // The daemons drop to their own users and must reach their files below the work dir.
+        allow_traversal(&cfg.work_dir)?;
+        let mut daemons = FilterDaemons {
+            addresses: FilterAddresses::default(),
+            children: Vec::new(),
+        };
+        let (spamd, rspamd) = tokio::join!(start_spamd(&cfg), start_rspamd(&cfg));
+        // Keep whatever started so that an error below still stops it (on drop).
+        let spamd = spamd.map(|(addr, child)| {
+            if let Some(child) = child {
+                daemons.children.push(child);
+            }
+            addr
+        });
+        let rspamd = rspamd.map(|(addr, child)| {
+            if let Some(child) = child {
+                daemons.children.push(child);
+            }
+            addr
+        });
+        daemons.addresses = FilterAddresses {
+            spamd: spamd?,
+            rspamd: rspamd?,
+        };
+        Ok(daemons)
+    }
+
+    pub fn addresses(&self) -> FilterAddresses {
+        self.addresses
+    }
+
+    /// Stops the daemons this value started (SIGTERM, then SIGKILL after 10 s).
+    pub async fn shutdown(mut self) {
+        for mut supervised in std::mem::take(&mut self.children) {
+            terminate(&supervised.child);
+            match tokio::time::timeout(Duration::from_secs(10), supervised.child.wait()).await {
+                Ok(_) => tracing::info!(daemon = supervised.name, "stopped"),
+                Err(_) => {
+                    tracing::warn!(
+                        daemon = supervised.name,
+                        "did not stop on SIGTERM; killing it"
+                    );
+                    let _ = supervised.child.start_kill();
+                    let _ = supervised.child.wait().await;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for FilterDaemons {
+    fn drop(&mut self) {
+        for supervised in &self.children {
+            // SIGTERM lets spamd and rspamd stop their worker processes too; kill_on_drop only
+            // reaches the main process.
+            terminate(&supervised.child);
+        }
+    }
+}
+
+fn terminate(child: &Child) {
+    if let Some(pid) = child.id() {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+type Started = (Option<SocketAddr>, Option<Supervised>);
+
+async fn start_spamd(cfg: &DaemonConfig) -> Result<Started, SpamError> {
+    let port = match &cfg.spamd {
+        DaemonSource::Off => return Ok((None, None)),
+        DaemonSource::External(addr) => return Ok((Some(*addr), None)),
+        DaemonSource::Start => free_port()?,
+    };
+    let dir = cfg.work_dir.join("spamassassin");
+    let site = dir.join("site");
+    if site.exists() {
+        fs::remove_dir_all(&site).map_err(|e| work_err("the old SpamAssassin site config", e))?;
+    }
+    copy_dir(&cfg.spamassassin_etc, &site)?;
+    let local_cf = site.join("local.cf");
+    let mut local = fs::read_to_string(&local_cf).unwrap_or_default();
+    // No Bayes (root-run scans cannot lock ~/.spamassassin) and no network tests: deterministic.
+    local.push_str("\n# mailproof: offline and deterministic\nuse_bayes 0\nbayes_auto_learn 0\ndns_available no\nskip_rbl_checks 1\n");
+    fs::write(&local_cf, local).map_err(|e| work_err("local.cf", e))?;
+    set_mode(&dir, 0o755)?;
+    let log = dir.join("spamd.log");
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut cmd = Command::new(&cfg.spamd_program);
+    cmd.arg("-L")
+        .arg("-x")
+        .arg(format!("--siteconfigpath={}", site.display()))
+        .arg(format!("--listen={addr}"))
+        .args(["-u", "debian-spamd", "-g", "debian-spamd"])
+        .arg(format!("--max-children={}", cfg.spamd_children.max(1)))
+        .arg("--min-children=1")
+        .arg("--helper-home-dir=/var/lib/spamassassin")
+        .args(["-s", "stderr"]);
+    let child = spawn("spamd", &cfg.spamd_program, cmd, &log)?;
+    let client = SpamdClient::new(addr, Duration::from_secs(5));
+    let child = wait_ready(child, addr, &log, cfg.start_timeout, || client.ping()).await?;
+    Ok((Some(addr), Some(child)))
+}
+
+async fn start_rspamd(cfg: &DaemonConfig) -> Result<Started, SpamError> {
+    let port = match &cfg.rspamd {
+        DaemonSource::Off => return Ok((None, None)),
+        DaemonSource::External(addr) => return Ok((Some(*addr), None)),
+        DaemonSource::Start => free_port()?,
+    };
+    let dir = cfg.work_dir.join("rspamd");
+    let conf = dir.join("conf");
+    let run = dir.join("run");
+    for d in [
+        &conf.join("local.d"),
+        &conf.join("override.d"),
+        &run,
+        &cfg.cache_dir,
+    ] {
+        make_dir(d, "an rspamd directory")?;
+    }
+    set_mode(&dir, 0o755)?;
+    set_mode(&conf, 0o755)?;
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    for (file, text) in rspamd_config(addr) {
+        fs::write(conf.join(file), text).map_err(|e| work_err(file, e))?;
+    }
+    let (uid, gid) = (
+        system_id("/etc/passwd", "_rspamd")?,
+        system_id("/etc/group", "_rspamd")?,
+    );
+    for d in [&run, &cfg.cache_dir] {
+        std::os::unix::fs::chown(d, Some(uid), Some(gid))
+            .map_err(|e| work_err(&format!("ownership of {}", d.display()), e))?;
+    }
+    if let Some(parent) = cfg.cache_dir.parent() {
+        allow_traversal(parent)?;
+    }
+    let log = dir.join("rspamd.log");
+    let mut cmd = Command::new(&cfg.rspamd_program);
+    cmd.arg("-f")
+        .args(["-u", "_rspamd", "-g", "_rspamd"])
+        .arg(format!("--var=LOCAL_CONFDIR={}", conf.display()))
+        .arg(format!("--var=RUNDIR={}", run.display()))
+        .arg(format!("--var=DBDIR={}", cfg.cache_dir.display()))
+        .arg(format!("--var=LOGDIR={}", run.display()));
+    let child = spawn("rspamd", &cfg.rspamd_program, cmd, &log)?;
+    let client = RspamdClient::new(addr, Duration::from_secs(5))?;
+    let child = wait_ready(child, addr, &log, cfg.start_timeout, || client.ping()).await?;
+    Ok((Some(addr), Some(child)))
+}
+
+/// The offline `local.d` set from the measurements (0 DNS requests per scan), one worker on our
+/// port, and no controller, proxy or fuzzy workers (nothing to manage, fewer processes).
+fn rspamd_config(addr: SocketAddr) -> Vec<(&'static str, String)> {
+    let disabled = "enabled = false;\n".to_string();
+    vec![
+        (
+            "local.d/options.inc",
+            "dns { timeout = 0.5s; retransmits = 1; }\ndisable_monitoring = true;\n".into(),
+        ),
+        ("local.d/rbl.conf", disabled.clone()),
+        ("local.d/fuzzy_check.conf", disabled.clone()),
+        ("local.d/asn.conf", disabled.clone()),
+        ("local.d/spf.conf", disabled.clone()),
+        ("local.d/dkim.conf", disabled.clone()),
+        ("local.d/dmarc.conf", disabled.clone()),
+        ("local.d/arc.conf", disabled.clone()),
+        (
+            "local.d/hfilter.conf",
+            "from_enabled = false;\nhelo_enabled = false;\n".into(),
+        ),
+        (
+            "local.d/phishing.conf",
+            "phishtank_enabled = false;\n".into(),
+        ),
+        (
+            "override.d/worker-normal.inc",
+            format!("bind_socket = \"{addr}\";\ncount = 1;\n"),
+        ),
+        ("override.d/worker-controller.inc", disabled.clone()),
+        ("override.d/worker-proxy.inc", disabled.clone()),
+        ("override.d/worker-fuzzy.inc", disabled),
+        (
+            "override.d/logging.inc",
+            "type = \"console\";\nlevel = \"warning\";\n".into(),
+        ),
+    ]
+}
+
+fn spawn(
+    name: &'static str,
+    program: &Path,
+    mut cmd: Command,
+    log: &Path,
+) -> Result<Supervised, SpamError> {
+    let out = fs::File::create(log).map_err(|e| work_err("a daemon log", e))?;
+    let err = out.try_clone().map_err(|e| work_err("a daemon log", e))?;
+    cmd.stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .kill_on_drop(true);
+    let child = cmd.spawn().map_err(|source| SpamError::ProgramMissing {
+        program: program.display().to_string(),
+        source,
+    })?;
+    tracing::info!(daemon = name, pid = child.id(), log = %log.display(), "started");
+    Ok(Supervised { name, child })
+}
+
+async fn wait_ready<F, Fut>(
+    mut supervised: Supervised,
+    addr: SocketAddr,
+    log: &Path,
+    timeout: Duration,
+    ping: F,
+) -> Result<Supervised, SpamError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), SpamError>>,
+{
+    let started = Instant::now();
+    let mut last = String::from("no answer yet");
+    while started.elapsed() < timeout {
+        if let Ok(Some(status)) = supervised.child.try_wait() {
+            return Err(SpamError::DaemonExited {
+                daemon: supervised.name,
+                status: status.to_string(),
+                log: log.to_path_buf(),
+            });
+        }
+        match ping().await {
+            Ok(()) => {
+                tracing::info!(daemon = supervised.name, %addr, ready_ms = started.elapsed().as_millis(), "ready");
+                return Ok(supervised);
+            }
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    terminate(&supervised.child);
+    Err(SpamError::DaemonNotReady {
+        daemon: supervised.name,
+        addr: addr.to_string(),
+        waited_ms: started.elapsed().as_millis(),
+        last,
+        log: log.to_path_buf(),
+    })
+}
+
+/// A port the kernel just gave us; the daemon binds it a moment later.
+fn free_port() -> Result<u16, SpamError> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| work_err("a free loopback port", e))
+}
+
+/// Numeric id of a system user or group, from `/etc/passwd` or `/etc/group`.
+fn system_id(file: &str, name: &str) -> Result<u32, SpamError> {
+    let text = fs::read_to_string(file).map_err(|e| work_err(file, e))?;
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split(':');
+            let entry = fields.next()?;
+            let id = fields.nth(1)?.parse().ok()?;
+            (entry == name).then_some(id)
+        })
+        .next()
+        .ok_or_else(|| SpamError::ProgramMissing {
+            program: format!("user/group {name} (in {file})"),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such entry"),
+        })
+}
+
+fn make_dir(dir: &Path, what: &str) -> Result<(), SpamError> {
+    fs::create_dir_all(dir).map_err(|e| work_err(&format!("{what} {}", dir.display()), e))
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<(), SpamError> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(|e| work_err(&format!("permissions of {}", path.display()), e))
+}
+
+/// Adds o+x (search, not read) so the daemons' users can reach their own subdirectories.
+fn allow_traversal(dir: &Path) -> Result<(), SpamError> {
+    let meta = fs::metadata(dir).map_err(|e| work_err(&dir.display().to_string(), e))?;
+    let mode = meta.permissions().mode();
+    if mode & 0o001 == 0 {
+        set_mode(dir, (mode & 0o7777) | 0o011)?;
+    }
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), SpamError> {
+    make_dir(to, "the SpamAssassin site config")?;
+    let entries = fs::read_dir(from).map_err(|source| SpamError::ProgramMissing {
+        program: format!("SpamAssassin configuration {}", from.display()),
+        source,
+    })?;
+    for entry in entries {
+        let entry = entry.map_err(|e| work_err(&from.display().to_string(), e))?;
+        let target = to.join(entry.file_name());
+        let kind = entry
+            .file_type()
+            .map_err(|e| work_err(&from.display().to_string(), e))?;
+        if kind.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            fs::copy(entry.path(), &target)
+                .map_err(|e| work_err(&format!("copy of {}", entry.path().display()), e))?;
+        }
+    }
+    set_mode(to, 0o755)
+}
+
+fn work_err(what: &str, source: std::io::Error) -> SpamError {
+    SpamError::WorkDir {
+        what: what.to_string(),
+        source,
+    }
+}

@@ -1,0 +1,244 @@
+//! The scanning API: every engine scans a message once, every profile judges the engine's score.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use crate::builtin::{BuiltinAnalyzer, DnsMode};
+use crate::daemons::FilterAddresses;
+use crate::profiles::{EngineKind, FilterProfile, FilterProfiles, FilterType};
+use crate::report::EngineReport;
+use crate::rspamd::RspamdClient;
+use crate::spamd::SpamdClient;
+use crate::SpamError;
+
+/// Largest message handed to an engine; bigger ones are scanned truncated, as spamc does.
+pub const MAX_MESSAGE_BYTES: usize = 30 * 1024 * 1024;
+
+/// SpamAssassin is CPU-bound Perl: large messages take seconds.
+const SPAMD_TIMEOUT: Duration = Duration::from_secs(60);
+const RSPAMD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The SMTP envelope the message arrived with; filters judge the sender, not just the content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    pub client_ip: IpAddr,
+    pub helo: String,
+    /// Reverse-DNS name of `client_ip` (empty when it has none).
+    pub hostname: String,
+    pub mail_from: String,
+    pub rcpt_to: Vec<String>,
+}
+
+/// One filter's judgement in the shape of spec §2.8 plus the score behind it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub client: String,
+    pub kind: FilterType,
+    /// 1 spam, 0 neutral, -1 not spam.
+    pub spam: i8,
+    pub score: f64,
+    pub details: String,
+}
+
+enum Engine<T> {
+    Ready(T),
+    /// Not configured or could not be built; the reason is given to every scan.
+    Missing(String),
+}
+
+/// The profiles plus one client per engine. Cheap to share behind an `Arc`.
+pub struct SpamFilters {
+    profiles: FilterProfiles,
+    spamd: Engine<SpamdClient>,
+    rspamd: Engine<RspamdClient>,
+    builtin: BuiltinAnalyzer,
+}
+
+impl SpamFilters {
+    /// Filters against the given daemons, with the built-in analyzer using the system resolver.
+    pub fn new(profiles: FilterProfiles, addresses: &FilterAddresses) -> SpamFilters {
+        SpamFilters::with_dns(profiles, addresses, DnsMode::default())
+    }
+
+    pub fn with_dns(
+        profiles: FilterProfiles,
+        addresses: &FilterAddresses,
+        dns: DnsMode,
+    ) -> SpamFilters {
+        let spamd = match addresses.spamd {
+            Some(addr) => Engine::Ready(SpamdClient::new(addr, SPAMD_TIMEOUT)),
+            None => Engine::Missing("no spamd address".into()),
+        };
+        let rspamd = match addresses.rspamd {
+            Some(addr) => match RspamdClient::new(addr, RSPAMD_TIMEOUT) {
+                Ok(client) => Engine::Ready(client),
+                Err(e) => Engine::Missing(e.to_string()),
+            },
+            None => Engine::Missing("no rspamd address".into()),
+        };
+        SpamFilters {
+            profiles,
+            spamd,
+            rspamd,
+            builtin: BuiltinAnalyzer::new(dns),
+        }
+    }
+
+    /// The spam clients of `GET /v5/spam/clients`, in file order.
+    pub fn clients(&self) -> &[FilterProfile] {
+        self.profiles.all()
+    }
+
+    /// Scans with one profile (and so one engine).
+    pub async fn scan_one(
+        &self,
+        profile: &str,
+        message: &[u8],
+        env: &Envelope,
+    ) -> Result<Verdict, SpamError> {
+        let profile = self
+            .profiles
+            .get(profile)
+            .ok_or_else(|| SpamError::UnknownProfile(profile.to_string()))?;
+        let report = self.run_engine(profile.engine, message, env).await?;
+        Ok(judge(profile, &report))
+    }
+
+    /// Scans with every profile; each engine runs once, concurrently with the others.
+    /// A failing engine fails only its own profiles.
+    pub async fn scan_all(
+        &self,
+        message: &[u8],
+        env: &Envelope,
+    ) -> Vec<(String, Result<Verdict, SpamError>)> {
+        let used = self.profiles.engines();
+        let run_if_used = |engine: EngineKind| {
+            let wanted = used.contains(&engine);
+            async move {
+                if wanted {
+                    Some(self.run_engine(engine, message, env).await)
+                } else {
+                    None
+                }
+            }
+        };
+        let (sa, rs, mp) = tokio::join!(
+            run_if_used(EngineKind::Spamassassin),
+            run_if_used(EngineKind::Rspamd),
+            run_if_used(EngineKind::Builtin),
+        );
+        self.profiles
+            .all()
+            .iter()
+            .map(|profile| {
+                let report = match profile.engine {
+                    EngineKind::Spamassassin => &sa,
+                    EngineKind::Rspamd => &rs,
+                    EngineKind::Builtin => &mp,
+                };
+                let verdict = match report {
+                    Some(Ok(report)) => Ok(judge(profile, report)),
+                    Some(Err(e)) => Err(e.for_another_profile()),
+                    None => Err(SpamError::EngineNotConfigured {
+                        engine: profile.engine.as_str(),
+                    }),
+                };
+                (profile.client.clone(), verdict)
+            })
+            .collect()
+    }
+
+    async fn run_engine(
+        &self,
+        engine: EngineKind,
+        message: &[u8],
+        env: &Envelope,
+    ) -> Result<EngineReport, SpamError> {
+        let started = Instant::now();
+        let (message, truncated_from) = if message.len() > MAX_MESSAGE_BYTES {
+            (&message[..MAX_MESSAGE_BYTES], Some(message.len()))
+        } else {
+            (message, None)
+        };
+        let result = match engine {
+            EngineKind::Spamassassin => match &self.spamd {
+                Engine::Ready(client) => client.scan(message).await,
+                Engine::Missing(reason) => Err(not_configured(engine, reason)),
+            },
+            EngineKind::Rspamd => match &self.rspamd {
+                Engine::Ready(client) => client.scan(message, env).await,
+                Engine::Missing(reason) => Err(not_configured(engine, reason)),
+            },
+            EngineKind::Builtin => self.builtin.analyze(message, env).await,
+        };
+        let elapsed_ms = started.elapsed().as_millis();
+        match result {
+            Ok(mut report) => {
+                tracing::debug!(
+                    engine = engine.as_str(),
+                    elapsed_ms,
+                    score = report.score,
+                    "scanned"
+                );
+                if let Some(size) = truncated_from {
+                    report.notes.push(format!(
+                        "message of {size} bytes scanned truncated to the first {MAX_MESSAGE_BYTES}"
+                    ));
+                }
+                Ok(report)
+            }
+            Err(e) => {
+                tracing::warn!(engine = engine.as_str(), elapsed_ms, error = %e, "spam filter failed; its result stays empty until retried");
+                Err(e)
+            }
+        }
+    }
+}
+
+fn not_configured(engine: EngineKind, reason: &str) -> SpamError {
+    tracing::debug!(engine = engine.as_str(), reason, "engine not configured");
+    SpamError::EngineNotConfigured {
+        engine: engine.as_str(),
+    }
+}
+
+fn judge(profile: &FilterProfile, report: &EngineReport) -> Verdict {
+    Verdict {
+        client: profile.client.clone(),
+        kind: profile.kind,
+        spam: profile.classify(report.score),
+        score: report.score,
+        details: report.details(profile.spam_at),
+    }
+}
+
+impl SpamError {
+    /// The same scan failure, reported again for another profile that shares the engine.
+    fn for_another_profile(&self) -> SpamError {
+        match self {
+            SpamError::EngineNotConfigured { engine } => SpamError::EngineNotConfigured { engine },
+            SpamError::EngineUnavailable {
+                engine,
+                addr,
+                reason,
+            } => SpamError::EngineUnavailable {
+                engine,
+                addr: addr.clone(),
+                reason: reason.clone(),
+            },
+            SpamError::EngineProtocol { engine, reason } => SpamError::EngineProtocol {
+                engine,
+                reason: reason.clone(),
+            },
+            SpamError::EngineTimeout { engine, timeout_ms } => SpamError::EngineTimeout {
+                engine,
+                timeout_ms: *timeout_ms,
+            },
+            SpamError::UnparsableMessage(reason) => SpamError::UnparsableMessage(reason.clone()),
+            other => SpamError::EngineProtocol {
+                engine: "unknown",
+                reason: other.to_string(),
+            },
+        }
+    }
+}
