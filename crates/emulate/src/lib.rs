@@ -6,6 +6,7 @@ pub mod conditional;
 pub mod css;
 pub mod derive;
 pub mod features;
+pub mod probes;
 pub mod rules;
 pub mod transform;
 pub mod vml;

@@ -2,6 +2,7 @@
 
 mod acceptance;
 mod corpus;
+mod probes;
 mod rulebook;
 
 use std::path::PathBuf;
