@@ -49,6 +49,12 @@ impl Helper {
     pub(crate) async fn spawn(spec: &Spawn<'_>) -> Result<Helper, WebkitError> {
         let options = serde_json::to_string(spec.options)
             .map_err(|e| WebkitError::HelperStart(format!("options do not serialise: {e}")))?;
+        for dir in ["cache", "config", "data"] {
+            let path = spec.home.join(dir);
+            tokio::fs::create_dir_all(&path)
+                .await
+                .map_err(|e| WebkitError::io(format!("creating {}", path.display()), e))?;
+        }
         let mut command = Command::new(spec.binary);
         command
             .arg("--options")

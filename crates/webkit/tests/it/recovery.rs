@@ -7,8 +7,9 @@ use webkit::WebkitEngine;
 
 const PAGE: &str = "<!doctype html><html><body><p>still here</p></body></html>";
 
-/// Kills every process of the engine whose command name starts with `name`, returning how many.
-fn kill_named(engine: &WebkitEngine, name: &str) -> usize {
+/// Sends `signal` to every process of the engine whose command name starts with `name`,
+/// returning how many.
+fn signal_named(engine: &WebkitEngine, name: &str, signal: &str) -> usize {
     let victims: Vec<u32> = engine
         .pids()
         .into_iter()
@@ -19,7 +20,7 @@ fn kill_named(engine: &WebkitEngine, name: &str) -> usize {
         .collect();
     for pid in &victims {
         let status = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
+            .args([signal, &pid.to_string()])
             .status()
             .expect("run kill");
         assert!(status.success(), "kill {pid}");
@@ -29,12 +30,12 @@ fn kill_named(engine: &WebkitEngine, name: &str) -> usize {
 
 fn survives_killing(name: &str) {
     runtime().block_on(async {
-        let (engine, _dir) = start_engine(None).await;
+        let (engine, _dir) = start_engine(None, Duration::from_secs(30)).await;
         engine
             .capture(&request(PAGE, 600, 1.0))
             .await
             .expect("capture before the kill");
-        let killed = kill_named(&engine, name);
+        let killed = signal_named(&engine, name, "-KILL");
         assert!(
             killed >= 1,
             "the engine runs a {name} process: {:?}",
@@ -96,4 +97,31 @@ fn is_running(pid: u32) -> bool {
 fn describe(pid: u32) -> String {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     format!("{pid}: {}", stat.trim())
+}
+
+#[test]
+fn a_hung_helper_times_out_and_the_capture_is_retried_on_a_fresh_one() {
+    runtime().block_on(async {
+        let timeout = Duration::from_secs(3);
+        let (engine, _dir) = start_engine(None, timeout).await;
+        engine
+            .capture(&request(PAGE, 600, 1.0))
+            .await
+            .expect("capture before the hang");
+        // A stopped process neither answers nor exits: exactly what a hung WebView looks like.
+        let stopped = signal_named(&engine, "mailproof-webki", "-STOP");
+        assert_eq!(stopped, 1, "one helper at scale 1: {:?}", engine.pids());
+        let started = std::time::Instant::now();
+        let capture = engine
+            .capture(&request(PAGE, 600, 1.0))
+            .await
+            .expect("capture after the hang");
+        assert_eq!(capture.width_px, 600);
+        assert!(
+            started.elapsed() >= timeout,
+            "the retry came after the capture timeout, not {:?}",
+            started.elapsed()
+        );
+        engine.shutdown().await;
+    });
 }

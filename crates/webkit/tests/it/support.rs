@@ -43,7 +43,7 @@ pub fn shared() -> &'static Fixture {
     FIXTURE.get_or_init(|| {
         runtime().block_on(async {
             let proxy = ImageProxy::start().await;
-            let (engine, work_dir) = start_engine(Some(&proxy)).await;
+            let (engine, work_dir) = start_engine(Some(&proxy), Duration::from_secs(30)).await;
             Fixture {
                 engine,
                 proxy,
@@ -54,12 +54,15 @@ pub fn shared() -> &'static Fixture {
 }
 
 /// A fresh engine of its own, for tests that kill its processes.
-pub async fn start_engine(proxy: Option<&ImageProxy>) -> (WebkitEngine, tempfile::TempDir) {
+pub async fn start_engine(
+    proxy: Option<&ImageProxy>,
+    capture_timeout: Duration,
+) -> (WebkitEngine, tempfile::TempDir) {
     let work_dir = tempfile::tempdir().expect("temp dir");
     let mut cfg = WebkitConfig::new(work_dir.path().to_path_buf());
     cfg.proxy = proxy.map(|p| format!("http://{}", p.addr));
     cfg.resource_wait = RESOURCE_WAIT;
-    cfg.capture_timeout = Duration::from_secs(30);
+    cfg.capture_timeout = capture_timeout;
     cfg.helper_path = Some(env!("CARGO_BIN_EXE_mailproof-webkit-helper").into());
     let engine = WebkitEngine::start(cfg).await.unwrap_or_else(|e| {
         panic!(
