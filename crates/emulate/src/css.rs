@@ -720,6 +720,29 @@ pub fn hides_from_word(style: &str) -> bool {
         .any(|d| d.name == "mso-hide" && d.value.eq_ignore_ascii_case("all"))
 }
 
+/// Which colour roles of a `style` attribute a forced dark mode changes: (text, background).
+pub fn recoloured_roles(style: &str, mode: DarkMode) -> (bool, bool) {
+    let mut pi = ParserInput::new(style);
+    let mut p = Parser::new(&mut pi);
+    let mut errors = 0;
+    let mut roles = (false, false);
+    for d in parse_decls(&mut p, &mut errors) {
+        let Some(role) = color_role(&d.name) else {
+            continue;
+        };
+        let changed = scan_value(&d.value)
+            .colors
+            .iter()
+            .any(|(_, _, c)| color::darken(*c, role, mode).is_some());
+        match role {
+            Role::Foreground if d.name == "color" => roles.0 |= changed,
+            Role::Background => roles.1 |= changed,
+            Role::Foreground => {}
+        }
+    }
+    roles
+}
+
 fn media_dropped<'e>(prelude: &str, effects: &'e [(String, Effect)]) -> Option<&'e str> {
     let idents = scan_value(prelude).idents;
     effects.iter().find_map(|(slug, e)| match e {

@@ -88,6 +88,11 @@ pub struct Policy {
     #[serde(default)]
     pub word_engine: bool,
     pub dark_mode: DarkMode,
+    /// In forced dark mode, recoloured elements get `data-ogsc` (text), `data-ogsb` (background),
+    /// `data-ogac`/`data-ogab` (colour attributes), as Outlook.com does, so that the email's
+    /// `[data-ogsc] .x` rules apply.
+    #[serde(default)]
+    pub dark_mode_attributes: bool,
     /// Public source for the dark-mode behaviour.
     pub dark_mode_source: String,
     /// Partially supported features this client is emulated as not supporting.

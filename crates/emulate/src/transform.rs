@@ -442,6 +442,15 @@ impl MainPass<'_> {
             el.remove_attribute(&h);
             notes.note("event-handler-attributes");
         }
+        if let (Some(style), true) = (&style, self.marks_dark_changes()) {
+            let (text, background) = css::recoloured_roles(style, self.forced);
+            if text {
+                let _ = el.set_attribute("data-ogsc", "");
+            }
+            if background {
+                let _ = el.set_attribute("data-ogsb", "");
+            }
+        }
         if let Some(style) = style {
             let kept = css::filter_inline(&style, cx, notes);
             if kept.is_empty() {
@@ -466,22 +475,35 @@ impl MainPass<'_> {
             }
         }
         if self.forced != DarkMode::None {
-            self.recolour_attribute(el, "bgcolor", Role::Background);
-            if name == "font" {
-                self.recolour_attribute(el, "color", Role::Foreground);
+            if self.recolour_attribute(el, "bgcolor", Role::Background) && self.marks_dark_changes()
+            {
+                let _ = el.set_attribute("data-ogab", "");
+            }
+            if name == "font"
+                && self.recolour_attribute(el, "color", Role::Foreground)
+                && self.marks_dark_changes()
+            {
+                let _ = el.set_attribute("data-ogac", "");
             }
         }
     }
 
-    fn recolour_attribute(&self, el: &mut Element<'_, '_>, attr: &str, role: Role) {
+    /// Outlook.com-style marking of recoloured elements, which `[data-ogsc]` selectors target.
+    fn marks_dark_changes(&self) -> bool {
+        self.forced != DarkMode::None && self.set.policy.dark_mode_attributes
+    }
+
+    /// Recolours a colour attribute; `true` when it changed.
+    fn recolour_attribute(&self, el: &mut Element<'_, '_>, attr: &str, role: Role) -> bool {
         let Some(value) = el.get_attribute(attr) else {
-            return;
+            return false;
         };
         let Some(c) = color::parse(&value) else {
-            return;
+            return false;
         };
-        if let Some(new) = color::darken(c, role, self.forced) {
-            let _ = el.set_attribute(attr, &new.to_css());
+        match color::darken(c, role, self.forced) {
+            Some(new) => el.set_attribute(attr, &new.to_css()).is_ok(),
+            None => false,
         }
     }
 }

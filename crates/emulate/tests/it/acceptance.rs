@@ -191,3 +191,22 @@ fn oversized_input_is_refused() {
         Err(emulate::EmulateError::TooLarge { .. })
     ));
 }
+
+#[test]
+fn outlook_com_marks_recoloured_elements_for_data_ogsc_rules() {
+    let (catalog, book) = shipped();
+    let html = r##"<html><head><style>[data-ogsc] .brand { color: #ff9900 !important; }</style></head>
+<body><div style="color:#000000"><span class="brand">x</span></div><table bgcolor="#ffffff"><tr><td>y</td></tr></table></body></html>"##;
+    let dark = catalog
+        .get("outlook_com_chrome_dm")
+        .expect("outlook.com dark");
+    let out = transform(html, dark, &book).expect("transforms").html;
+    assert!(out.contains("data-ogsc"), "{out}");
+    assert!(out.contains("data-ogab"), "{out}");
+    assert!(out.contains("[data-ogsc] .x_brand"), "{out}");
+    let light = catalog
+        .get("outlook_com_chrome")
+        .expect("outlook.com light");
+    let out = transform(html, light, &book).expect("transforms").html;
+    assert!(!out.contains("data-ogsc=\"\""), "{out}");
+}

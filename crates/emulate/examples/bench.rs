@@ -1,0 +1,43 @@
+//! Prints how long the transformation takes: every corpus template through every profile.
+//! `cargo run -p emulate --example bench --release` (or without `--release` for debug figures).
+
+use std::path::Path;
+use std::time::Instant;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let catalog =
+        domain::Catalog::parse(&std::fs::read_to_string(root.join("data/clients.toml"))?)?;
+    let book = emulate::RuleBook::load(&root.join("data/rules"))?;
+    book.check_catalog(&catalog)?;
+    let mut templates = Vec::new();
+    for entry in std::fs::read_dir(root.join("../shared/corpus"))? {
+        let path = entry?.path();
+        if path.extension().and_then(|e| e.to_str()) == Some("html") {
+            templates.push(std::fs::read_to_string(path)?);
+        }
+    }
+    let bytes: usize = templates.iter().map(String::len).sum();
+    let start = Instant::now();
+    let mut runs = 0u32;
+    let mut worst = std::time::Duration::ZERO;
+    for html in &templates {
+        for c in catalog.clients() {
+            let t = Instant::now();
+            emulate::transform(html, c, &book)?;
+            worst = worst.max(t.elapsed());
+            runs += 1;
+        }
+    }
+    let total = start.elapsed();
+    println!(
+        "{} templates ({} KB) x {} profiles = {runs} transforms in {:.2?}: mean {:.2?}, worst {:.2?}",
+        templates.len(),
+        bytes / 1024,
+        catalog.clients().len(),
+        total,
+        total / runs.max(1),
+        worst
+    );
+    Ok(())
+}
