@@ -103,6 +103,9 @@ impl Default for SmtpConfig {
     }
 }
 
+/// Connections refused with a 421 at the same time, at most.
+const MAX_PENDING_REFUSALS: usize = 64;
+
 /// State every session shares.
 pub(crate) struct Shared {
     pub(crate) cfg: SmtpConfig,
@@ -122,6 +125,8 @@ pub async fn serve(
     let tls = cfg.tls.as_ref().map(load_tls).transpose()?;
     let grace = cfg.idle_timeout;
     let connections = Arc::new(Semaphore::new(cfg.max_connections));
+    // Refusing politely costs a task and a socket for a moment; under a flood we stop being polite.
+    let refusals = Arc::new(Semaphore::new(MAX_PENDING_REFUSALS));
     let shared = Arc::new(Shared {
         limiter: Arc::new(Limiter::new(
             cfg.max_connections_per_ip,
@@ -141,7 +146,14 @@ pub async fn serve(
             () = &mut shutdown => break,
             accepted = listener.accept() => accepted,
             // Reap finished sessions so the set does not grow with every connection ever made.
-            Some(_) = sessions.join_next(), if !sessions.is_empty() => continue,
+            Some(finished) = sessions.join_next(), if !sessions.is_empty() => {
+                if let Err(err) = finished {
+                    if err.is_panic() {
+                        tracing::error!("an SMTP session panicked; the server goes on");
+                    }
+                }
+                continue;
+            }
         };
         let (stream, peer) = match accepted {
             Ok(pair) => pair,
@@ -154,19 +166,23 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
-            sessions.spawn(refuse(
+            refuse(
+                &mut sessions,
+                &refusals,
                 stream,
                 peer,
                 "4.3.2 Too many connections, try again later",
-            ));
+            );
             continue;
         };
         let Some(slot) = shared.limiter.open(peer.ip()) else {
-            sessions.spawn(refuse(
+            refuse(
+                &mut sessions,
+                &refusals,
                 stream,
                 peer,
                 "4.7.0 Too many connections from your address, try again later",
-            ));
+            );
             continue;
         };
         let shared = Arc::clone(&shared);
@@ -195,15 +211,28 @@ pub async fn serve(
     Ok(())
 }
 
-/// Tells a client we cannot take it now, politely, then closes.
-async fn refuse(mut stream: TcpStream, peer: SocketAddr, text: &'static str) {
+/// Tells a client we cannot take it now, politely, then closes; when too many refusals are already
+/// under way the connection is simply dropped.
+fn refuse(
+    sessions: &mut JoinSet<()>,
+    refusals: &Arc<Semaphore>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    text: &'static str,
+) {
     tracing::info!(%peer, reason = text, "connection refused");
-    let line = format!("421 {text}\r\n");
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        let _ = stream.write_all(line.as_bytes()).await;
-        let _ = stream.shutdown().await;
-    })
-    .await;
+    let Ok(permit) = Arc::clone(refusals).try_acquire_owned() else {
+        return;
+    };
+    sessions.spawn(async move {
+        let line = format!("421 {text}\r\n");
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            let _ = stream.write_all(line.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        })
+        .await;
+        drop(permit);
+    });
 }
 
 fn load_tls(files: &TlsFiles) -> Result<TlsAcceptor, SmtpError> {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use smtp_proto::{Error as ParseError, Request};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -50,9 +49,9 @@ struct Session {
     commands: u32,
 }
 
-pub(crate) async fn run(
+pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     shared: Arc<Shared>,
-    stream: TcpStream,
+    stream: S,
     peer: SocketAddr,
     stop: watch::Receiver<bool>,
 ) {
@@ -620,5 +619,125 @@ fn parse_error_reply(err: &ParseError) -> (u16, String) {
         ParseError::NeedsMoreData { .. } | ParseError::InvalidResponse { .. } => {
             (500, "5.5.2 Syntax error".to_owned())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::SinkError;
+    use crate::inbound::limits::Limiter;
+    use crate::inbound::{MailSink, SmtpConfig};
+    use rand::{Rng, SeedableRng};
+    use std::time::Duration;
+
+    struct AcceptSeeds;
+
+    #[async_trait::async_trait]
+    impl MailSink for AcceptSeeds {
+        async fn check_recipient(&self, rcpt: &str) -> RcptDecision {
+            if rcpt.ends_with("@seed.test") {
+                RcptDecision::Accept
+            } else {
+                RcptDecision::unknown_mailbox()
+            }
+        }
+
+        async fn store(&self, _msg: InboundMessage) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+
+    /// Runs one session over in-memory I/O with `input` and returns everything the server said.
+    /// A panic anywhere in the session fails the calling test.
+    async fn converse(input: &[u8]) -> Vec<u8> {
+        let cfg = SmtpConfig {
+            hostname: "mx.test".to_owned(),
+            max_message_bytes: 4096,
+            max_recipients: 3,
+            idle_timeout: Duration::from_millis(200),
+            ..SmtpConfig::default()
+        };
+        let shared = Arc::new(Shared {
+            limiter: Arc::new(Limiter::new(4, 1000)),
+            cfg,
+            sink: Arc::new(AcceptSeeds),
+            tls: None,
+        });
+        let peer: SocketAddr = ([127, 0, 0, 1], 40000).into();
+        let _slot = shared.limiter.open(peer.ip());
+        let (_stop_tx, stop_rx) = watch::channel(false);
+        let (mut client, server) = tokio::io::duplex(16 * 1024);
+        let session = run(shared, server, peer, stop_rx);
+        let talk = async {
+            // The server may hang up before reading everything; that is not an error here.
+            let _ = client.write_all(input).await;
+            let _ = client.shutdown().await;
+            let mut output = Vec::new();
+            let _ = client.read_to_end(&mut output).await;
+            output
+        };
+        let ((), output) = tokio::join!(session, talk);
+        output
+    }
+
+    #[tokio::test]
+    async fn every_reply_line_starts_with_a_code() {
+        let output = converse(
+            b"EHLO a\r\nMAIL FROM:<x@y>\r\nRCPT TO:<a@seed.test>\r\nDATA\r\nhi\r\n.\r\nQUIT\r\n",
+        )
+        .await;
+        let text = String::from_utf8(output).expect("replies are ASCII");
+        let codes: Vec<&str> = text.lines().map(|l| &l[..3]).collect();
+        assert_eq!(codes.first(), Some(&"220"));
+        assert_eq!(codes.last(), Some(&"221"));
+        assert!(codes.contains(&"354"));
+    }
+
+    #[tokio::test]
+    async fn random_input_never_panics_and_gets_only_well_formed_replies() {
+        let pieces: [&[u8]; 12] = [
+            b"EHLO x\r\n",
+            b"HELO \xff\xfe\r\n",
+            b"MAIL FROM:<a@b> SIZE=10\r\n",
+            b"MAIL FROM:<> BODY=8BITMIME SMTPUTF8\r\n",
+            b"RCPT TO:<r@seed.test>\r\n",
+            b"RCPT TO:<r@other.test> NOTIFY=NEVER\r\n",
+            b"DATA\r\n",
+            b"BDAT 7\r\n",
+            b"BDAT 0 LAST\r\n",
+            b".\r\n",
+            b"RSET\r\n",
+            b"STARTTLS\r\n",
+        ];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut replies = 0;
+        for _ in 0..300 {
+            let mut input = Vec::new();
+            for _ in 0..rng.gen_range(1..30) {
+                match rng.gen_range(0..3) {
+                    0 => input.extend((0..rng.gen_range(0..300)).map(|_| rng.gen::<u8>())),
+                    1 => input.extend(std::iter::repeat_n(b'.', rng.gen_range(0..5000))),
+                    _ => input.extend_from_slice(pieces[rng.gen_range(0..pieces.len())]),
+                }
+            }
+            let output = converse(&input).await;
+            for line in output.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let well_formed = line.len() >= 5
+                    && line[..3].iter().all(u8::is_ascii_digit)
+                    && (line[3] == b' ' || line[3] == b'-')
+                    && line.ends_with(b"\r");
+                assert!(
+                    well_formed,
+                    "bad reply line {:?}",
+                    String::from_utf8_lossy(line)
+                );
+                replies += 1;
+            }
+        }
+        assert!(
+            replies > 3000,
+            "the sessions really ran: {replies} reply lines"
+        );
     }
 }

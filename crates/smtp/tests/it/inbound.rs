@@ -250,6 +250,29 @@ async fn eight_bit_headers_are_stored_byte_for_byte() {
 }
 
 #[tokio::test]
+async fn utf8_addresses_are_accepted_with_smtputf8() {
+    let server = TestServer::start(test_config()).await;
+    let mut client = greeted(&server).await;
+    client
+        .cmd("MAIL FROM:<jos\u{e9}@exempl\u{e9}.org> SMTPUTF8", 250)
+        .await;
+    client
+        .cmd("RCPT TO:<\u{4fe1}\u{606f}@seed.test>", 250)
+        .await;
+    client.cmd("DATA", 354).await;
+    client.send_raw(&simple_message("utf8")).await;
+    client.send_raw(b".\r\n").await;
+    client.expect(250).await;
+    let stored = server.sink.stored();
+    assert_eq!(stored[0].mail_from, "jos\u{e9}@exempl\u{e9}.org");
+    assert_eq!(
+        stored[0].rcpt_to,
+        vec!["\u{4fe1}\u{606f}@seed.test".to_owned()]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn dot_stuffed_lines_are_unstuffed() {
     let server = TestServer::start(test_config()).await;
     let mut client = greeted(&server).await;
