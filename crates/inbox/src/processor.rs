@@ -1,0 +1,377 @@
+//! Processing stored inbound mail: seed mail is scanned by the profile its address names and the
+//! verdict recorded on the test bound to its key; auto-inbox mail becomes an email test.
+
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use domain::Catalog;
+use spam::{Envelope, SpamError, SpamFilters};
+use store::{InboundRow, SpamUpdate, Store, StoreError};
+use tokio::sync::{watch, Notify};
+
+use crate::address::Recipient;
+use crate::auto_inbox;
+use crate::{InboxConfig, InboxError};
+
+/// Messages looked at per pass (deferred ones included).
+const BATCH: i64 = 100;
+/// How long mail for a reserved seed key waits for the test that binds it.
+const UNBOUND_KEY_WAIT: Duration = Duration::from_secs(3600);
+/// Failed scan passes before a message is set aside; with the backoff cap that is over a day.
+const MAX_ATTEMPTS: i64 = 300;
+const FIRST_RETRY: Duration = Duration::from_secs(5);
+const MAX_RETRY: Duration = Duration::from_secs(300);
+/// A message waiting for its seed key to be bound is looked at again this often.
+const KEY_WAIT_RETRY: Duration = Duration::from_secs(2);
+/// Rescan even without a wake-up, so that a missed notification only delays work.
+const RESCAN: Duration = Duration::from_secs(10);
+
+/// What became of one recipient of a message.
+enum Step {
+    Done,
+    /// The seed key is reserved but no test is bound to it yet.
+    WaitForTest,
+    /// A filter failed; the reason is logged and the recipient is tried again later.
+    Retry(String),
+}
+
+/// In-memory bookkeeping; losing it on restart only means earlier retries.
+#[derive(Default)]
+struct Progress {
+    not_before: HashMap<i64, Instant>,
+    /// Recipients of a deferred message that already got their outcome.
+    done: HashMap<i64, HashSet<String>>,
+}
+
+/// Works through `Store::unprocessed_inbound`. See the crate docs for the flow.
+pub struct InboundProcessor {
+    store: Store,
+    cfg: InboxConfig,
+    catalog: Arc<Catalog>,
+    filters: Arc<SpamFilters>,
+    /// Woken when an email test was created, for the render workers.
+    work_ready: Arc<Notify>,
+    progress: Mutex<Progress>,
+}
+
+impl InboundProcessor {
+    pub fn new(
+        store: Store,
+        cfg: InboxConfig,
+        catalog: Arc<Catalog>,
+        filters: Arc<SpamFilters>,
+        work_ready: Arc<Notify>,
+    ) -> InboundProcessor {
+        InboundProcessor {
+            store,
+            cfg,
+            catalog,
+            filters,
+            work_ready,
+            progress: Mutex::new(Progress::default()),
+        }
+    }
+
+    fn progress(&self) -> std::sync::MutexGuard<'_, Progress> {
+        // Plain maps of ids and times: a panic elsewhere cannot leave them inconsistent.
+        self.progress.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Processes the oldest message that is due; `false` when there is none.
+    pub async fn run_one(&self) -> Result<bool, InboxError> {
+        let rows = self.store.unprocessed_inbound(BATCH).await?;
+        let now = Instant::now();
+        let due = {
+            let progress = self.progress();
+            rows.into_iter()
+                .find(|r| progress.not_before.get(&r.id).is_none_or(|t| *t <= now))
+        };
+        let Some(row) = due else {
+            return Ok(false);
+        };
+        let id = row.id;
+        if let Err(e) = self.process(row).await {
+            self.defer(id, FIRST_RETRY);
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    /// Processes mail until `stop`, woken by `wake` (the SMTP sink) or by a periodic rescan.
+    pub async fn run(self, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+        tracing::info!("inbound processor started");
+        loop {
+            while !*stop.borrow() {
+                match self.run_one().await {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        tracing::error!(error = %e, "inbound processing failed; retrying later");
+                        break;
+                    }
+                }
+            }
+            tokio::select! {
+                () = wake.notified() => {}
+                () = tokio::time::sleep(RESCAN) => {}
+                changed = stop.changed() => if changed.is_err() || *stop.borrow() {
+                    tracing::info!("inbound processor stopped");
+                    return;
+                },
+            }
+        }
+    }
+
+    fn defer(&self, id: i64, wait: Duration) {
+        self.progress().not_before.insert(id, Instant::now() + wait);
+    }
+
+    async fn process(&self, row: InboundRow) -> Result<(), InboxError> {
+        let mut retry = Vec::new();
+        let mut waiting = false;
+        let mut seen = HashSet::new();
+        for rcpt in &row.rcpt_to {
+            let rcpt = rcpt.to_ascii_lowercase();
+            let already = self
+                .progress()
+                .done
+                .get(&row.id)
+                .is_some_and(|d| d.contains(&rcpt));
+            if already || !seen.insert(rcpt.clone()) {
+                continue;
+            }
+            let step =
+                match Recipient::classify(&rcpt, &self.cfg.seed_domain, &self.cfg.inbox_domain) {
+                    Recipient::Seed { key, slug } => {
+                        self.scan_seed(&row, &rcpt, &key, &slug).await?
+                    }
+                    Recipient::AutoInbox { local, customer_id } => {
+                        self.auto_inbox(&row, &rcpt, &local, customer_id.as_deref())
+                            .await?
+                    }
+                    Recipient::Other => {
+                        tracing::warn!(
+                            inbound_id = row.id,
+                            rcpt,
+                            "stored mail for an address that is not ours; ignored"
+                        );
+                        Step::Done
+                    }
+                };
+            match step {
+                Step::Done => {
+                    self.progress().done.entry(row.id).or_default().insert(rcpt);
+                }
+                Step::WaitForTest => waiting = true,
+                Step::Retry(reason) => retry.push(format!("{rcpt}: {reason}")),
+            }
+        }
+        if !retry.is_empty() {
+            let error = retry.join("; ");
+            self.store
+                .finish_inbound(row.id, Some(&error), MAX_ATTEMPTS)
+                .await?;
+            let attempts = row.attempts + 1;
+            if attempts >= MAX_ATTEMPTS {
+                tracing::error!(
+                    inbound_id = row.id,
+                    attempts,
+                    error,
+                    "giving up on an inbound message; it stays stored as failed"
+                );
+                self.forget(row.id);
+            } else {
+                let wait = FIRST_RETRY
+                    .saturating_mul(1 << attempts.clamp(0, 10) as u32)
+                    .min(MAX_RETRY);
+                tracing::warn!(
+                    inbound_id = row.id,
+                    attempts,
+                    retry_in_s = wait.as_secs(),
+                    error,
+                    "inbound message kept for a later scan"
+                );
+                self.defer(row.id, wait);
+            }
+        } else if waiting {
+            self.defer(row.id, KEY_WAIT_RETRY);
+        } else {
+            self.store
+                .finish_inbound(row.id, None, MAX_ATTEMPTS)
+                .await?;
+            self.forget(row.id);
+            tracing::info!(inbound_id = row.id, "inbound message processed");
+        }
+        Ok(())
+    }
+
+    fn forget(&self, id: i64) {
+        let mut progress = self.progress();
+        progress.not_before.remove(&id);
+        progress.done.remove(&id);
+    }
+
+    async fn scan_seed(
+        &self,
+        row: &InboundRow,
+        rcpt: &str,
+        key: &str,
+        slug: &str,
+    ) -> Result<Step, InboxError> {
+        let Some(profile) = self
+            .filters
+            .clients()
+            .iter()
+            .find(|p| domain::seed::profile_slug(&p.client) == slug)
+        else {
+            tracing::warn!(
+                inbound_id = row.id,
+                rcpt,
+                "no spam filter profile has this seed address's name any more; ignored"
+            );
+            return Ok(Step::Done);
+        };
+        let test_id = match self.store.seed_key(key).await? {
+            None => {
+                tracing::warn!(
+                    inbound_id = row.id,
+                    rcpt,
+                    "seed key unknown (test deleted?); ignored"
+                );
+                return Ok(Step::Done);
+            }
+            Some((_, Some(test_id))) => test_id,
+            Some((_, None)) => {
+                let age = chrono::Utc::now().timestamp() - row.received_at;
+                if age > UNBOUND_KEY_WAIT.as_secs() as i64 {
+                    tracing::error!(inbound_id = row.id, rcpt, age_s = age, "no test was created with this reserved seed key within an hour; the message is not scanned");
+                    return Ok(Step::Done);
+                }
+                return Ok(Step::WaitForTest);
+            }
+        };
+        let unanswered = self.store.unanswered_spam_clients(&test_id).await?;
+        if !unanswered.contains(&profile.client) {
+            tracing::debug!(
+                inbound_id = row.id,
+                test_id,
+                client = profile.client,
+                "already answered; not scanned again"
+            );
+            return Ok(Step::Done);
+        }
+        let env = envelope(row, rcpt);
+        let update = match self
+            .filters
+            .scan_one(&profile.client, &row.data, &env)
+            .await
+        {
+            Ok(v) => SpamUpdate {
+                client: v.client,
+                spam: i64::from(v.spam),
+                details: v.details,
+            },
+            Err(SpamError::UnparsableMessage(reason)) => SpamUpdate {
+                client: profile.client.clone(),
+                spam: 0,
+                details: format!("not judged: the message could not be parsed as email ({reason})"),
+            },
+            Err(e) => {
+                tracing::warn!(inbound_id = row.id, test_id, client = profile.client, error = %e, "spam filter did not answer; its result stays empty and is retried");
+                return Ok(Step::Retry(e.to_string()));
+            }
+        };
+        self.store
+            .record_spam_result(&test_id, &update, chrono::Utc::now().timestamp())
+            .await?;
+        tracing::info!(
+            inbound_id = row.id,
+            test_id,
+            client = update.client,
+            spam = update.spam,
+            "spam verdict recorded"
+        );
+        Ok(Step::Done)
+    }
+
+    async fn auto_inbox(
+        &self,
+        row: &InboundRow,
+        rcpt: &str,
+        local: &str,
+        customer_id: Option<&str>,
+    ) -> Result<Step, InboxError> {
+        let Some(account) = self.store.account_by_auto_inbox(local).await? else {
+            tracing::warn!(
+                inbound_id = row.id,
+                rcpt,
+                "the auto-inbox's account no longer exists; ignored"
+            );
+            return Ok(Step::Done);
+        };
+        let now = chrono::Utc::now().timestamp();
+        let test = match auto_inbox::build_test(
+            &row.data,
+            &account,
+            customer_id,
+            &self.catalog,
+            self.cfg.reprocess_quota,
+            now,
+        ) {
+            Ok(test) => test,
+            Err(reason) => {
+                tracing::warn!(
+                    inbound_id = row.id,
+                    rcpt,
+                    account_id = account.id,
+                    reason,
+                    "auto-inbox mail not made into a test"
+                );
+                return Ok(Step::Done);
+            }
+        };
+        match self.store.create_test(&test).await {
+            Ok(()) => {
+                self.work_ready.notify_waiters();
+                tracing::info!(
+                    inbound_id = row.id,
+                    test_id = test.id,
+                    account_id = account.id,
+                    clients = test.clients.len(),
+                    "email test created from auto-inbox mail"
+                );
+                Ok(Step::Done)
+            }
+            Err(e @ StoreError::TestLimitReached { .. }) => {
+                tracing::warn!(inbound_id = row.id, account_id = account.id, error = %e, "auto-inbox mail not made into a test");
+                Ok(Step::Done)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The SMTP envelope the message really arrived with, for the filters.
+fn envelope(row: &InboundRow, rcpt: &str) -> Envelope {
+    let client_ip = row
+        .peer
+        .parse::<SocketAddr>()
+        .map(|a| a.ip())
+        .or_else(|_| row.peer.parse::<IpAddr>())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    // No reverse DNS here (lookups may stall offline); loopback's name is fixed.
+    let hostname = if client_ip.is_loopback() {
+        "localhost".to_owned()
+    } else {
+        String::new()
+    };
+    Envelope {
+        client_ip,
+        helo: row.helo.clone(),
+        hostname,
+        mail_from: row.mail_from.clone(),
+        rcpt_to: vec![rcpt.to_owned()],
+    }
+}

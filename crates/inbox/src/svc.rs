@@ -1,0 +1,184 @@
+//! The `svc` method: the service builds the test message, signs it with its own DKIM key and sends
+//! it over SMTP to its own listener at the test's seed addresses, so it is judged like outside mail.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use smtp::DkimSigner;
+use store::{PendingSend, Store};
+use tokio::sync::{watch, Notify};
+
+use crate::InboxError;
+
+/// Attempts per test before its send is given up (the error stays on the test).
+const MAX_SEND_ATTEMPTS: i64 = 5;
+const BATCH: i64 = 20;
+const RETRY: Duration = Duration::from_secs(30);
+/// The API wakes us on new tests, but without keeping a permit; rescan to catch missed ones.
+const RESCAN: Duration = Duration::from_secs(2);
+
+/// Sends pending `svc` spam tests (`Store::pending_svc_sends`).
+pub struct SvcSender {
+    store: Store,
+    signer: Arc<DkimSigner>,
+    deliver_to: SocketAddr,
+    seed_domain: String,
+    not_before: Mutex<HashMap<String, Instant>>,
+}
+
+impl SvcSender {
+    /// `deliver_to` is our own inbound SMTP listener.
+    pub fn new(
+        store: Store,
+        signer: DkimSigner,
+        deliver_to: SocketAddr,
+        seed_domain: String,
+    ) -> SvcSender {
+        SvcSender {
+            store,
+            signer: Arc::new(signer),
+            deliver_to,
+            seed_domain,
+            not_before: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn not_before(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.not_before
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends the oldest due test; `false` when none is due. A failed send is recorded on the test
+    /// (and retried later) and returned as the error.
+    pub async fn run_one(&self) -> Result<bool, InboxError> {
+        let pending = self
+            .store
+            .pending_svc_sends(MAX_SEND_ATTEMPTS, BATCH)
+            .await?;
+        let now = Instant::now();
+        let due = {
+            let not_before = self.not_before();
+            pending
+                .into_iter()
+                .find(|p| not_before.get(&p.test_id).is_none_or(|t| *t <= now))
+        };
+        let Some(send) = due else {
+            return Ok(false);
+        };
+        let result = self.send(&send).await;
+        let now = chrono::Utc::now().timestamp();
+        match result {
+            Ok(()) => {
+                self.store
+                    .record_spam_send(&send.test_id, now, None)
+                    .await?;
+                self.not_before().remove(&send.test_id);
+                tracing::info!(test_id = send.test_id, "svc test message sent");
+                Ok(true)
+            }
+            Err(e) => {
+                let message = e.to_string();
+                self.store
+                    .record_spam_send(&send.test_id, now, Some(&message))
+                    .await?;
+                self.not_before()
+                    .insert(send.test_id.clone(), Instant::now() + RETRY);
+                if send.attempts + 1 >= MAX_SEND_ATTEMPTS {
+                    tracing::error!(
+                        test_id = send.test_id,
+                        error = message,
+                        "giving up sending the svc test message"
+                    );
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Sends until `stop`, woken by `wake` (new tests) or a short periodic rescan.
+    pub async fn run(self, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+        tracing::info!(dkim = %self.signer.dns_name(), "svc sender started");
+        loop {
+            while !*stop.borrow() {
+                match self.run_one().await {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => tracing::warn!(error = %e, "svc send failed; retrying later"),
+                }
+            }
+            tokio::select! {
+                () = wake.notified() => {}
+                () = tokio::time::sleep(RESCAN) => {}
+                changed = stop.changed() => if changed.is_err() || *stop.borrow() {
+                    tracing::info!("svc sender stopped");
+                    return;
+                },
+            }
+        }
+    }
+
+    async fn send(&self, send: &PendingSend) -> Result<(), InboxError> {
+        let recipients: Vec<String> = self
+            .store
+            .spam_results(&send.test_id)
+            .await?
+            .iter()
+            .map(|row| domain::seed::seed_address(&send.seed_key, &row.client, &self.seed_domain))
+            .collect();
+        let from = send
+            .spam_request
+            .as_ref()
+            .and_then(|r| r.get("from_address"))
+            .and_then(|v| v.as_str())
+            .filter(|f| !f.trim().is_empty())
+            .map(str::to_owned)
+            .unwrap_or_else(|| format!("mailproof@{}", self.seed_domain));
+        let build_err = |reason: String| InboxError::Build {
+            test_id: send.test_id.clone(),
+            reason,
+        };
+        let message = smtp::build_message(
+            &send.subject,
+            &send.html,
+            &from,
+            &recipients,
+            &self.seed_domain,
+        )
+        .map_err(|e| build_err(e.to_string()))?;
+        let signed = self
+            .signer
+            .sign(&message)
+            .map_err(|e| build_err(e.to_string()))?;
+        smtp::deliver_local(self.deliver_to, bare_address(&from), &recipients, &signed)
+            .await
+            .map_err(|e| InboxError::Send {
+                test_id: send.test_id.clone(),
+                reason: e.to_string(),
+            })
+    }
+}
+
+/// `Name <a@b>` -> `a@b`, for the envelope.
+pub(crate) fn bare_address(from: &str) -> &str {
+    match (from.rfind('<'), from.rfind('>')) {
+        (Some(open), Some(close)) if open < close => from[open + 1..close].trim(),
+        _ => from.trim(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bare_address;
+
+    #[test]
+    fn envelope_sender_is_the_bare_address() {
+        assert_eq!(
+            bare_address("Acme News <news@acme.example>"),
+            "news@acme.example"
+        );
+        assert_eq!(bare_address(" news@acme.example "), "news@acme.example");
+    }
+}
