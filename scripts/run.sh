@@ -4,5 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-cargo build --release -p mailproof
+# The WebKit engine runs in a helper binary that must sit next to `mailproof`.
+cargo build --release -p mailproof -p webkit --bins
 exec target/release/mailproof serve "$@"

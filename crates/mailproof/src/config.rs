@@ -27,6 +27,35 @@ pub struct FileConfig {
     pub max_body_bytes: Option<usize>,
     pub fetch: Option<NetPolicy>,
     pub blobs: Option<BlobsConfig>,
+    pub render: Option<RenderSettings>,
+}
+
+/// The `[render]` section: which engines run and how much work they take at once.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RenderSettings {
+    /// Engines to start; an empty list runs no renderer (screenshots stay Pending).
+    pub engines: Vec<domain::Engine>,
+    /// Pages each engine renders at once (default: one per core).
+    pub slots_per_engine: Option<usize>,
+    /// Seconds one render may take.
+    pub render_timeout: u64,
+    /// Seconds a render waits for remote images and stylesheets before the shot is taken anyway.
+    pub resource_wait: u64,
+    /// Attempts before a screenshot is Bounced.
+    pub max_attempts: i64,
+}
+
+impl Default for RenderSettings {
+    fn default() -> Self {
+        RenderSettings {
+            engines: domain::Engine::ALL.to_vec(),
+            slots_per_engine: None,
+            render_timeout: 30,
+            resource_wait: 5,
+            max_attempts: 3,
+        }
+    }
 }
 
 impl FileConfig {
@@ -58,6 +87,7 @@ pub struct Settings {
     pub max_body_bytes: usize,
     pub fetch: NetPolicy,
     pub blobs: BlobsConfig,
+    pub render: RenderSettings,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -177,6 +207,7 @@ impl Settings {
             max_body_bytes: file.max_body_bytes.unwrap_or(32 * 1024 * 1024),
             fetch: file.fetch.unwrap_or_default(),
             blobs: file.blobs.unwrap_or_default(),
+            render: file.render.unwrap_or_default(),
         })
     }
 }

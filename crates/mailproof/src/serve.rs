@@ -13,6 +13,69 @@ use tokio::sync::{watch, Notify};
 
 use crate::config::{Overrides, Settings};
 
+/// The renderer and its worker, when any engine is configured.
+async fn start_rendering(
+    settings: &Settings,
+    store: &Store,
+    blobs: &Blobs,
+    catalog: &Arc<Catalog>,
+    work_ready: Arc<Notify>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Option<(Arc<render::Renderer>, tokio::task::JoinHandle<()>)>> {
+    let rules_dir = settings.resources.join("rules");
+    let rules = emulate::RuleBook::load(&rules_dir)
+        .with_context(|| format!("in the client rules {}", rules_dir.display()))?;
+    rules
+        .check_catalog(catalog)
+        .context("the client catalog names a rule set that does not exist")?;
+    let r = &settings.render;
+    if r.engines.is_empty() {
+        tracing::warn!(
+            "no rendering engines configured ([render] engines = []): screenshots stay Pending"
+        );
+        return Ok(None);
+    }
+    let mut cfg = render::RenderConfig::new(settings.data_dir.join("work").join("render"));
+    cfg.engines = r.engines.clone();
+    if let Some(slots) = r.slots_per_engine {
+        cfg.slots_per_engine = slots.max(1);
+    }
+    cfg.net_policy = settings.fetch.clone();
+    cfg.render_timeout = Duration::from_secs(r.render_timeout.max(1));
+    cfg.resource_wait = Duration::from_secs(r.resource_wait);
+    let fonts = settings.resources.join("fonts").join("fonts.conf");
+    if fonts.is_file() {
+        cfg.fonts_conf = Some(fonts);
+    }
+    let slots = cfg.slots_per_engine * cfg.engines.len();
+    tracing::info!(engines = ?cfg.engines, slots_per_engine = cfg.slots_per_engine, "starting rendering engines");
+    let renderer =
+        Arc::new(render::Renderer::start(cfg).await.context(
+            "cannot start the rendering engines (run scripts/setup.sh to install them)",
+        )?);
+    let worker = jobs::RenderWorker {
+        store: store.clone(),
+        blobs: blobs.clone(),
+        catalog: catalog.clone(),
+        rules: Arc::new(rules),
+        renderer: renderer.clone(),
+        config: jobs::RenderWorkerConfig {
+            worker_id: format!(
+                "render-{}-{}",
+                std::process::id(),
+                chrono::Utc::now().timestamp()
+            ),
+            concurrency: slots,
+            // A lease outlives the longest render, so a live worker never loses its job; a dead one
+            // hands it on within this time.
+            lease: Duration::from_secs(r.render_timeout.max(1) * 2 + 10),
+            max_attempts: r.max_attempts.max(1),
+            rescan: Duration::from_secs(2),
+        },
+    };
+    Ok(Some((renderer, tokio::spawn(worker.run(work_ready, stop)))))
+}
+
 pub fn load_catalog(resources: &Path) -> anyhow::Result<Catalog> {
     let path = resources.join("clients.toml");
     let text = std::fs::read_to_string(&path)
@@ -191,6 +254,15 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     );
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    let rendering = start_rendering(
+        &settings,
+        &store,
+        &blobs,
+        &catalog,
+        work_ready.clone(),
+        stop_rx.clone(),
+    )
+    .await?;
     let retention = tokio::spawn(retention_loop(
         store.clone(),
         blobs.clone(),
@@ -208,6 +280,15 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = retention.await;
+    if let Some((renderer, worker)) = rendering {
+        let _ = worker.await;
+        match Arc::try_unwrap(renderer) {
+            Ok(r) => r.shutdown().await,
+            Err(_) => {
+                tracing::warn!("renderer still in use at shutdown; engines end with the process")
+            }
+        }
+    }
     store.close().await;
     Ok(())
 }

@@ -9,5 +9,6 @@ mod durability;
 mod email_tests;
 mod lists;
 mod protocol;
+mod rendering;
 mod spam_tests;
 mod tenancy;

@@ -39,7 +39,13 @@ impl Server {
     /// Starts a server on an existing data directory (for restart tests).
     pub async fn start_in(dir: tempfile::TempDir, opts: Options) -> Server {
         let config = dir.path().join("mailproof.toml");
-        std::fs::write(&config, &opts.config).expect("write config");
+        // Tests that do not ask for rendering run without engines: starting three browsers for
+        // every API test would only slow the suite down.
+        let mut text = opts.config.clone();
+        if !text.contains("[render]") {
+            text.push_str("\n[render]\nengines = []\n");
+        }
+        std::fs::write(&config, text).expect("write config");
         let mut child = Command::new(BIN)
             .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
             .arg("--data-dir")
