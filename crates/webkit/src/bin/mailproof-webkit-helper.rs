@@ -17,9 +17,10 @@ use webkit::protocol::{
     HelperOptions, RenderRequest, Reply, Timings, MAX_REQUEST_LINE_BYTES, MAX_SURFACE_PX,
 };
 use webkit2gtk::{
-    CacheModel, HardwareAccelerationPolicy, LoadEvent, NetworkProxyMode, NetworkProxySettings,
-    SettingsExt, SnapshotOptions, SnapshotRegion, WebContext, WebContextExt, WebView, WebViewExt,
-    WebsiteDataManager, WebsiteDataManagerExt,
+    CacheModel, HardwareAccelerationPolicy, LoadEvent, NavigationPolicyDecision,
+    NavigationPolicyDecisionExt, NetworkProxyMode, NetworkProxySettings, PolicyDecisionExt,
+    PolicyDecisionType, SettingsExt, SnapshotOptions, SnapshotRegion, URIRequestExt, WebContext,
+    WebContextExt, WebView, WebViewExt, WebsiteDataManager, WebsiteDataManagerExt,
 };
 
 /// How long a resize may take to reach the WebView before the page is loaded anyway.
@@ -180,6 +181,18 @@ impl Renderer {
             .web_context(&context)
             .settings(&settings)
             .build();
+        view.connect_decide_policy(|_, decision, kind| match kind {
+            PolicyDecisionType::NavigationAction | PolicyDecisionType::NewWindowAction => {
+                if !is_initial_document(decision) {
+                    // Mail clients follow no meta refresh, form or frame navigation inside a
+                    // message; letting one through would shoot some other page.
+                    decision.ignore();
+                    return true;
+                }
+                false
+            }
+            _ => false,
+        });
         let window = gtk::OffscreenWindow::new();
         window.add(&view);
         window.show_all();
@@ -342,6 +355,17 @@ fn write_png(
         .map_err(|e| format!("PNG data: {e}"))?;
     writer.finish().map_err(|e| format!("PNG end: {e}"))?;
     Ok((width, height))
+}
+
+/// The message itself arrives by `load_html` without a base URI, which WebKit loads as
+/// `about:blank`; every other navigation is something the message tries to do on its own.
+fn is_initial_document(decision: &webkit2gtk::PolicyDecision) -> bool {
+    decision
+        .downcast_ref::<NavigationPolicyDecision>()
+        .and_then(|d| d.navigation_action())
+        .and_then(|action| action.request())
+        .and_then(|request| request.uri())
+        .is_some_and(|uri| uri == "about:blank")
 }
 
 fn millis(d: Duration) -> u64 {

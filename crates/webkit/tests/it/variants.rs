@@ -138,3 +138,30 @@ fn a_large_image_is_painted_in_the_capture() {
         );
     }
 }
+
+#[test]
+fn a_meta_refresh_neither_leaves_the_message_nor_fetches_its_target() {
+    let fixture = shared();
+    let path = "/refresh-target.png";
+    let page = format!(
+        r#"<!doctype html><html><head>
+        <meta http-equiv="refresh" content="0;url=http://127.0.0.1:{}{path}">
+        </head><body style="margin:0;background:rgb(0,120,255)"><div style="height:300px"></div></body></html>"#,
+        closed_port()
+    );
+    let capture = runtime()
+        .block_on(fixture.engine.capture(&request(&page, 600, 1.0)))
+        .expect("capture of a page with a meta refresh");
+    // The refresh timer fires right after the load; give it time to reach the network.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        fixture.proxy.hits(path),
+        0,
+        "the refresh target was not requested"
+    );
+    assert_eq!(
+        rgb_at(&decode(&capture), 50, 50),
+        [0, 120, 255],
+        "the message itself was shot"
+    );
+}
