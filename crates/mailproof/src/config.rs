@@ -68,8 +68,6 @@ impl FileConfig {
 }
 
 /// Settings after merging, validated.
-// `smtp` and `inbox_domain` are read once the SMTP listener is wired in (issue 4).
-#[allow(dead_code)]
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub data_dir: PathBuf,

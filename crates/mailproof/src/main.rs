@@ -3,6 +3,7 @@
 
 mod accounts;
 mod config;
+mod mail;
 mod serve;
 
 use clap::{Parser, Subcommand};

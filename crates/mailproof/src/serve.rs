@@ -244,16 +244,32 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         seed_domain: settings.seed_domain.clone(),
         max_body_bytes: settings.max_body_bytes,
     };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let smtp_listener = tokio::net::TcpListener::bind(settings.smtp)
+        .await
+        .with_context(|| format!("cannot listen for SMTP on {}", settings.smtp))?;
+    let smtp_bound = smtp_listener.local_addr()?;
+    let mail = crate::mail::MailService::start(
+        crate::mail::MailContext {
+            settings: settings.clone(),
+            store: store.clone(),
+            catalog: catalog.clone(),
+            work_ready: work_ready.clone(),
+            stop: stop_rx.clone(),
+        },
+        smtp_listener,
+    )
+    .await?;
     let state = api::AppState::new(
         store.clone(),
         blobs.clone(),
         catalog.clone(),
-        Vec::new(),
+        mail.spam_clients.clone(),
         api_settings,
         work_ready.clone(),
-    );
+    )
+    .with_smtp_probe(mail.smtp_probe.clone());
 
-    let (stop_tx, stop_rx) = watch::channel(false);
     let rendering = start_rendering(
         &settings,
         &store,
@@ -272,6 +288,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
 
     tracing::info!(http = %bound, clients = catalog.clients().len(), data_dir = %settings.data_dir.display(), "mailproof is ready");
     // A line on stdout that scripts (and the tests) can wait for.
+    println!("mailproof: smtp on {smtp_bound}");
     println!("mailproof: listening on http://{bound}");
     axum::serve(listener, api::router(state))
         .with_graceful_shutdown(shutdown_signal())
@@ -280,6 +297,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = retention.await;
+    mail.shutdown().await;
     if let Some((renderer, worker)) = rendering {
         let _ = worker.await;
         match Arc::try_unwrap(renderer) {

@@ -78,3 +78,25 @@ async fn accounts_can_be_managed_while_the_server_runs() {
         .await
         .expect_error("AccessDenied", 401);
 }
+
+#[tokio::test]
+async fn sigterm_stops_the_service_cleanly_and_keeps_its_data() {
+    let s = Server::start().await;
+    let id = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "Before stop", "html": "x"}),
+        )
+        .await
+        .ok()["id"]
+        .clone();
+    let (clean, dir) = s.terminate();
+    assert!(clean, "mailproof serve exits 0 on SIGTERM");
+    let s = Server::start_in(dir, Options::default()).await;
+    let info = s
+        .get(&format!("/v5/email/tests/{}", id.as_str().expect("id")))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(info["subject"], "Before stop");
+}

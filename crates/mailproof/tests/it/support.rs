@@ -102,6 +102,25 @@ impl Server {
         std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
     }
 
+    /// Sends SIGTERM and waits for the process to exit; returns whether it exited successfully.
+    pub fn terminate(mut self) -> (bool, tempfile::TempDir) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
+        (status.is_some_and(|s| s.success()), dir)
+    }
+
     /// `mailproof accounts add` against this server's data directory, while it runs.
     pub fn add_account(&self, key: &str, plan: &str, extra: &[&str]) {
         accounts_cli(&self.data_dir(), key, plan, extra);
