@@ -124,7 +124,9 @@ pub async fn serve(
 ) -> Result<(), SmtpError> {
     let tls = cfg.tls.as_ref().map(load_tls).transpose()?;
     let grace = cfg.idle_timeout;
-    let connections = Arc::new(Semaphore::new(cfg.max_connections));
+    let connections = Arc::new(Semaphore::new(
+        cfg.max_connections.min(Semaphore::MAX_PERMITS),
+    ));
     // Refusing politely costs a task and a socket for a moment; under a flood we stop being polite.
     let refusals = Arc::new(Semaphore::new(MAX_PENDING_REFUSALS));
     let shared = Arc::new(Shared {

@@ -147,10 +147,9 @@ impl Session {
         self.out.clear();
         match result {
             Ok(done) => done,
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "client stopped reading",
-            )),
+            // Not TimedOut: that kind means an idle reader and earns a 421, which this client
+            // would not read either.
+            Err(_) => Err(io::Error::other("client stopped reading")),
         }
     }
 
@@ -197,7 +196,10 @@ impl Session {
                 let flow = if line.len() > MAX_COMMAND_LINE {
                     self.error(500, "5.5.6 Line too long")
                 } else {
-                    self.command(&line, &mut stream).await?
+                    match self.command(&line, &mut stream).await {
+                        Ok(flow) => flow,
+                        Err(err) => return self.read_failed(err, &mut stream).await,
+                    }
                 };
                 match flow {
                     Flow::Continue => {}
@@ -228,19 +230,29 @@ impl Session {
             match read {
                 Ok(0) => return Ok(Next::Close),
                 Ok(_) => {}
-                Err(err) if err.kind() == io::ErrorKind::TimedOut => {
-                    tracing::info!("idle timeout");
-                    let text = format!(
-                        "4.4.2 {} Idle timeout, closing connection",
-                        self.shared.cfg.hostname
-                    );
-                    self.reply(421, &text);
-                    let _ = self.flush(&mut stream).await;
-                    return Ok(Next::Close);
-                }
-                Err(err) => return Err(err),
+                Err(err) => return self.read_failed(err, &mut stream).await,
             }
         }
+    }
+
+    /// Ends the session after a failed read: an idle client (also one gone quiet in the middle of a
+    /// message) is told 421 first.
+    async fn read_failed<S: AsyncWrite + Unpin>(
+        &mut self,
+        err: io::Error,
+        stream: &mut S,
+    ) -> io::Result<Next<S>> {
+        if err.kind() != io::ErrorKind::TimedOut {
+            return Err(err);
+        }
+        tracing::info!("idle timeout");
+        let text = format!(
+            "4.4.2 {} Idle timeout, closing connection",
+            self.shared.cfg.hostname
+        );
+        self.reply(421, &text);
+        let _ = self.flush(stream).await;
+        Ok(Next::Close)
     }
 
     async fn command<S: AsyncRead + AsyncWrite + Unpin>(

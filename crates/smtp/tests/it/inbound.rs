@@ -373,6 +373,23 @@ async fn idle_client_gets_421_and_is_disconnected() {
 }
 
 #[tokio::test]
+async fn client_gone_quiet_in_the_middle_of_data_gets_421_and_nothing_is_stored() {
+    let mut cfg = test_config();
+    cfg.idle_timeout = Duration::from_millis(300);
+    let server = TestServer::start(cfg).await;
+    let mut client = greeted(&server).await;
+    client.cmd("MAIL FROM:<s@example.org>", 250).await;
+    client.cmd("RCPT TO:<a@seed.test>", 250).await;
+    client.cmd("DATA", 354).await;
+    client.send_raw(b"Subject: stalled\r\n\r\nhalf").await;
+    let reply = client.expect(421).await;
+    assert!(reply.text.starts_with("4.4.2"), "{reply:?}");
+    assert!(client.closed().await);
+    assert!(server.sink.stored().is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn connections_over_the_per_ip_limit_are_refused_with_421() {
     let mut cfg = test_config();
     cfg.max_connections_per_ip = 2;
