@@ -368,6 +368,11 @@ impl MainPass<'_> {
             el.remove();
             return;
         }
+        // VML shapes are drawn by Word's VML renderer, not its CSS engine: their styles (sizes,
+        // absolute positioning) are read by the VML conversion as written.
+        if self.word_engine && name.contains(':') {
+            return;
+        }
         // lol_html hands attribute values over with their entities; CSS needs the text.
         let style = el.get_attribute("style").map(|s| decode_entities(&s));
         if self.word_engine && style.as_deref().is_some_and(css::hides_from_word) {

@@ -210,3 +210,32 @@ fn outlook_com_marks_recoloured_elements_for_data_ogsc_rules() {
     let out = transform(html, light, &book).expect("transforms").html;
     assert!(!out.contains("data-ogsc=\"\""), "{out}");
 }
+
+#[test]
+fn a_backgrounds_cm_hero_shows_its_text_over_the_image_in_word_engine_profiles() {
+    let (catalog, book) = shipped();
+    let html = r##"<html><body><table><tr><td style="background-image:url('https://i.test/hero.png');background-color:#222222;">
+<!--[if gte mso 9]>
+<v:image xmlns:v="urn:schemas-microsoft-com:vml" fill="true" stroke="false" style="border: 0; display: inline-block; width: 680px; height: 180px;" src="https://i.test/hero.png" />
+<v:rect xmlns:v="urn:schemas-microsoft-com:vml" fill="true" stroke="false" style="border: 0; display: inline-block; position: absolute; width: 680px; height: 180px;">
+<v:fill opacity="0%" color="#222222" />
+<![endif]-->
+<div>Text over the hero</div>
+<!--[if gte mso 9]></v:fill></v:rect></v:image><![endif]-->
+</td></tr></table></body></html>"##;
+    let c = catalog.get("outlook2019_win").expect("outlook 2019");
+    let out = transform(html, c, &book).expect("transforms").html;
+    assert!(
+        !out.contains("<img"),
+        "the image is the cell background, not a block above: {out}"
+    );
+    let cell = out
+        .find("background-image:url(\"https://i.test/hero.png\")")
+        .expect("cell background");
+    let text = out.find("Text over the hero").expect("text kept");
+    assert!(cell < text, "{out}");
+    assert!(
+        !out.contains("background-image:url('"),
+        "Word ignores CSS background images: {out}"
+    );
+}
