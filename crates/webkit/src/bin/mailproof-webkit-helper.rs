@@ -26,6 +26,9 @@ use webkit2gtk::{
 /// How long a resize may take to reach the WebView before the page is loaded anyway.
 const RESIZE_WAIT: Duration = Duration::from_secs(2);
 
+/// How long a stopped load may take to report that it finished.
+const STOP_SETTLE: Duration = Duration::from_secs(1);
+
 fn main() -> ExitCode {
     let options = match parse_options() {
         Ok(options) => options,
@@ -222,11 +225,7 @@ impl Renderer {
         let started = Instant::now();
         let loaded = match self.load(&request.html).await {
             LoadOutcome::Finished => true,
-            LoadOutcome::TimedOut => {
-                // Slow subresources must not stall the queue: shoot what has arrived.
-                self.view.stop_loading();
-                false
-            }
+            LoadOutcome::TimedOut => false,
             LoadOutcome::WebProcessGone(why) => {
                 return Err(Reply::Failed {
                     message: format!("WebKit web process ended: {why}"),
@@ -300,6 +299,23 @@ impl Renderer {
             event = events.next() => event.unwrap_or(LoadOutcome::TimedOut),
             timed_out = timeout.fuse() => timed_out,
         };
+        if matches!(outcome, LoadOutcome::TimedOut) {
+            // Slow subresources must not stall the queue: stop and shoot what has arrived. The
+            // stopped load still reports Finished; it is awaited here so that it cannot arrive
+            // during the next capture and end that one's wait too early.
+            self.view.stop_loading();
+            let settle = glib::timeout_future(STOP_SETTLE).fuse();
+            futures::pin_mut!(settle);
+            loop {
+                futures::select! {
+                    event = events.next() => match event {
+                        Some(LoadOutcome::Finished) | None => break,
+                        Some(_) => {}
+                    },
+                    () = settle => break,
+                }
+            }
+        }
         self.view.disconnect(on_load);
         self.view.disconnect(on_crash);
         outcome

@@ -113,6 +113,15 @@ fn a_stalled_image_delays_the_capture_only_by_the_resource_wait() {
         took < RESOURCE_WAIT + Duration::from_secs(15),
         "the capture waited {took:?}, far past the {RESOURCE_WAIT:?} resource wait"
     );
+    // The stopped load must not cut the next capture's wait short.
+    let next = runtime()
+        .block_on(
+            fixture
+                .engine
+                .capture(&request(&image_page("/after-stall.png"), 600, 1.0)),
+        )
+        .expect("capture after a stalled one");
+    assert_eq!(rgb_at(&decode(&next), 100, 100), IMAGE_RGB);
 }
 
 #[test]
