@@ -81,3 +81,29 @@ fn rule_files_carry_their_source_and_licence_but_not_upstream_notes() {
         assert!(!text.contains("notes_by_num"), "{}", path.display());
     }
 }
+
+#[test]
+fn committed_rule_files_are_exactly_what_derive_rules_writes() {
+    use emulate::derive::{render_file, HandWritten, Support as Facts};
+    let support =
+        std::fs::read_to_string(repo().join("../shared/reference/caniemail/support.json"))
+            .expect("reference support.json (../shared/reference/caniemail) readable");
+    let facts = Facts::parse(&support).expect("support.json parses");
+    let (_, book) = shipped();
+    for set in book.sets() {
+        let path = repo().join(format!("data/rules/{}.toml", set.name));
+        let text = std::fs::read_to_string(&path).expect("rule file readable");
+        let hand = HandWritten::from_file(&set.name, &text).expect("hand-written part parses");
+        let derived = facts.derive(
+            &hand.family,
+            &hand.platform,
+            hand.policy.fallback_platform.as_deref(),
+        );
+        let regenerated = render_file(&set.name, &hand, &derived).expect("renders");
+        assert_eq!(
+            regenerated, text,
+            "{} is stale: run cargo run -p emulate --bin derive-rules -- <support.json> data/rules",
+            set.name
+        );
+    }
+}
