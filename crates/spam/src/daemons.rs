@@ -60,6 +60,9 @@ pub struct FilterDaemons {
 struct Supervised {
     name: &'static str,
     child: Child,
+    /// A shell that sends SIGTERM to the daemon when this pipe closes, i.e. when our process
+    /// ends in any way (even SIGKILL or a test binary that never drops its daemons).
+    _watchdog: Option<Child>,
 }
 
 impl DaemonConfig {
@@ -312,7 +315,31 @@ fn spawn(
         source,
     })?;
     tracing::info!(daemon = name, pid = child.id(), log = %log.display(), "started");
-    Ok(Supervised { name, child })
+    let watchdog = child.id().and_then(|pid| match spawn_watchdog(pid) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(daemon = name, error = %e, "no watchdog: the daemon may outlive a crashed process");
+            None
+        }
+    });
+    Ok(Supervised {
+        name,
+        child,
+        _watchdog: watchdog,
+    })
+}
+
+/// `read` returns at end of file, which happens when every holder of the pipe's write end (only
+/// this process) is gone; then the daemon gets SIGTERM and stops its workers.
+fn spawn_watchdog(pid: u32) -> std::io::Result<Child> {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("read -r _; kill -TERM {pid} 2>/dev/null"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(false)
+        .spawn()
 }
 
 async fn wait_ready<F, Fut>(

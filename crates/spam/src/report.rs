@@ -24,27 +24,34 @@ pub struct EngineReport {
 const MAX_DETAILS_CHARS: usize = 1500;
 
 impl EngineReport {
-    /// A compact one-line summary: `score 7.2 / spam at 5.0; RULE_A 2.8, RULE_B 1.0, ...`.
-    /// Rules are listed by descending weight so a truncated string keeps the ones that matter.
+    /// A compact one-line summary: `score 7.20 / spam at 5.0; rules: RULE_A 2.80, RULE_B 1.00;
+    /// also: INFO_RULE`. Scored rules come heaviest first so a truncated string keeps the ones
+    /// that matter; rules worth 0 points (informational, temperror) are listed by name only.
     pub fn details(&self, spam_at: f64) -> String {
-        let mut out = format!("score {:.2} / spam at {:.1}", self.score, spam_at);
+        // `+ 0.0` turns an engine's "-0.0" into a plain 0.
+        let mut out = format!("score {:.2} / spam at {:.1}", self.score + 0.0, spam_at);
         if let Some(t) = self.engine_threshold {
             let _ = write!(out, " (engine threshold {t:.1})");
         }
-        let mut rules: Vec<&Rule> = self.rules.iter().collect();
-        rules.sort_by(|a, b| {
+        let (mut scored, unscored): (Vec<&Rule>, Vec<&Rule>) =
+            self.rules.iter().partition(|r| r.score != 0.0);
+        scored.sort_by(|a, b| {
             b.score
                 .abs()
                 .total_cmp(&a.score.abs())
                 .then_with(|| a.name.cmp(&b.name))
         });
-        if !rules.is_empty() {
-            out.push_str("; rules: ");
-            let listed: Vec<String> = rules
+        if !scored.is_empty() {
+            let listed: Vec<String> = scored
                 .iter()
                 .map(|r| format!("{} {:.2}", r.name, r.score))
                 .collect();
-            out.push_str(&listed.join(", "));
+            let _ = write!(out, "; rules: {}", listed.join(", "));
+        }
+        if !unscored.is_empty() {
+            let mut names: Vec<&str> = unscored.iter().map(|r| r.name.as_str()).collect();
+            names.sort_unstable();
+            let _ = write!(out, "; also: {}", names.join(", "));
         }
         for note in &self.notes {
             let _ = write!(out, "; {note}");
@@ -72,6 +79,10 @@ mod tests {
                     score: 0.25,
                 },
                 Rule {
+                    name: "INFO".into(),
+                    score: -0.0,
+                },
+                Rule {
                     name: "BIG".into(),
                     score: 4.0,
                 },
@@ -80,7 +91,7 @@ mod tests {
         };
         assert_eq!(
             report.details(6.0),
-            "score 4.25 / spam at 6.0 (engine threshold 5.0); rules: BIG 4.00, SMALL 0.25; message truncated"
+            "score 4.25 / spam at 6.0 (engine threshold 5.0); rules: BIG 4.00, SMALL 0.25; also: INFO; message truncated"
         );
     }
 

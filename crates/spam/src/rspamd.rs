@@ -17,6 +17,7 @@ const MAX_RESPONSE_BYTES: usize = 2 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct RspamdClient {
     addr: SocketAddr,
+    timeout: Duration,
     http: reqwest::Client,
 }
 
@@ -52,7 +53,11 @@ impl RspamdClient {
                 addr: addr.to_string(),
                 reason: format!("cannot build the HTTP client: {e}"),
             })?;
-        Ok(RspamdClient { addr, http })
+        Ok(RspamdClient {
+            addr,
+            timeout,
+            http,
+        })
     }
 
     /// `GET /ping` → `pong`: used to wait for start-up.
@@ -117,7 +122,7 @@ impl RspamdClient {
         if e.is_timeout() {
             SpamError::EngineTimeout {
                 engine: ENGINE,
-                timeout_ms: 0,
+                timeout_ms: self.timeout.as_millis(),
             }
         } else {
             SpamError::EngineUnavailable {
@@ -168,12 +173,17 @@ fn parse_check_reply(body: &[u8]) -> Result<EngineReport, String> {
             String::from_utf8_lossy(&body[..body.len().min(200)])
         )
     })?;
-    // rspamd's own "spam" line is the add-header action; reject is for outright refusal.
-    let engine_threshold = reply
-        .thresholds
-        .get("add header")
-        .copied()
-        .or(reply.required_score);
+    // rspamd's own "spam" line is the add-header action, which only some versions report;
+    // `required_score` is the reject score, so it is shown as such rather than as the threshold.
+    let engine_threshold = reply.thresholds.get("add header").copied();
+    let mut notes = Vec::new();
+    match (reply.action, reply.required_score) {
+        (Some(action), Some(reject)) => {
+            notes.push(format!("action: {action} (reject at {reject:.1})"))
+        }
+        (Some(action), None) => notes.push(format!("action: {action}")),
+        (None, _) => {}
+    }
     let rules = reply
         .symbols
         .into_iter()
@@ -186,10 +196,7 @@ fn parse_check_reply(body: &[u8]) -> Result<EngineReport, String> {
         score: reply.score,
         engine_threshold,
         rules,
-        notes: reply
-            .action
-            .map(|a| vec![format!("action: {a}")])
-            .unwrap_or_default(),
+        notes,
     })
 }
 
@@ -214,7 +221,10 @@ mod tests {
                 score: 1.0
             }
         );
-        assert_eq!(report.notes, vec!["action: add header".to_string()]);
+        assert_eq!(
+            report.notes,
+            vec!["action: add header (reject at 15.0)".to_string()]
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Scanning real messages with every profile against the running engines.
 
-use spam::{DnsMode, SpamError, SpamFilters, Verdict};
+use spam::{DnsMode, FilterAddresses, SpamError, SpamFilters, Verdict, MAX_MESSAGE_BYTES};
 
 use crate::fixtures::{clean_envelope, clean_newsletter, obvious_spam, spam_envelope};
 use crate::{shipped_profiles, Harness, Outcome, TestFn};
@@ -18,6 +18,10 @@ pub fn tests() -> Vec<(&'static str, TestFn)> {
         (
             "scanning::details_name_the_score_threshold_and_fired_rules",
             details_name_the_score_threshold_and_fired_rules,
+        ),
+        (
+            "scanning::oversized_messages_are_scanned_truncated_with_a_note",
+            oversized_messages_are_scanned_truncated_with_a_note,
         ),
         (
             "scanning::scan_one_agrees_with_scan_all_and_rejects_unknown_profiles",
@@ -151,6 +155,46 @@ fn scan_one_agrees_with_scan_all_and_rejects_unknown_profiles(harness: &Harness)
             .expect_err("unknown profile");
         assert!(
             matches!(err, SpamError::UnknownProfile(ref p) if p == "Hotmail"),
+            "{err}"
+        );
+        Ok(())
+    })
+}
+
+fn oversized_messages_are_scanned_truncated_with_a_note(harness: &Harness) -> Outcome {
+    harness.runtime.block_on(async {
+        // Only the built-in engine: the point is the size cap, not the daemons.
+        let filters = SpamFilters::with_dns(
+            shipped_profiles(),
+            &FilterAddresses::default(),
+            DnsMode::Disabled,
+        );
+        let mut message = clean_newsletter();
+        let line = b"Padding line of an attachment-sized newsletter body.\r\n";
+        while message.len() <= MAX_MESSAGE_BYTES {
+            message.extend_from_slice(line);
+        }
+        let verdict = filters
+            .scan_one(
+                "mailproof authentication & content (consumer mailbox)",
+                &message,
+                &clean_envelope(),
+            )
+            .await
+            .expect("builtin scan of a large message");
+        assert!(
+            verdict
+                .details
+                .contains(&format!("truncated to the first {MAX_MESSAGE_BYTES}")),
+            "{}",
+            verdict.details
+        );
+        let err = filters
+            .scan_one("Rspamd (consumer mailbox)", &message, &clean_envelope())
+            .await
+            .expect_err("rspamd has no address here");
+        assert!(
+            matches!(err, SpamError::EngineNotConfigured { engine: "rspamd" }),
             "{err}"
         );
         Ok(())

@@ -15,6 +15,10 @@ pub fn tests() -> Vec<(&'static str, TestFn)> {
             a_stopped_daemon_fails_only_its_own_profiles,
         ),
         (
+            "supervision::a_missing_daemon_program_says_how_to_install_it",
+            a_missing_daemon_program_says_how_to_install_it,
+        ),
+        (
             "supervision::external_addresses_are_used_without_starting_anything",
             external_addresses_are_used_without_starting_anything,
         ),
@@ -85,5 +89,24 @@ fn external_addresses_are_used_without_starting_anything(harness: &Harness) -> O
             .await
             .map_err(|e| format!("shared spamd stopped: {e}"))?;
         Ok(())
+    })
+}
+
+fn a_missing_daemon_program_says_how_to_install_it(harness: &Harness) -> Outcome {
+    harness.runtime.block_on(async {
+        let result = FilterDaemons::start(DaemonConfig {
+            spamd_program: "/nonexistent/spamd".into(),
+            rspamd: DaemonSource::Off,
+            ..daemon_config(&harness.work_dir().join("missing-program"))
+        })
+        .await;
+        match result {
+            Err(e @ SpamError::ProgramMissing { .. }) => {
+                assert!(e.to_string().contains("scripts/setup.sh"), "{e}");
+                Ok(())
+            }
+            Err(other) => Err(format!("expected ProgramMissing, got {other}").into()),
+            Ok(_) => Err("a nonexistent spamd started".into()),
+        }
     })
 }
