@@ -127,6 +127,18 @@ fn pane_markup(set: &RuleSet, client: &Client) -> Option<(String, String)> {
     ))
 }
 
+/// Whether `html` has a start tag named exactly `name` (so `<header>` is not `<head>`).
+fn has_tag(html: &str, name: &str) -> bool {
+    let lower = html.to_ascii_lowercase();
+    let open = format!("<{name}");
+    lower.match_indices(&open).any(|(i, _)| {
+        matches!(
+            lower.as_bytes().get(i + open.len()),
+            Some(b'>' | b' ' | b'\t' | b'\n' | b'\r' | b'/')
+        )
+    })
+}
+
 /// Decodes the character references that appear in attribute values (named ones emails use,
 /// numeric ones in full); unknown references stay as written.
 fn decode_entities(s: &str) -> String {
@@ -225,10 +237,9 @@ impl MainPass<'_> {
         let style_text = RefCell::new(String::new());
         let styles_unsupported =
             !policy.style_blocks || set.effects.iter().any(|(_, e)| *e == Effect::StyleElement);
-        let lower = html.to_ascii_lowercase();
-        let inject_into = if lower.contains("<head") {
+        let inject_into = if has_tag(html, "head") {
             "head"
-        } else if lower.contains("<html") {
+        } else if has_tag(html, "html") {
             "html"
         } else {
             ""
@@ -515,7 +526,14 @@ impl MainPass<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::decode_entities;
+    use super::{decode_entities, has_tag};
+
+    #[test]
+    fn a_header_element_is_not_a_head() {
+        assert!(!has_tag("<header>x</header>", "head"));
+        assert!(has_tag("<HEAD>\n<title>", "head"));
+        assert!(has_tag("<html lang=en>", "html"));
+    }
 
     #[test]
     fn attribute_entities_are_decoded_for_css() {
