@@ -13,6 +13,9 @@ use crate::SpamError;
 
 /// Largest message handed to an engine; bigger ones are scanned truncated, as spamc does.
 pub const MAX_MESSAGE_BYTES: usize = 30 * 1024 * 1024;
+/// spamd gets at most spamc's default `--max-size` (500 KB): SpamAssassin is Perl, and its body
+/// rules look at the start of each part anyway.
+pub const SPAMD_MAX_BYTES: usize = 500 * 1024;
 
 /// SpamAssassin is CPU-bound Perl: large messages take seconds.
 const SPAMD_TIMEOUT: Duration = Duration::from_secs(60);
@@ -155,8 +158,12 @@ impl SpamFilters {
         env: &Envelope,
     ) -> Result<EngineReport, SpamError> {
         let started = Instant::now();
-        let (message, truncated_from) = if message.len() > MAX_MESSAGE_BYTES {
-            (&message[..MAX_MESSAGE_BYTES], Some(message.len()))
+        let cap = match engine {
+            EngineKind::Spamassassin => SPAMD_MAX_BYTES,
+            EngineKind::Rspamd | EngineKind::Builtin => MAX_MESSAGE_BYTES,
+        };
+        let (message, truncated_from) = if message.len() > cap {
+            (&message[..cap], Some(message.len()))
         } else {
             (message, None)
         };
@@ -182,7 +189,7 @@ impl SpamFilters {
                 );
                 if let Some(size) = truncated_from {
                     report.notes.push(format!(
-                        "message of {size} bytes scanned truncated to the first {MAX_MESSAGE_BYTES}"
+                        "message of {size} bytes scanned truncated to the first {cap}"
                     ));
                 }
                 Ok(report)

@@ -20,6 +20,6 @@ mod spamd;
 pub use builtin::{BuiltinAnalyzer, DnsMode};
 pub use daemons::{DaemonConfig, DaemonSource, FilterAddresses, FilterDaemons};
 pub use error::SpamError;
-pub use filters::{Envelope, SpamFilters, Verdict, MAX_MESSAGE_BYTES};
+pub use filters::{Envelope, SpamFilters, Verdict, MAX_MESSAGE_BYTES, SPAMD_MAX_BYTES};
 pub use profiles::{EngineKind, FilterProfile, FilterProfiles, FilterType};
 pub use report::{EngineReport, Rule};

@@ -1,6 +1,8 @@
 //! Scanning real messages with every profile against the running engines.
 
-use spam::{DnsMode, FilterAddresses, SpamError, SpamFilters, Verdict, MAX_MESSAGE_BYTES};
+use spam::{
+    DnsMode, FilterAddresses, SpamError, SpamFilters, Verdict, MAX_MESSAGE_BYTES, SPAMD_MAX_BYTES,
+};
 
 use crate::fixtures::{clean_envelope, clean_newsletter, obvious_spam, spam_envelope};
 use crate::{shipped_profiles, Harness, Outcome, TestFn};
@@ -22,6 +24,10 @@ pub fn tests() -> Vec<(&'static str, TestFn)> {
         (
             "scanning::oversized_messages_are_scanned_truncated_with_a_note",
             oversized_messages_are_scanned_truncated_with_a_note,
+        ),
+        (
+            "scanning::spamassassin_scans_a_truncated_copy_of_large_messages",
+            spamassassin_scans_a_truncated_copy_of_large_messages,
         ),
         (
             "scanning::scan_one_agrees_with_scan_all_and_rejects_unknown_profiles",
@@ -169,11 +175,7 @@ fn oversized_messages_are_scanned_truncated_with_a_note(harness: &Harness) -> Ou
             &FilterAddresses::default(),
             DnsMode::Disabled,
         );
-        let mut message = clean_newsletter();
-        let line = b"Padding line of an attachment-sized newsletter body.\r\n";
-        while message.len() <= MAX_MESSAGE_BYTES {
-            message.extend_from_slice(line);
-        }
+        let message = padded_newsletter(MAX_MESSAGE_BYTES + 1);
         let verdict = filters
             .scan_one(
                 "mailproof authentication & content (consumer mailbox)",
@@ -196,6 +198,39 @@ fn oversized_messages_are_scanned_truncated_with_a_note(harness: &Harness) -> Ou
         assert!(
             matches!(err, SpamError::EngineNotConfigured { engine: "rspamd" }),
             "{err}"
+        );
+        Ok(())
+    })
+}
+
+/// The clean newsletter grown past `len` bytes with ordinary text lines.
+fn padded_newsletter(len: usize) -> Vec<u8> {
+    let mut message = clean_newsletter();
+    let line = b"Padding line of an attachment-sized newsletter body.\r\n";
+    while message.len() < len {
+        message.extend_from_slice(line);
+    }
+    message
+}
+
+fn spamassassin_scans_a_truncated_copy_of_large_messages(harness: &Harness) -> Outcome {
+    harness.runtime.block_on(async {
+        let filters = filters(harness).await?;
+        let message = padded_newsletter(SPAMD_MAX_BYTES + 100 * 1024);
+        let verdict = filters
+            .scan_one(
+                "SpamAssassin (corporate gateway)",
+                &message,
+                &clean_envelope(),
+            )
+            .await
+            .map_err(|e| format!("spamd scan of a large message: {e}"))?;
+        assert!(
+            verdict
+                .details
+                .contains(&format!("truncated to the first {SPAMD_MAX_BYTES}")),
+            "{}",
+            verdict.details
         );
         Ok(())
     })
