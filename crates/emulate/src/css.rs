@@ -11,18 +11,22 @@ use cssparser::{
 
 use crate::color::{self, Role};
 use crate::features::{Effect, SelectorPart};
-use crate::rules::DarkMode;
+use crate::rules::{DarkMode, ScopedDrop};
 
 /// Deepest nesting of blocks and at-rules followed; deeper content is dropped.
 const MAX_DEPTH: usize = 16;
 
 /// What the client does to CSS.
+#[derive(Clone, Copy)]
 pub struct CssContext<'a> {
     pub effects: &'a [(String, Effect)],
     pub class_prefix: &'a str,
     pub id_prefix: &'a str,
     /// Forced colour change applied to every colour outside `prefers-color-scheme` rules.
     pub dark: DarkMode,
+    /// Element-specific drops, applied when `element` is known (style attributes).
+    pub scoped: &'a [ScopedDrop],
+    pub element: Option<&'a str>,
 }
 
 /// Counts of what was removed, keyed by caniemail slug or a short reason.
@@ -382,6 +386,12 @@ fn filter_decl(
     if let Some(slug) = removing_effect(&decl, &info, cx.effects) {
         removed.note(slug);
         return None;
+    }
+    if let Some(element) = cx.element {
+        if cx.scoped.iter().any(|d| d.drops(&decl.name, element)) {
+            removed.note(&format!("{} on {element}", decl.name));
+            return None;
+        }
     }
     if decl.important && cx.effects.iter().any(|(_, e)| *e == Effect::Important) {
         decl.important = false;
@@ -860,6 +870,8 @@ mod tests {
             class_prefix: "",
             id_prefix: "",
             dark: DarkMode::None,
+            scoped: &[],
+            element: None,
         }
     }
 

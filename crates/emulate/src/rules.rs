@@ -101,10 +101,39 @@ pub struct Policy {
     /// Unsupported features deliberately not emulated (each with its reason in a comment).
     #[serde(default)]
     pub not_emulated: Vec<String>,
+    /// Properties the client ignores on some elements only (applied to `style` attributes, where
+    /// the element is known).
+    #[serde(default)]
+    pub scoped_drops: Vec<ScopedDrop>,
     /// For `derive-rules` only: features this platform's table lacks are taken from this platform
     /// of the same family.
     #[serde(default)]
     pub fallback_platform: Option<String>,
+}
+
+/// Properties dropped on some elements: on the elements of `on`, or on every element except those
+/// of `except_on`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopedDrop {
+    pub properties: Vec<String>,
+    #[serde(default)]
+    pub on: Vec<String>,
+    #[serde(default)]
+    pub except_on: Vec<String>,
+    /// Public source of the limitation.
+    pub source: String,
+}
+
+impl ScopedDrop {
+    pub fn drops(&self, property: &str, element: &str) -> bool {
+        self.properties.iter().any(|p| p == property)
+            && if self.on.is_empty() {
+                !self.except_on.iter().any(|e| e == element)
+            } else {
+                self.on.iter().any(|e| e == element)
+            }
+    }
 }
 
 fn yes() -> bool {
@@ -185,6 +214,14 @@ impl RuleSet {
             if !ok || prefix.starts_with(|c: char| c.is_ascii_digit()) {
                 return Err(invalid(format!(
                     "prefix {prefix:?} must be letters, digits, '_' or '-' and not start with a digit"
+                )));
+            }
+        }
+        for d in &file.policy.scoped_drops {
+            if d.on.is_empty() == d.except_on.is_empty() || d.source.trim().is_empty() {
+                return Err(invalid(format!(
+                    "scoped drop of {:?} needs exactly one of `on`/`except_on` and a source",
+                    d.properties
                 )));
             }
         }

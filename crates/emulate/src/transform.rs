@@ -230,6 +230,8 @@ impl MainPass<'_> {
             class_prefix: &policy.class_prefix,
             id_prefix: &policy.id_prefix,
             dark: self.forced,
+            scoped: &policy.scoped_drops,
+            element: None,
         };
         let notes = RefCell::new(std::mem::take(removed));
         let in_body = Cell::new(false);
@@ -468,7 +470,11 @@ impl MainPass<'_> {
             }
         }
         if let Some(style) = style {
-            let kept = css::filter_inline(&style, cx, notes);
+            let scoped = CssContext {
+                element: Some(name),
+                ..*cx
+            };
+            let kept = css::filter_inline(&style, &scoped, notes);
             if kept.is_empty() {
                 el.remove_attribute("style");
             } else {

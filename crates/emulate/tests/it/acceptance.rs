@@ -239,3 +239,19 @@ fn a_backgrounds_cm_hero_shows_its_text_over_the_image_in_word_engine_profiles()
         "Word ignores CSS background images: {out}"
     );
 }
+
+#[test]
+fn word_engine_ignores_padding_outside_table_cells_and_width_on_divs() {
+    let (catalog, book) = shipped();
+    let html = r#"<table><tr><td style="padding:20px"><div style="padding:10px;width:300px;color:#333">x</div></td></tr></table>"#;
+    let outlook = catalog.get("outlook2013_win").expect("outlook 2013");
+    let out = transform(html, outlook, &book).expect("transforms").html;
+    assert!(out.contains(r#"<td style="padding: 20px;">"#), "{out}");
+    assert!(out.contains(r#"<div style="color: #333;">"#), "{out}");
+    let apple = catalog.get("applemail_macos").expect("apple");
+    let out = transform(html, apple, &book).expect("transforms").html;
+    assert!(
+        out.contains("padding: 10px") && out.contains("width: 300px"),
+        "{out}"
+    );
+}
