@@ -9,6 +9,7 @@ use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
 use gtk::glib;
 use gtk::prelude::*;
+use javascriptcore::ValueExt;
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -25,6 +26,28 @@ use webkit2gtk::{
 
 /// How long a resize may take to reach the WebView before the page is loaded anyway.
 const RESIZE_WAIT: Duration = Duration::from_secs(2);
+
+/// Head-room below the surface limit for body margins and rounding, in CSS px.
+const CLIP_MARGIN_CSS_PX: u32 = 64;
+
+/// Returns 0 when the document fits `max` CSS px; otherwise makes the root and the body clip at
+/// `max` and returns the new scroll height. The body must become the clipping box: overflow on
+/// the root only moves to the viewport, whose snapshot still covers the whole content.
+const CLIP_SCRIPT: &str = r#"(function (max) {
+  var html = document.documentElement, body = document.body;
+  if (!html || html.scrollHeight <= max) return 0;
+  function set(el, k, v) { el.style.setProperty(k, v, 'important'); }
+  set(html, 'height', max + 'px');
+  set(html, 'overflow', 'hidden');
+  if (body) {
+    var cs = getComputedStyle(body);
+    var margins = (parseFloat(cs.marginTop) || 0) + (parseFloat(cs.marginBottom) || 0);
+    set(body, 'box-sizing', 'border-box');
+    set(body, 'height', Math.max(0, max - margins) + 'px');
+    set(body, 'overflow', 'hidden');
+  }
+  return html.scrollHeight;
+})"#;
 
 /// How long a stopped load may take to report that it finished.
 const STOP_SETTLE: Duration = Duration::from_secs(1);
@@ -170,8 +193,11 @@ impl Renderer {
         context.set_cache_model(CacheModel::DocumentViewer);
 
         let settings = webkit2gtk::Settings::new();
-        // Mail clients run no scripts, plugins or media in messages.
-        settings.set_enable_javascript(false);
+        // Mail clients run no scripts, plugins or media in messages: script elements and event
+        // attributes are dropped while parsing. JavaScript itself stays on for the helper's own
+        // measuring script, which runs in an isolated world.
+        settings.set_enable_javascript(true);
+        settings.set_enable_javascript_markup(false);
         settings.set_enable_media(false);
         settings.set_enable_webgl(false);
         settings.set_enable_page_cache(false);
@@ -234,6 +260,9 @@ impl Renderer {
             }
         };
 
+        let scale = self.view.scale_factor().max(1) as u32;
+        self.clip_to_surface_limit(MAX_SURFACE_PX / scale - CLIP_MARGIN_CSS_PX)
+            .await?;
         let loaded_at = Instant::now();
         let surface = self
             .view
@@ -244,9 +273,7 @@ impl Renderer {
                 fatal: true,
             })?;
         let snapshot_at = Instant::now();
-        let device_width = request
-            .width
-            .saturating_mul(self.view.scale_factor().max(1) as u32);
+        let device_width = request.width.saturating_mul(scale);
         let (width_px, height_px) =
             write_png(&surface, device_width, &request.out).map_err(|message| Reply::Failed {
                 message,
@@ -263,6 +290,25 @@ impl Renderer {
             loaded,
             timings,
         })
+    }
+
+    /// Cuts a document taller than `max_css_px` to that height: WebKit cannot snapshot more
+    /// device pixels than cairo's surface limit, and a cut long newsletter beats no screenshot.
+    async fn clip_to_surface_limit(&self, max_css_px: u32) -> Result<(), Reply> {
+        let script = format!("{CLIP_SCRIPT}({max_css_px})");
+        let result = self
+            .view
+            .evaluate_javascript_future(&script, Some("mailproof"), None)
+            .await
+            .map_err(|e| Reply::Failed {
+                message: format!("measuring the document failed: {e}"),
+                fatal: false,
+            })?;
+        let clipped_to = result.to_double();
+        if clipped_to > 0.0 {
+            eprintln!("document taller than {max_css_px} CSS px; cut to {clipped_to} px");
+        }
+        Ok(())
     }
 
     /// Media queries see the viewport of the first layout, so the new size must reach the WebView

@@ -94,3 +94,23 @@ fn a_real_template_from_the_corpus_renders_at_desktop_width() {
         "the template renders text and colours, not a blank page"
     );
 }
+
+#[test]
+fn a_document_too_tall_for_one_surface_is_cut_not_lost() {
+    // 15000 CSS px at 3x is 45000 device px, past cairo's 32767 limit.
+    let page = r#"<!doctype html><html><body style="margin:0">
+        <div style="height:15000px;background:rgb(0,90,0)"></div></body></html>"#;
+    let capture = runtime()
+        .block_on(shared().engine.capture(&request(page, 390, 3.0)))
+        .expect("capture of a very tall document");
+    assert_eq!(capture.width_px, 1170);
+    assert!(
+        (30_000..=32_767).contains(&capture.height_px),
+        "cut just below the surface limit: {}",
+        capture.height_px
+    );
+    assert_eq!(
+        rgb_at(&decode(&capture), 600, capture.height_px - 10),
+        [0, 90, 0]
+    );
+}

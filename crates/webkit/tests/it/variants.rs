@@ -174,3 +174,15 @@ fn a_meta_refresh_neither_leaves_the_message_nor_fetches_its_target() {
         "the message itself was shot"
     );
 }
+
+#[test]
+fn scripts_in_the_message_do_not_run() {
+    let page = r#"<!doctype html><html><body style="margin:0;background:rgb(255,255,255)"
+        onload="document.body.style.background='rgb(255,0,0)'">
+        <div style="height:300px"></div>
+        <script>document.body.style.background = 'rgb(255,0,0)';</script></body></html>"#;
+    let capture = runtime()
+        .block_on(shared().engine.capture(&request(page, 600, 1.0)))
+        .expect("capture of a page with scripts");
+    assert_eq!(rgb_at(&decode(&capture), 100, 100), [255, 255, 255]);
+}
