@@ -25,6 +25,22 @@ pub enum Secure {
     Tls,
 }
 
+impl std::str::FromStr for Secure {
+    type Err = String;
+
+    /// The API's spelling: `""` (plain), `"ssl"` or `"tls"`, in any case.
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" => Ok(Self::None),
+            "ssl" => Ok(Self::Ssl),
+            "tls" => Ok(Self::Tls),
+            other => Err(format!(
+                "secure must be \"ssl\", \"tls\" or empty, not {other:?}"
+            )),
+        }
+    }
+}
+
 /// A caller's SMTP server and credentials (`smtp_info` in the API).
 #[derive(Clone, PartialEq, Eq)]
 pub struct SmtpInfo {
@@ -226,4 +242,18 @@ fn parse_address(field: &'static str, value: &str) -> Result<Address, SendError>
             value: value.to_owned(),
             reason: err.to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Secure;
+
+    #[test]
+    fn secure_is_read_as_the_api_spells_it() {
+        assert_eq!("".parse::<Secure>(), Ok(Secure::None));
+        assert_eq!("SSL".parse::<Secure>(), Ok(Secure::Ssl));
+        assert_eq!(" tls ".parse::<Secure>(), Ok(Secure::Tls));
+        let err = "starttls".parse::<Secure>().expect_err("not an API value");
+        assert!(err.contains("\"ssl\", \"tls\" or empty"), "{err}");
+    }
 }
