@@ -1,0 +1,361 @@
+//! Chromium driven over the Chrome DevTools Protocol: one warm browser, one tab per slot.
+//!
+//! Everything a render varies (viewport, scale, mobile, colour scheme, image blocking) is a per-tab
+//! CDP setting, so slots never wait for each other. Images are blocked with Fetch interception of
+//! resource type `Image` (failed before any byte leaves the browser), and the cache is disabled so a
+//! cached image can neither dodge the block nor hide a slow host.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+use crate::engine::{wait_for_load, EngineSetup, LoadEvent, Shot, ShotRequest};
+use crate::error::RenderError;
+use crate::process::Browser;
+use crate::ws::Connection;
+use domain::{ColorScheme, Engine};
+
+pub(crate) const CHROMIUM_BINARY: &str = "/usr/lib/chromium/chromium";
+
+struct Tab {
+    session: String,
+    /// Whether Fetch interception of images is on in this tab.
+    blocking: Mutex<bool>,
+}
+
+pub(crate) struct Chromium {
+    browser: Mutex<Browser>,
+    pid: u32,
+    conn: Arc<Connection>,
+    tabs: Vec<Tab>,
+    resource_wait: Duration,
+    _profile: tempdir::Dir,
+}
+
+/// Flags from the measured notes, plus the proxy and what keeps a headless browser quiet.
+fn flags(profile: &std::path::Path, proxy: &str) -> Vec<String> {
+    [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--disable-extensions",
+        "--disable-default-apps",
+        "--disable-breakpad",
+        "--mute-audio",
+        "--hide-scrollbars",
+        "--force-color-profile=srgb",
+        // http documents must stay http: the proxy serves them, there is no TLS to upgrade to.
+        "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,Translate",
+        "--remote-debugging-port=0",
+        "--remote-debugging-address=127.0.0.1",
+        // `<-loopback>` removes Chromium's implicit loopback bypass: loopback goes through the
+        // proxy and its policy too.
+        "--proxy-bypass-list=<-loopback>",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        format!("--proxy-server={proxy}"),
+        format!("--user-data-dir={}", profile.display()),
+        "about:blank".to_string(),
+    ])
+    .collect()
+}
+
+impl Chromium {
+    pub(crate) async fn start(setup: &EngineSetup) -> Result<Chromium, RenderError> {
+        let engine = Engine::Blink;
+        let profile = tempdir::Dir::new(&setup.work_dir, "chromium")?;
+        let binary = PathBuf::from(CHROMIUM_BINARY);
+        if !binary.is_file() {
+            return Err(RenderError::EngineStart {
+                engine,
+                reason: format!("{CHROMIUM_BINARY} not found"),
+            });
+        }
+        let (browser, ws_url) = Browser::spawn(
+            engine,
+            &binary,
+            &flags(profile.path(), &setup.proxy_url),
+            &setup.env,
+            "DevTools listening on ",
+            setup.start_timeout,
+        )
+        .await?;
+        let pid = browser.pid();
+        let conn = Arc::new(Connection::open(engine, &ws_url, setup.command_timeout).await?);
+        let mut tabs = Vec::with_capacity(setup.slots);
+        for _ in 0..setup.slots {
+            let target = call(
+                &conn,
+                None,
+                "Target.createTarget",
+                json!({"url": "about:blank"}),
+            )
+            .await?;
+            let target_id = str_field(&target, "targetId")?;
+            let attached = call(
+                &conn,
+                None,
+                "Target.attachToTarget",
+                json!({"targetId": target_id, "flatten": true}),
+            )
+            .await?;
+            let session = str_field(&attached, "sessionId")?;
+            for (method, params) in [
+                ("Page.enable", json!({})),
+                ("Network.enable", json!({})),
+                ("Network.setCacheDisabled", json!({"cacheDisabled": true})),
+            ] {
+                call(&conn, Some(&session), method, params).await?;
+            }
+            tabs.push(Tab {
+                session,
+                blocking: Mutex::new(false),
+            });
+        }
+        tracing::info!(pid, slots = setup.slots, "Chromium ready");
+        Ok(Chromium {
+            browser: Mutex::new(browser),
+            pid,
+            conn,
+            tabs,
+            resource_wait: setup.resource_wait,
+            _profile: profile,
+        })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub(crate) async fn is_alive(&self) -> bool {
+        self.conn.is_open() && self.browser.lock().await.is_alive()
+    }
+
+    pub(crate) async fn shutdown(&self) {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            call(&self.conn, None, "Browser.close", json!({})),
+        )
+        .await;
+        self.browser.lock().await.kill().await;
+    }
+
+    pub(crate) async fn shoot(
+        &self,
+        slot: usize,
+        req: &ShotRequest<'_>,
+    ) -> Result<Shot, RenderError> {
+        let tab = self
+            .tabs
+            .get(slot)
+            .ok_or_else(|| RenderError::InvalidRequest(format!("no Chromium slot {slot}")))?;
+        let session = tab.session.as_str();
+        let conn = &self.conn;
+        call(
+            conn,
+            Some(session),
+            "Emulation.setDeviceMetricsOverride",
+            json!({
+                "width": req.width, "height": req.height,
+                "deviceScaleFactor": req.scale, "mobile": req.mobile,
+                "screenWidth": req.width, "screenHeight": req.height,
+            }),
+        )
+        .await?;
+        let scheme = match req.color_scheme {
+            ColorScheme::Light => "light",
+            ColorScheme::Dark => "dark",
+        };
+        call(
+            conn,
+            Some(session),
+            "Emulation.setEmulatedMedia",
+            json!({"media": "", "features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+        )
+        .await?;
+        {
+            let mut blocking = tab.blocking.lock().await;
+            if *blocking != req.block_images {
+                if req.block_images {
+                    call(
+                        conn,
+                        Some(session),
+                        "Fetch.enable",
+                        json!({"patterns": [{"urlPattern": "*", "resourceType": "Image", "requestStage": "Request"}]}),
+                    )
+                    .await?;
+                } else {
+                    call(conn, Some(session), "Fetch.disable", json!({})).await?;
+                }
+                *blocking = req.block_images;
+            }
+        }
+
+        let owner = session.to_string();
+        let mut events = conn.subscribe(move |m| {
+            m.get("sessionId").and_then(Value::as_str) == Some(owner.as_str())
+                && matches!(
+                    m.get("method").and_then(Value::as_str),
+                    Some("Page.loadEventFired" | "Fetch.requestPaused")
+                )
+        });
+        let navigate = async {
+            let result = call(
+                conn,
+                Some(session),
+                "Page.navigate",
+                json!({"url": req.url}),
+            )
+            .await?;
+            match result.get("errorText").and_then(Value::as_str) {
+                Some(error) if !error.is_empty() => Err(RenderError::Document(format!(
+                    "Chromium could not load it: {error}"
+                ))),
+                _ => Ok(()),
+            }
+        };
+        wait_for_load(
+            Engine::Blink,
+            navigate,
+            &mut events,
+            self.resource_wait,
+            |event| async move {
+                match event.get("method").and_then(Value::as_str) {
+                    Some("Page.loadEventFired") => return Ok(LoadEvent::Loaded),
+                    Some("Fetch.requestPaused") => {
+                        if let Some(id) = event.pointer("/params/requestId").and_then(Value::as_str)
+                        {
+                            // A request that already went away answers with an error; that is fine.
+                            let _ = call(
+                                conn,
+                                Some(session),
+                                "Fetch.failRequest",
+                                json!({"requestId": id, "errorReason": "BlockedByClient"}),
+                            )
+                            .await;
+                        }
+                    }
+                    _ => {}
+                }
+                Ok(LoadEvent::Other)
+            },
+        )
+        .await?;
+        drop(events);
+
+        let metrics = call(conn, Some(session), "Page.getLayoutMetrics", json!({})).await?;
+        let content_height = metrics
+            .pointer("/cssContentSize/height")
+            .and_then(Value::as_f64)
+            .unwrap_or(req.height as f64);
+        let height = (content_height.ceil() as u32).clamp(1, req.max_css_height);
+        let shot = call(
+            conn,
+            Some(session),
+            "Page.captureScreenshot",
+            json!({
+                "format": "png",
+                "captureBeyondViewport": true,
+                "fromSurface": true,
+                "clip": {"x": 0, "y": 0, "width": req.width, "height": height, "scale": 1},
+            }),
+        )
+        .await?;
+        let data = shot
+            .get("data")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RenderError::Document("Chromium returned no screenshot data".into()))?;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| RenderError::Image(format!("Chromium screenshot is not base64: {e}")))?;
+        Ok(Shot { png })
+    }
+}
+
+/// Sends one CDP command (to a tab when `session` is set) and returns its `result`.
+async fn call(
+    conn: &Connection,
+    session: Option<&str>,
+    method: &str,
+    params: Value,
+) -> Result<Value, RenderError> {
+    let answer = conn
+        .call_raw(method, params, session.map(|s| ("sessionId", s)))
+        .await?;
+    if let Some(error) = answer.get("error") {
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown error")
+            .to_string();
+        // A tab or browser that went away is a crash, not a bad document.
+        if message.contains("Target closed") || message.contains("Session with given id not found")
+        {
+            return Err(RenderError::EngineDied {
+                engine: Engine::Blink,
+                reason: format!("{method}: {message}"),
+            });
+        }
+        return Err(RenderError::Protocol {
+            engine: Engine::Blink,
+            method: method.to_string(),
+            message,
+        });
+    }
+    Ok(answer.get("result").cloned().unwrap_or(Value::Null))
+}
+
+fn str_field(v: &Value, key: &str) -> Result<String, RenderError> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| RenderError::EngineStart {
+            engine: Engine::Blink,
+            reason: format!("CDP answer without {key}: {v}"),
+        })
+}
+
+/// A private scratch directory removed when dropped (browser profiles).
+pub(crate) mod tempdir {
+    use std::path::{Path, PathBuf};
+
+    use rand::RngCore;
+
+    use crate::error::RenderError;
+
+    pub(crate) struct Dir(PathBuf);
+
+    impl Dir {
+        pub(crate) fn new(parent: &Path, prefix: &str) -> Result<Dir, RenderError> {
+            let mut bytes = [0u8; 6];
+            rand::thread_rng().fill_bytes(&mut bytes);
+            let path = parent.join(format!("{prefix}-{}", hex::encode(bytes)));
+            std::fs::create_dir_all(&path)
+                .map_err(|e| RenderError::io(format!("creating {}", path.display()), e))?;
+            Ok(Dir(path))
+        }
+
+        pub(crate) fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! What the pool needs from a running engine, whichever browser it is.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use domain::{ColorScheme, Engine};
+
+use crate::chromium::Chromium;
+use crate::error::RenderError;
+use crate::firefox::Firefox;
+
+/// How to start one engine instance.
+pub(crate) struct EngineSetup {
+    pub slots: usize,
+    pub work_dir: PathBuf,
+    pub proxy_url: String,
+    pub env: Vec<(String, String)>,
+    pub start_timeout: Duration,
+    pub command_timeout: Duration,
+    pub resource_wait: Duration,
+}
+
+/// One screenshot for a slot; the document is already registered with the proxy at `url`.
+pub(crate) struct ShotRequest<'a> {
+    pub url: &'a str,
+    pub width: u32,
+    pub height: u32,
+    pub scale: f32,
+    pub mobile: bool,
+    pub color_scheme: ColorScheme,
+    pub block_images: bool,
+    /// Tallest document captured, in CSS px; longer documents are cut there.
+    pub max_css_height: u32,
+}
+
+pub(crate) struct Shot {
+    pub png: Vec<u8>,
+}
+
+/// A running browser engine with its slots.
+pub(crate) enum Instance {
+    Chromium(Chromium),
+    Firefox(Firefox),
+}
+
+impl Instance {
+    pub(crate) async fn start(
+        engine: Engine,
+        setup: &EngineSetup,
+    ) -> Result<Instance, RenderError> {
+        match engine {
+            Engine::Blink => Ok(Instance::Chromium(Chromium::start(setup).await?)),
+            Engine::Gecko => Ok(Instance::Firefox(Firefox::start(setup).await?)),
+            Engine::Webkit => Err(RenderError::EngineUnavailable(Engine::Webkit)),
+        }
+    }
+
+    pub(crate) async fn shoot(
+        &self,
+        slot: usize,
+        req: &ShotRequest<'_>,
+    ) -> Result<Shot, RenderError> {
+        match self {
+            Instance::Chromium(c) => c.shoot(slot, req).await,
+            Instance::Firefox(f) => f.shoot(slot, req).await,
+        }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        match self {
+            Instance::Chromium(c) => c.pid(),
+            Instance::Firefox(f) => f.pid(),
+        }
+    }
+
+    pub(crate) async fn is_alive(&self) -> bool {
+        match self {
+            Instance::Chromium(c) => c.is_alive().await,
+            Instance::Firefox(f) => f.is_alive().await,
+        }
+    }
+
+    pub(crate) async fn shutdown(&self) {
+        match self {
+            Instance::Chromium(c) => c.shutdown().await,
+            Instance::Firefox(f) => f.shutdown().await,
+        }
+    }
+}
+
+/// What an engine makes of one event while a page loads.
+pub(crate) enum LoadEvent {
+    /// The document's load event: stop waiting.
+    Loaded,
+    /// Anything else (an intercepted request that was answered, ...): keep waiting.
+    Other,
+}
+
+/// Drives `navigate` and feeds `events` to `on_event` until the page has loaded or `wait` has
+/// passed since the call; the page is then shot as it is. Events are handled while the navigate
+/// command is still pending, because an intercepted request can hold the navigation up.
+pub(crate) async fn wait_for_load<N, F, Fut>(
+    engine: Engine,
+    navigate: N,
+    events: &mut crate::ws::Events,
+    wait: Duration,
+    mut on_event: F,
+) -> Result<(), RenderError>
+where
+    N: std::future::Future<Output = Result<(), RenderError>>,
+    F: FnMut(serde_json::Value) -> Fut,
+    Fut: std::future::Future<Output = Result<LoadEvent, RenderError>>,
+{
+    let deadline = tokio::time::Instant::now() + wait;
+    tokio::pin!(navigate);
+    let mut navigated = false;
+    loop {
+        let event = tokio::select! {
+            result = &mut navigate, if !navigated => {
+                result?;
+                navigated = true;
+                continue;
+            }
+            _ = tokio::time::sleep_until(deadline), if navigated => {
+                tracing::info!(%engine, ?wait, "load not finished; shooting the page as it is");
+                return Ok(());
+            }
+            event = events.next() => event.ok_or_else(|| RenderError::EngineDied {
+                engine,
+                reason: "the connection closed during a page load".into(),
+            })?,
+        };
+        if let LoadEvent::Loaded = on_event(event).await? {
+            if !navigated {
+                (&mut navigate).await?;
+            }
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! The one error type of the crate, split into what a retry may fix and what it will not.
+
+use domain::Engine;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("the {0} engine is not running in this renderer: add it to RenderConfig::engines")]
+    EngineUnavailable(Engine),
+
+    #[error(
+        "the {engine} engine did not start: {reason}; if the browser is missing, install it \
+         with scripts/setup.sh"
+    )]
+    EngineStart { engine: Engine, reason: String },
+
+    #[error("the {engine} engine died during a render: {reason}")]
+    EngineDied { engine: Engine, reason: String },
+
+    #[error("the {engine} engine hung: {what}")]
+    EngineHung { engine: Engine, what: String },
+
+    #[error("the {engine} render did not finish within {timeout:?}")]
+    Timeout {
+        engine: Engine,
+        timeout: std::time::Duration,
+    },
+
+    #[error("the {engine} engine refused a command: {method}: {message}")]
+    Protocol {
+        engine: Engine,
+        method: String,
+        message: String,
+    },
+
+    #[error("the render request is invalid: {0}")]
+    InvalidRequest(String),
+
+    #[error("the document could not be drawn: {0}")]
+    Document(String),
+
+    #[error("the screenshot could not be processed: {0}")]
+    Image(String),
+
+    #[error("WebKit: {0}")]
+    Webkit(#[from] webkit::WebkitError),
+
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
+impl RenderError {
+    /// True when the same request may succeed on a restarted engine: the engine crashed, hung or
+    /// ran out of time. A bad request or a document that cannot be drawn fails again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            RenderError::EngineDied { .. }
+            | RenderError::EngineHung { .. }
+            | RenderError::Timeout { .. } => true,
+            RenderError::Webkit(e) => e.is_retryable(),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> RenderError {
+        RenderError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}

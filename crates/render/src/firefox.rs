@@ -1,0 +1,603 @@
+//! Firefox ESR driven over its built-in WebDriver BiDi server (no geckodriver): one warm browser,
+//! one tab per slot.
+//!
+//! Viewport, device pixel ratio and image blocking are per tab (`setViewport`, a network intercept
+//! answered with `failRequest` for images, cache bypass). The colour scheme is not: Firefox ESR
+//! only follows the browser-wide `ui.systemUsesDarkTheme` pref, flipped from the chrome scope. A
+//! [`SchemeGate`] therefore lets any number of renders of one scheme run together and makes a
+//! render of the other scheme wait until they drain, in batches so neither side starves. One
+//! browser with a gate costs far less memory than a second, dark browser (about 1.3 GiB RSS each),
+//! and email tests render mostly light profiles.
+
+use std::sync::{Arc, Mutex as SyncMutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+use tokio::sync::{Mutex, Notify};
+
+use crate::chromium::tempdir;
+use crate::engine::{wait_for_load, EngineSetup, LoadEvent, Shot, ShotRequest};
+use crate::error::RenderError;
+use crate::process::Browser;
+use crate::ws::Connection;
+use domain::{ColorScheme, Engine};
+
+pub(crate) const FIREFOX_BINARY: &str = "firefox-esr";
+
+#[derive(Default)]
+struct TabState {
+    /// Viewport last set: (width, height, scale bits).
+    viewport: Option<(u32, u32, u32)>,
+    /// The image-blocking intercept while one is installed.
+    intercept: Option<String>,
+}
+
+struct Tab {
+    context: String,
+    state: Mutex<TabState>,
+}
+
+pub(crate) struct Firefox {
+    browser: Mutex<Browser>,
+    pid: u32,
+    conn: Arc<Connection>,
+    chrome_context: String,
+    tabs: Vec<Tab>,
+    gate: SchemeGate,
+    resource_wait: Duration,
+    _profile: tempdir::Dir,
+}
+
+/// Profile prefs. Remote automation already applies Firefox's recommended automation prefs; these
+/// add what a faithful, private screenshot needs.
+fn user_js(proxy: &std::net::SocketAddr) -> String {
+    let host = proxy.ip();
+    let port = proxy.port();
+    let prefs: Vec<(&str, String)> = vec![
+        // Without overlay scrollbars headless reserves a 12 px gutter and pages come out narrower.
+        ("ui.useOverlayScrollbars", "1".into()),
+        ("ui.systemUsesDarkTheme", "0".into()),
+        // Everything through the policy proxy, loopback included, and no DNS of our own.
+        ("network.proxy.type", "1".into()),
+        ("network.proxy.http", format!("\"{host}\"")),
+        ("network.proxy.http_port", port.to_string()),
+        ("network.proxy.ssl", format!("\"{host}\"")),
+        ("network.proxy.ssl_port", port.to_string()),
+        ("network.proxy.share_proxy_settings", "false".into()),
+        ("network.proxy.no_proxies_on", "\"\"".into()),
+        ("network.proxy.allow_hijacking_localhost", "true".into()),
+        ("network.proxy.socks_remote_dns", "true".into()),
+        ("network.dns.disablePrefetch", "true".into()),
+        ("network.prefetch-next", "false".into()),
+        ("network.http.speculative-parallel-limit", "0".into()),
+        ("network.dns.disableIPv6", "false".into()),
+        // The proxy serves documents over plain http; nothing may upgrade them.
+        ("dom.security.https_first", "false".into()),
+        ("dom.security.https_first_pbm", "false".into()),
+        ("dom.security.https_first_schemeless", "false".into()),
+        ("dom.security.https_only_mode", "false".into()),
+        ("network.captive-portal-service.enabled", "false".into()),
+        ("network.connectivity-service.enabled", "false".into()),
+        ("browser.safebrowsing.malware.enabled", "false".into()),
+        ("browser.safebrowsing.phishing.enabled", "false".into()),
+        ("app.normandy.enabled", "false".into()),
+        (
+            "messaging-system.rsexperimentloader.enabled",
+            "false".into(),
+        ),
+        ("datareporting.policy.dataSubmissionEnabled", "false".into()),
+        ("toolkit.telemetry.enabled", "false".into()),
+        ("browser.cache.disk.enable", "false".into()),
+        ("media.autoplay.default", "5".into()),
+    ];
+    prefs
+        .iter()
+        .map(|(k, v)| format!("user_pref(\"{k}\", {v});\n"))
+        .collect()
+}
+
+impl Firefox {
+    pub(crate) async fn start(setup: &EngineSetup) -> Result<Firefox, RenderError> {
+        let engine = Engine::Gecko;
+        let profile = tempdir::Dir::new(&setup.work_dir, "firefox")?;
+        let proxy: std::net::SocketAddr = setup
+            .proxy_url
+            .trim_start_matches("http://")
+            .parse()
+            .map_err(|_| RenderError::EngineStart {
+                engine,
+                reason: format!("proxy URL {} is not http://IP:PORT", setup.proxy_url),
+            })?;
+        let user_js_path = profile.path().join("user.js");
+        std::fs::write(&user_js_path, user_js(&proxy))
+            .map_err(|e| RenderError::io(format!("writing {}", user_js_path.display()), e))?;
+        let args: Vec<String> = vec![
+            "--headless".into(),
+            "--no-remote".into(),
+            "--profile".into(),
+            profile.path().display().to_string(),
+            "--remote-debugging-port=0".into(),
+            "--remote-allow-hosts=127.0.0.1".into(),
+            "-remote-allow-system-access".into(),
+            "about:blank".into(),
+        ];
+        let binary = which(FIREFOX_BINARY).ok_or_else(|| RenderError::EngineStart {
+            engine,
+            reason: format!("{FIREFOX_BINARY} is not on PATH"),
+        })?;
+        let mut env = setup.env.clone();
+        env.push(("MOZ_CRASHREPORTER_DISABLE".into(), "1".into()));
+        let (browser, ws_base) = Browser::spawn(
+            engine,
+            &binary,
+            &args,
+            &env,
+            "WebDriver BiDi listening on ",
+            setup.start_timeout,
+        )
+        .await?;
+        let pid = browser.pid();
+        let conn = Arc::new(
+            Connection::open(engine, &format!("{ws_base}/session"), setup.command_timeout).await?,
+        );
+        call(&conn, "session.new", json!({"capabilities": {}})).await?;
+        call(
+            &conn,
+            "session.subscribe",
+            json!({"events": ["browsingContext.load", "network.beforeRequestSent"]}),
+        )
+        .await?;
+        let tree = call(
+            &conn,
+            "browsingContext.getTree",
+            json!({"moz:scope": "chrome"}),
+        )
+        .await?;
+        let chrome_context = tree
+            .pointer("/contexts/0/context")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RenderError::EngineStart {
+                engine,
+                reason: format!(
+                    "no chrome context (is -remote-allow-system-access honoured?): {tree}"
+                ),
+            })?
+            .to_string();
+        let mut tabs = Vec::with_capacity(setup.slots);
+        for _ in 0..setup.slots {
+            let created = call(&conn, "browsingContext.create", json!({"type": "tab"})).await?;
+            let context = created
+                .get("context")
+                .and_then(Value::as_str)
+                .ok_or_else(|| RenderError::EngineStart {
+                    engine,
+                    reason: format!("browsingContext.create without a context: {created}"),
+                })?
+                .to_string();
+            call(
+                &conn,
+                "network.setCacheBehavior",
+                json!({"cacheBehavior": "bypass", "contexts": [context]}),
+            )
+            .await?;
+            tabs.push(Tab {
+                context,
+                state: Mutex::new(TabState::default()),
+            });
+        }
+        tracing::info!(pid, slots = setup.slots, "Firefox ready");
+        Ok(Firefox {
+            browser: Mutex::new(browser),
+            pid,
+            conn,
+            chrome_context,
+            tabs,
+            gate: SchemeGate::new(setup.slots.max(1) * 2),
+            resource_wait: setup.resource_wait,
+            _profile: profile,
+        })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub(crate) async fn is_alive(&self) -> bool {
+        self.conn.is_open() && self.browser.lock().await.is_alive()
+    }
+
+    pub(crate) async fn shutdown(&self) {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            call(&self.conn, "browser.close", json!({})),
+        )
+        .await;
+        self.browser.lock().await.kill().await;
+    }
+
+    pub(crate) async fn shoot(
+        &self,
+        slot: usize,
+        req: &ShotRequest<'_>,
+    ) -> Result<Shot, RenderError> {
+        let tab = self
+            .tabs
+            .get(slot)
+            .ok_or_else(|| RenderError::InvalidRequest(format!("no Firefox slot {slot}")))?;
+        let _scheme = self.enter_scheme(req.color_scheme).await?;
+        let mut state = tab.state.lock().await;
+        let conn = &self.conn;
+        let viewport = (req.width, req.height, req.scale.to_bits());
+        if state.viewport != Some(viewport) {
+            state.viewport = None;
+            call(
+                conn,
+                "browsingContext.setViewport",
+                json!({
+                    "context": tab.context,
+                    "viewport": {"width": req.width, "height": req.height},
+                    "devicePixelRatio": req.scale,
+                }),
+            )
+            .await?;
+            state.viewport = Some(viewport);
+        }
+        match (&state.intercept, req.block_images) {
+            (None, true) => {
+                let added = call(
+                    conn,
+                    "network.addIntercept",
+                    json!({"phases": ["beforeRequestSent"], "contexts": [tab.context]}),
+                )
+                .await?;
+                let id = added
+                    .get("intercept")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| RenderError::Protocol {
+                        engine: Engine::Gecko,
+                        method: "network.addIntercept".into(),
+                        message: format!("no intercept id in {added}"),
+                    })?;
+                state.intercept = Some(id.to_string());
+            }
+            (Some(id), false) => {
+                call(conn, "network.removeIntercept", json!({"intercept": id})).await?;
+                state.intercept = None;
+            }
+            _ => {}
+        }
+
+        let context = tab.context.clone();
+        let url = req.url.to_string();
+        let intercept = state.intercept.clone();
+        let mut events = conn.subscribe(move |m| {
+            let params = m.get("params");
+            match m.get("method").and_then(Value::as_str) {
+                Some("browsingContext.load") => {
+                    params
+                        .and_then(|p| p.get("context"))
+                        .and_then(Value::as_str)
+                        == Some(context.as_str())
+                        && params.and_then(|p| p.get("url")).and_then(Value::as_str)
+                            == Some(url.as_str())
+                }
+                Some("network.beforeRequestSent") => {
+                    let Some(id) = &intercept else { return false };
+                    params
+                        .and_then(|p| p.get("isBlocked"))
+                        .and_then(Value::as_bool)
+                        == Some(true)
+                        && params
+                            .and_then(|p| p.get("intercepts"))
+                            .and_then(Value::as_array)
+                            .is_some_and(|ids| ids.iter().any(|i| i.as_str() == Some(id)))
+                }
+                _ => false,
+            }
+        });
+        let navigate = async {
+            call(
+                conn,
+                "browsingContext.navigate",
+                json!({"context": tab.context, "url": req.url, "wait": "none"}),
+            )
+            .await
+            .map(drop)
+        };
+        wait_for_load(
+            Engine::Gecko,
+            navigate,
+            &mut events,
+            self.resource_wait,
+            |event| async move {
+                if event.get("method").and_then(Value::as_str) == Some("browsingContext.load") {
+                    return Ok(LoadEvent::Loaded);
+                }
+                let request = event.pointer("/params/request");
+                let Some(id) = request
+                    .and_then(|r| r.get("request"))
+                    .and_then(Value::as_str)
+                else {
+                    return Ok(LoadEvent::Other);
+                };
+                let (method, params) = if request.is_some_and(is_image_request) {
+                    ("network.failRequest", json!({"request": id}))
+                } else {
+                    ("network.continueRequest", json!({"request": id}))
+                };
+                // The request may be gone already (navigation replaced); that is not an error here.
+                match call(conn, method, params).await {
+                    Err(e) if e.is_retryable() => Err(e),
+                    _ => Ok(LoadEvent::Other),
+                }
+            },
+        )
+        .await?;
+        drop(events);
+
+        let shot = call(
+            conn,
+            "browsingContext.captureScreenshot",
+            json!({
+                "context": tab.context,
+                "origin": "document",
+                "format": {"type": "image/png"},
+                "clip": {"type": "box", "x": 0, "y": 0, "width": req.width, "height": req.max_css_height},
+            }),
+        )
+        .await?;
+        let data = shot
+            .get("data")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RenderError::Document("Firefox returned no screenshot data".into()))?;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| RenderError::Image(format!("Firefox screenshot is not base64: {e}")))?;
+        Ok(Shot { png })
+    }
+
+    /// Waits until `scheme` is the browser's scheme (switching it when no render needs the other).
+    async fn enter_scheme(&self, scheme: ColorScheme) -> Result<SchemeGuard<'_>, RenderError> {
+        match self.gate.enter(scheme).await {
+            Entry::Ready(guard) => Ok(guard),
+            Entry::MustFlip(guard) => {
+                let dark = matches!(scheme, ColorScheme::Dark) as i32;
+                let expression =
+                    format!("Services.prefs.setIntPref(\"ui.systemUsesDarkTheme\", {dark})");
+                let result = call(
+                    &self.conn,
+                    "script.evaluate",
+                    json!({
+                        "expression": expression,
+                        "target": {"context": self.chrome_context},
+                        "awaitPromise": false,
+                    }),
+                )
+                .await;
+                // On failure the gate no longer knows the browser's scheme: the next render flips.
+                self.gate.flipped(scheme, result.is_ok());
+                result?;
+                Ok(guard)
+            }
+        }
+    }
+}
+
+/// True for requests that fetch an image: by fetch destination when Firefox reports it, else by
+/// initiator or file extension.
+fn is_image_request(request: &Value) -> bool {
+    if let Some(destination) = request.get("destination").and_then(Value::as_str) {
+        if !destination.is_empty() {
+            return destination == "image";
+        }
+    }
+    if let Some(initiator) = request.get("initiatorType").and_then(Value::as_str) {
+        if matches!(initiator, "img" | "image" | "imageset" | "css" | "icon") {
+            return true;
+        }
+    }
+    let url = request.get("url").and_then(Value::as_str).unwrap_or("");
+    let path = url
+        .split(['?', '#'])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    [
+        ".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".avif", ".bmp", ".ico",
+    ]
+    .iter()
+    .any(|ext| path.ends_with(ext))
+}
+
+async fn call(conn: &Connection, method: &str, params: Value) -> Result<Value, RenderError> {
+    let answer = conn.call_raw(method, params, None).await?;
+    if answer.get("type").and_then(Value::as_str) == Some("error") {
+        let error = answer
+            .get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("error");
+        let message = answer.get("message").and_then(Value::as_str).unwrap_or("");
+        if error == "no such frame" || error == "invalid session id" {
+            return Err(RenderError::EngineDied {
+                engine: Engine::Gecko,
+                reason: format!("{method}: {error}: {message}"),
+            });
+        }
+        return Err(RenderError::Protocol {
+            engine: Engine::Gecko,
+            method: method.to_string(),
+            message: format!("{error}: {message}"),
+        });
+    }
+    Ok(answer.get("result").cloned().unwrap_or(Value::Null))
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Admission of renders by colour scheme for a browser whose scheme is global.
+struct SchemeGate {
+    state: SyncMutex<GateState>,
+    changed: Notify,
+    /// Renders of the current scheme admitted while the other waits, before it gets its turn.
+    batch: usize,
+}
+
+struct GateState {
+    /// The browser's scheme; `None` when unknown (a flip failed).
+    current: Option<ColorScheme>,
+    active: usize,
+    flipping: bool,
+    waiting_light: usize,
+    waiting_dark: usize,
+    admitted_while_other_waits: usize,
+}
+
+enum Entry<'a> {
+    Ready(SchemeGuard<'a>),
+    /// The caller must switch the browser to its scheme, then report with [`SchemeGate::flipped`].
+    MustFlip(SchemeGuard<'a>),
+}
+
+struct SchemeGuard<'a> {
+    gate: &'a SchemeGate,
+}
+
+impl Drop for SchemeGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.gate.state.lock() {
+            s.active = s.active.saturating_sub(1);
+        }
+        self.gate.changed.notify_waiters();
+    }
+}
+
+impl SchemeGate {
+    fn new(batch: usize) -> SchemeGate {
+        SchemeGate {
+            state: SyncMutex::new(GateState {
+                current: Some(ColorScheme::Light),
+                active: 0,
+                flipping: false,
+                waiting_light: 0,
+                waiting_dark: 0,
+                admitted_while_other_waits: 0,
+            }),
+            changed: Notify::new(),
+            batch,
+        }
+    }
+
+    async fn enter(&self, want: ColorScheme) -> Entry<'_> {
+        let mut counted = false;
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let Ok(mut s) = self.state.lock() else {
+                    return Entry::Ready(SchemeGuard { gate: self });
+                };
+                let other_waiting = match want {
+                    ColorScheme::Light => s.waiting_dark,
+                    ColorScheme::Dark => s.waiting_light,
+                } > 0;
+                if counted {
+                    match want {
+                        ColorScheme::Light => s.waiting_light -= 1,
+                        ColorScheme::Dark => s.waiting_dark -= 1,
+                    }
+                }
+                if !s.flipping && s.current == Some(want) {
+                    let turn_over = other_waiting && s.admitted_while_other_waits >= self.batch;
+                    if !turn_over {
+                        s.active += 1;
+                        if other_waiting {
+                            s.admitted_while_other_waits += 1;
+                        }
+                        return Entry::Ready(SchemeGuard { gate: self });
+                    }
+                } else if !s.flipping && s.active == 0 {
+                    s.flipping = true;
+                    s.active += 1;
+                    s.admitted_while_other_waits = 0;
+                    return Entry::MustFlip(SchemeGuard { gate: self });
+                }
+                match want {
+                    ColorScheme::Light => s.waiting_light += 1,
+                    ColorScheme::Dark => s.waiting_dark += 1,
+                }
+                counted = true;
+            }
+            notified.await;
+        }
+    }
+
+    fn flipped(&self, scheme: ColorScheme, ok: bool) {
+        if let Ok(mut s) = self.state.lock() {
+            s.flipping = false;
+            s.current = ok.then_some(scheme);
+        }
+        self.changed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_are_recognised_by_destination_before_extension() {
+        assert!(is_image_request(
+            &json!({"url": "http://x/a", "destination": "image"})
+        ));
+        assert!(!is_image_request(
+            &json!({"url": "http://x/a.png", "destination": "style"})
+        ));
+        assert!(is_image_request(&json!({"url": "http://x/a.PNG?x=1"})));
+        assert!(!is_image_request(&json!({"url": "http://x/doc"})));
+    }
+
+    #[tokio::test]
+    async fn renders_of_one_scheme_share_the_browser_and_the_other_waits_its_turn() {
+        let gate = Arc::new(SchemeGate::new(2));
+        let a = match gate.enter(ColorScheme::Light).await {
+            Entry::Ready(g) => g,
+            Entry::MustFlip(_) => panic!("light is the starting scheme"),
+        };
+        let b = match gate.enter(ColorScheme::Light).await {
+            Entry::Ready(g) => g,
+            Entry::MustFlip(_) => panic!("a second light render needs no flip"),
+        };
+        let waiter = {
+            let gate = gate.clone();
+            tokio::spawn(async move {
+                match gate.enter(ColorScheme::Dark).await {
+                    Entry::MustFlip(g) => {
+                        drop(g);
+                        gate.flipped(ColorScheme::Dark, true);
+                        true
+                    }
+                    Entry::Ready(_) => false,
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !waiter.is_finished(),
+            "dark must wait while light renders run"
+        );
+        drop(a);
+        drop(b);
+        let flipped = tokio::time::timeout(Duration::from_secs(2), waiter)
+            .await
+            .expect("dark render admitted once light drained")
+            .expect("task");
+        assert!(flipped, "the dark render is told to flip the pref");
+    }
+}

@@ -1,0 +1,512 @@
+//! Real screenshots of (already transformed) email HTML in Chromium, Firefox ESR and WebKitGTK.
+//!
+//! [`Renderer`] keeps one warm browser per engine with `slots_per_engine` tabs, and a loopback
+//! forward proxy ([`proxy::Proxy`]) that every engine sends all its traffic through: it serves
+//! the documents from memory under one-time paths and fetches what emails reference under the
+//! [`NetPolicy`]. A render waits for a free slot of its engine; a crashed or hung engine is
+//! restarted and the render retried once before a retryable error is returned.
+
+mod chromium;
+mod engine;
+mod error;
+mod firefox;
+pub mod process;
+pub mod proxy;
+mod thumb;
+mod ws;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as SyncMutex, RwLock};
+use std::time::Duration;
+
+use content::netpolicy::NetPolicy;
+use domain::catalog::Viewport;
+use domain::{ColorScheme, Engine};
+use tokio::sync::{Mutex, Semaphore};
+
+use engine::{EngineSetup, Instance, ShotRequest};
+pub use error::RenderError;
+pub use thumb::{
+    FULL_THUMBNAIL_MAX_HEIGHT, FULL_THUMBNAIL_WIDTH, THUMBNAIL_HEIGHT, THUMBNAIL_WIDTH,
+};
+
+/// Widest viewport accepted, in CSS px.
+pub const MAX_VIEWPORT_CSS_PX: u32 = 4096;
+/// Largest HTML document accepted, in bytes.
+pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
+/// Tallest screenshot produced, in device pixels; longer documents are cut at the bottom.
+pub const MAX_SHOT_DEVICE_PX: u32 = 32_000;
+
+/// How the renderer runs; built once by the caller.
+#[derive(Clone, Debug)]
+pub struct RenderConfig {
+    /// Tabs per engine, i.e. renders one engine runs at once.
+    pub slots_per_engine: usize,
+    /// Which engines to start.
+    pub engines: Vec<Engine>,
+    /// What remote resources (images, stylesheets) documents may load.
+    pub net_policy: NetPolicy,
+    /// Scratch space for browser profiles; created if missing.
+    pub work_dir: PathBuf,
+    /// Upper bound for one render attempt, slot wait excluded.
+    pub render_timeout: Duration,
+    /// How long a page may wait for its remote resources before it is shot as it is.
+    pub resource_wait: Duration,
+    /// Time an engine may take to start.
+    pub start_timeout: Duration,
+    /// fontconfig file the engines use (`FONTCONFIG_FILE`); `None` keeps the system's.
+    pub fonts_conf: Option<PathBuf>,
+    /// WebKit helper binary; `None` lets the webkit crate look for it.
+    pub webkit_helper: Option<PathBuf>,
+}
+
+impl RenderConfig {
+    /// All three engines, one slot per core, a 30 s render timeout, a 5 s resource wait and the
+    /// repository's `data/fonts/fonts.conf` when it exists.
+    pub fn new(work_dir: PathBuf) -> RenderConfig {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        RenderConfig {
+            slots_per_engine: cores,
+            engines: Engine::ALL.to_vec(),
+            net_policy: NetPolicy::default(),
+            work_dir,
+            render_timeout: Duration::from_secs(30),
+            resource_wait: Duration::from_secs(5),
+            start_timeout: Duration::from_secs(30),
+            fonts_conf: default_fonts_conf(),
+            webkit_helper: None,
+        }
+    }
+}
+
+/// `MAILPROOF_FONTS_CONF`, else the repository's `data/fonts/fonts.conf`.
+pub fn default_fonts_conf() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("MAILPROOF_FONTS_CONF") {
+        return Some(PathBuf::from(path));
+    }
+    let repo = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/fonts/fonts.conf"
+    ));
+    repo.is_file().then_some(repo)
+}
+
+/// One screenshot to take.
+#[derive(Clone, Debug)]
+pub struct RenderRequest {
+    pub html: String,
+    pub engine: Engine,
+    /// CSS px, already rotated by the caller for horizontal profiles.
+    pub viewport: Viewport,
+    /// Device scale factor: the PNG is `viewport.width x scale` pixels wide.
+    pub scale: f32,
+    /// Mobile viewport semantics (meta viewport, touch); honoured by Chromium.
+    pub mobile: bool,
+    pub color_scheme: ColorScheme,
+    /// Images are never requested from the network.
+    pub block_images: bool,
+}
+
+/// A finished render.
+#[derive(Clone, Debug)]
+pub struct Rendered {
+    /// The whole document.
+    pub png: Vec<u8>,
+    pub width: u32,
+    pub height: u32,
+    /// The top of the page, [`THUMBNAIL_WIDTH`] x [`THUMBNAIL_HEIGHT`].
+    pub thumbnail: Vec<u8>,
+    /// The whole page, [`FULL_THUMBNAIL_WIDTH`] wide.
+    pub full_thumbnail: Vec<u8>,
+}
+
+/// The warm engines; share it behind an `Arc` and call [`Renderer::render`] concurrently.
+pub struct Renderer {
+    cfg: RenderConfig,
+    proxy: proxy::Proxy,
+    pools: Vec<Pool>,
+    webkit: Option<WebkitPool>,
+}
+
+struct WebkitPool {
+    engine: webkit::WebkitEngine,
+    permits: Semaphore,
+}
+
+/// The slots of one browser engine and the instance they live in.
+struct Pool {
+    engine: Engine,
+    setup: EngineSetup,
+    /// The running instance and its generation; `None` after a failed restart.
+    current: RwLock<Option<(u64, Arc<Instance>)>>,
+    generation: AtomicU64,
+    restart: Mutex<()>,
+    permits: Semaphore,
+    free: SyncMutex<Vec<usize>>,
+}
+
+/// A slot borrowed from a pool; returned on drop.
+struct SlotLease<'a> {
+    pool: &'a Pool,
+    slot: usize,
+    _permit: tokio::sync::SemaphorePermit<'a>,
+}
+
+impl Drop for SlotLease<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut free) = self.pool.free.lock() {
+            free.push(self.slot);
+        }
+    }
+}
+
+impl Pool {
+    async fn lease(&self) -> Result<SlotLease<'_>, RenderError> {
+        let permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| RenderError::EngineUnavailable(self.engine))?;
+        let slot = self
+            .free
+            .lock()
+            .ok()
+            .and_then(|mut free| free.pop())
+            .ok_or(RenderError::EngineUnavailable(self.engine))?;
+        Ok(SlotLease {
+            pool: self,
+            slot,
+            _permit: permit,
+        })
+    }
+
+    fn current(&self) -> Option<(u64, Arc<Instance>)> {
+        self.current.read().ok().and_then(|c| c.clone())
+    }
+
+    /// Replaces the instance of generation `seen` (or a missing one) with a fresh browser. When
+    /// another render already replaced it, returns at once.
+    async fn restart(&self, seen: Option<u64>) -> Result<(), RenderError> {
+        let _one_at_a_time = self.restart.lock().await;
+        let now = self.current();
+        if let (Some(seen), Some((generation, _))) = (seen, &now) {
+            if *generation != seen {
+                return Ok(());
+            }
+        } else if seen.is_none() && now.is_some() {
+            return Ok(());
+        }
+        if let Ok(mut current) = self.current.write() {
+            *current = None;
+        }
+        if let Some((_, old)) = now {
+            tracing::warn!(engine = %self.engine, pid = old.pid(), "restarting the engine");
+            old.shutdown().await;
+        }
+        let fresh = Instance::start(self.engine, &self.setup).await?;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Ok(mut current) = self.current.write() {
+            *current = Some((generation, Arc::new(fresh)));
+        }
+        Ok(())
+    }
+}
+
+impl Renderer {
+    /// Starts the proxy and every engine in `cfg.engines`, with their slots warm.
+    pub async fn start(cfg: RenderConfig) -> Result<Renderer, RenderError> {
+        if cfg.slots_per_engine == 0 {
+            return Err(RenderError::InvalidRequest(
+                "slots_per_engine must be at least 1".into(),
+            ));
+        }
+        tokio::fs::create_dir_all(&cfg.work_dir)
+            .await
+            .map_err(|e| RenderError::io(format!("creating {}", cfg.work_dir.display()), e))?;
+        let proxy = proxy::Proxy::start(cfg.net_policy.clone()).await?;
+        let mut env = Vec::new();
+        if let Some(fonts) = &cfg.fonts_conf {
+            env.push(("FONTCONFIG_FILE".to_string(), fonts.display().to_string()));
+        }
+        let mut engines = cfg.engines.clone();
+        engines.sort();
+        engines.dedup();
+
+        let mut pools = Vec::new();
+        let mut webkit_pool = None;
+        for engine in engines {
+            if engine == Engine::Webkit {
+                let mut wcfg = webkit::WebkitConfig::new(cfg.work_dir.join("webkit"));
+                wcfg.proxy = Some(proxy.url());
+                wcfg.env = env.clone();
+                wcfg.capture_timeout = cfg.render_timeout;
+                wcfg.resource_wait = cfg.resource_wait;
+                wcfg.helper_path = cfg.webkit_helper.clone();
+                let started = webkit::WebkitEngine::start(wcfg).await?;
+                webkit_pool = Some(WebkitPool {
+                    engine: started,
+                    permits: Semaphore::new(cfg.slots_per_engine),
+                });
+                continue;
+            }
+            let setup = EngineSetup {
+                slots: cfg.slots_per_engine,
+                work_dir: cfg.work_dir.clone(),
+                proxy_url: proxy.url(),
+                env: env.clone(),
+                start_timeout: cfg.start_timeout,
+                command_timeout: cfg.render_timeout,
+                resource_wait: cfg.resource_wait,
+            };
+            let instance = Instance::start(engine, &setup).await?;
+            pools.push(Pool {
+                engine,
+                setup,
+                current: RwLock::new(Some((0, Arc::new(instance)))),
+                generation: AtomicU64::new(0),
+                restart: Mutex::new(()),
+                permits: Semaphore::new(cfg.slots_per_engine),
+                free: SyncMutex::new((0..cfg.slots_per_engine).rev().collect()),
+            });
+        }
+        Ok(Renderer {
+            cfg,
+            proxy,
+            pools,
+            webkit: webkit_pool,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT` of the policy proxy all engines use.
+    pub fn proxy_url(&self) -> String {
+        self.proxy.url()
+    }
+
+    /// Requests the proxy refused under the network policy so far.
+    pub fn refused_requests(&self) -> u64 {
+        self.proxy.refused_count()
+    }
+
+    /// Main process id of each running engine (WebKit: every process it owns).
+    pub fn engine_pids(&self) -> Vec<(Engine, u32)> {
+        let mut pids: Vec<(Engine, u32)> = self
+            .pools
+            .iter()
+            .filter_map(|p| p.current().map(|(_, i)| (p.engine, i.pid())))
+            .collect();
+        if let Some(webkit) = &self.webkit {
+            pids.extend(
+                webkit
+                    .engine
+                    .pids()
+                    .into_iter()
+                    .map(|pid| (Engine::Webkit, pid)),
+            );
+        }
+        pids
+    }
+
+    /// Summed resident memory of all engine processes and their children, in bytes.
+    pub fn engine_rss_bytes(&self) -> u64 {
+        let mut all: Vec<u32> = Vec::new();
+        for (_, pid) in self.engine_pids() {
+            for p in process::process_tree(pid) {
+                if !all.contains(&p) {
+                    all.push(p);
+                }
+            }
+        }
+        process::rss_bytes(&all)
+    }
+
+    /// Renders `req` and returns the whole-document PNG and its thumbnails.
+    pub async fn render(&self, req: RenderRequest) -> Result<Rendered, RenderError> {
+        validate(&req)?;
+        let png = if req.engine == Engine::Webkit {
+            self.render_webkit(&req).await?
+        } else {
+            self.render_browser(&req).await?
+        };
+        let expected_width = (req.viewport.width as f32 * req.scale).round() as u32;
+        let thumbs = tokio::task::spawn_blocking(move || thumb::make(&png).map(|t| (t, png)))
+            .await
+            .map_err(|e| RenderError::Image(format!("thumbnail task failed: {e}")))?;
+        let (thumbs, png) = thumbs?;
+        if thumbs.width != expected_width {
+            tracing::warn!(engine = %req.engine, got = thumbs.width, expected_width, "screenshot width differs from viewport x scale");
+        }
+        Ok(Rendered {
+            png,
+            width: thumbs.width,
+            height: thumbs.height,
+            thumbnail: thumbs.top,
+            full_thumbnail: thumbs.full,
+        })
+    }
+
+    async fn render_webkit(&self, req: &RenderRequest) -> Result<Vec<u8>, RenderError> {
+        let Some(webkit) = &self.webkit else {
+            return Err(RenderError::EngineUnavailable(Engine::Webkit));
+        };
+        let _permit = webkit
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| RenderError::EngineUnavailable(Engine::Webkit))?;
+        let capture = webkit
+            .engine
+            .capture(&webkit::CaptureRequest {
+                html: req.html.clone(),
+                width: req.viewport.width,
+                height: req.viewport.height,
+                scale: req.scale,
+                dark: req.color_scheme == ColorScheme::Dark,
+                block_images: req.block_images,
+            })
+            .await?;
+        Ok(capture.png)
+    }
+
+    async fn render_browser(&self, req: &RenderRequest) -> Result<Vec<u8>, RenderError> {
+        let pool = self
+            .pools
+            .iter()
+            .find(|p| p.engine == req.engine)
+            .ok_or(RenderError::EngineUnavailable(req.engine))?;
+        let lease = pool.lease().await?;
+        let max_css_height = ((MAX_SHOT_DEVICE_PX as f32 / req.scale) as u32).max(1);
+        let mut last_error = None;
+        let mut attempt = 0;
+        while attempt < 2 {
+            let Some((generation, instance)) = pool.current() else {
+                // A previous restart failed; try once more now, then give up on this render.
+                if let Err(e) = pool.restart(None).await {
+                    return Err(last_error.unwrap_or(e));
+                }
+                continue;
+            };
+            let ticket = self.proxy.add_document(&req.html);
+            let shot_req = ShotRequest {
+                url: ticket.url(),
+                width: req.viewport.width,
+                height: req.viewport.height,
+                scale: req.scale,
+                mobile: req.mobile,
+                color_scheme: req.color_scheme,
+                block_images: req.block_images,
+                max_css_height,
+            };
+            let result = tokio::time::timeout(
+                self.cfg.render_timeout,
+                instance.shoot(lease.slot, &shot_req),
+            )
+            .await
+            .unwrap_or(Err(RenderError::Timeout {
+                engine: req.engine,
+                timeout: self.cfg.render_timeout,
+            }));
+            drop(ticket);
+            attempt += 1;
+            match result {
+                Ok(shot) => return Ok(shot.png),
+                Err(e) if e.is_retryable() || !instance.is_alive().await => {
+                    tracing::warn!(engine = %req.engine, attempt, error = %e, "render failed on a broken engine; restarting it");
+                    last_error = Some(e);
+                    if let Err(start) = pool.restart(Some(generation)).await {
+                        tracing::error!(engine = %req.engine, error = %start, "engine restart failed");
+                        break;
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last_error.unwrap_or(RenderError::EngineUnavailable(req.engine)))
+    }
+
+    /// Stops every engine and the proxy.
+    pub async fn shutdown(self) {
+        for pool in &self.pools {
+            if let Some((_, instance)) = pool.current() {
+                instance.shutdown().await;
+            }
+        }
+        if let Some(webkit) = self.webkit {
+            webkit.engine.shutdown().await;
+        }
+    }
+}
+
+fn validate(req: &RenderRequest) -> Result<(), RenderError> {
+    let v = req.viewport;
+    if v.width == 0
+        || v.width > MAX_VIEWPORT_CSS_PX
+        || v.height == 0
+        || v.height > MAX_VIEWPORT_CSS_PX
+    {
+        return Err(RenderError::InvalidRequest(format!(
+            "viewport {}x{} is outside 1..={MAX_VIEWPORT_CSS_PX} CSS px",
+            v.width, v.height
+        )));
+    }
+    if !(req.scale.is_finite() && (0.5..=4.0).contains(&req.scale)) {
+        return Err(RenderError::InvalidRequest(format!(
+            "scale {} is outside 0.5..=4",
+            req.scale
+        )));
+    }
+    if req.html.len() > MAX_HTML_BYTES {
+        return Err(RenderError::InvalidRequest(format!(
+            "HTML of {} bytes is over the {MAX_HTML_BYTES}-byte limit",
+            req.html.len()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(width: u32, scale: f32) -> RenderRequest {
+        RenderRequest {
+            html: "<p>x</p>".into(),
+            engine: Engine::Blink,
+            viewport: Viewport { width, height: 800 },
+            scale,
+            mobile: false,
+            color_scheme: ColorScheme::Light,
+            block_images: false,
+        }
+    }
+
+    #[test]
+    fn requests_outside_the_limits_are_refused_and_not_retryable() {
+        for bad in [
+            request(0, 1.0),
+            request(5000, 1.0),
+            request(600, 0.0),
+            request(600, f32::NAN),
+        ] {
+            let e = validate(&bad).expect_err("refused");
+            assert!(!e.is_retryable());
+        }
+        assert!(validate(&request(390, 3.0)).is_ok());
+    }
+
+    #[test]
+    fn crashes_and_hangs_are_retryable_and_bad_documents_are_not() {
+        let died = RenderError::EngineDied {
+            engine: Engine::Blink,
+            reason: "x".into(),
+        };
+        assert!(died.is_retryable());
+        assert!(RenderError::Timeout {
+            engine: Engine::Gecko,
+            timeout: Duration::from_secs(1)
+        }
+        .is_retryable());
+        assert!(!RenderError::Document("x".into()).is_retryable());
+        assert!(!RenderError::EngineUnavailable(Engine::Webkit).is_retryable());
+    }
+}

@@ -1,0 +1,557 @@
+//! A loopback HTTP forward proxy that every engine sends all its traffic through.
+//!
+//! It does two jobs. It serves the documents to render from memory, under one-time unguessable
+//! paths of a private host name ([`DOC_HOST`]) that never reaches DNS. And it fetches everything
+//! else an email references under the [`NetPolicy`]: names are resolved here and the connection
+//! goes to an address the policy admits (so DNS rebinding cannot slip past the check), with a
+//! time and size limit per resource. `CONNECT` tunnels carry https the same way.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use content::netpolicy::NetPolicy;
+use rand::RngCore;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::error::RenderError;
+
+/// Host name of the documents the proxy serves itself. `.invalid` is reserved (RFC 6761), so it
+/// can never be a real site; engines never resolve it because everything goes to the proxy.
+pub const DOC_HOST: &str = "mailproof-render.invalid";
+
+/// Largest request or response head accepted.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Time a client may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Documents not fetched within this time are dropped (their render has failed long since).
+const DOC_TTL: Duration = Duration::from_secs(600);
+
+struct Doc {
+    html: Arc<str>,
+    added: std::time::Instant,
+}
+
+#[derive(Default)]
+struct Counters {
+    refused: AtomicU64,
+    forwarded: AtomicU64,
+}
+
+struct Shared {
+    policy: NetPolicy,
+    docs: Mutex<HashMap<String, Doc>>,
+    counters: Counters,
+}
+
+/// The running proxy; dropping it stops accepting connections.
+pub struct Proxy {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// A document registered with the proxy; it is removed when served or when this is dropped.
+pub(crate) struct DocTicket {
+    url: String,
+    token: String,
+    shared: Arc<Shared>,
+}
+
+impl DocTicket {
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for DocTicket {
+    fn drop(&mut self) {
+        if let Ok(mut docs) = self.shared.docs.lock() {
+            docs.remove(&self.token);
+        }
+    }
+}
+
+impl Proxy {
+    /// Binds `127.0.0.1:0` and starts serving.
+    pub async fn start(policy: NetPolicy) -> Result<Proxy, RenderError> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| RenderError::io("binding the render proxy on 127.0.0.1", e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| RenderError::io("reading the render proxy address", e))?;
+        let shared = Arc::new(Shared {
+            policy,
+            docs: Mutex::new(HashMap::new()),
+            counters: Counters::default(),
+        });
+        let accept_shared = shared.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        let shared = accept_shared.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = serve(stream, &shared).await {
+                                tracing::debug!(error = %e, "render proxy connection ended");
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "render proxy accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+        Ok(Proxy { addr, shared, task })
+    }
+
+    /// `http://127.0.0.1:PORT`, for engines' proxy settings.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Requests refused by the network policy so far.
+    pub fn refused_count(&self) -> u64 {
+        self.shared.counters.refused.load(Ordering::Relaxed)
+    }
+
+    /// Requests and tunnels forwarded so far.
+    pub fn forwarded_count(&self) -> u64 {
+        self.shared.counters.forwarded.load(Ordering::Relaxed)
+    }
+
+    /// Registers `html` and returns its one-time URL.
+    pub(crate) fn add_document(&self, html: &str) -> DocTicket {
+        let mut bytes = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut bytes);
+        let token = hex::encode(bytes);
+        if let Ok(mut docs) = self.shared.docs.lock() {
+            docs.retain(|_, d| d.added.elapsed() < DOC_TTL);
+            docs.insert(
+                token.clone(),
+                Doc {
+                    html: Arc::from(html),
+                    added: std::time::Instant::now(),
+                },
+            );
+        }
+        DocTicket {
+            url: format!("http://{DOC_HOST}/{token}"),
+            token,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ProxyError {
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Bad(String),
+    #[error("timed out")]
+    Timeout,
+}
+
+struct Head {
+    method: String,
+    target: String,
+    headers: Vec<(String, Vec<u8>)>,
+    /// Bytes read past the head (the start of a body).
+    rest: Vec<u8>,
+}
+
+/// Reads up to the end of an HTTP head (`\r\n\r\n`).
+async fn read_head<R: AsyncRead + Unpin>(r: &mut R) -> Result<(Vec<u8>, Vec<u8>), ProxyError> {
+    let mut buf = Vec::with_capacity(2048);
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = find_head_end(&buf) {
+            let rest = buf.split_off(end);
+            return Ok((buf, rest));
+        }
+        if buf.len() > MAX_HEAD_BYTES {
+            return Err(ProxyError::Bad("head too large".into()));
+        }
+        let n = r.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(ProxyError::Bad(
+                "connection closed before the head ended".into(),
+            ));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
+}
+
+fn parse_request(head: Vec<u8>, rest: Vec<u8>) -> Result<Head, ProxyError> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(&head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err(ProxyError::Bad("malformed request head".into())),
+    }
+    Ok(Head {
+        method: request.method.unwrap_or("").to_string(),
+        target: request.path.unwrap_or("").to_string(),
+        headers: request
+            .headers
+            .iter()
+            .map(|h| (h.name.to_string(), h.value.to_vec()))
+            .collect(),
+        rest,
+    })
+}
+
+async fn serve(mut client: TcpStream, shared: &Shared) -> Result<(), ProxyError> {
+    let (head, rest) = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client))
+        .await
+        .map_err(|_| ProxyError::Timeout)??;
+    let head = parse_request(head, rest)?;
+    if head.method.eq_ignore_ascii_case("CONNECT") {
+        return tunnel(client, shared, &head.target).await;
+    }
+    let Ok(url) = url::Url::parse(&head.target) else {
+        return reply(&mut client, 400, "the proxy only takes absolute http URLs").await;
+    };
+    if url.host_str() == Some(DOC_HOST) {
+        return serve_document(&mut client, shared, &head, &url).await;
+    }
+    if url.scheme() != "http" {
+        return reply(
+            &mut client,
+            400,
+            "only http URLs are forwarded; https goes by CONNECT",
+        )
+        .await;
+    }
+    forward(client, shared, head, &url).await
+}
+
+async fn serve_document(
+    client: &mut TcpStream,
+    shared: &Shared,
+    head: &Head,
+    url: &url::Url,
+) -> Result<(), ProxyError> {
+    let token = url.path().trim_start_matches('/');
+    let doc = if head.method == "GET" {
+        shared
+            .docs
+            .lock()
+            .ok()
+            .and_then(|mut docs| docs.remove(token))
+    } else {
+        None
+    };
+    let Some(doc) = doc else {
+        return reply(client, 404, "no such document").await;
+    };
+    let header = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\
+         Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+        doc.html.len()
+    );
+    client.write_all(header.as_bytes()).await?;
+    client.write_all(doc.html.as_bytes()).await?;
+    client.flush().await?;
+    Ok(())
+}
+
+/// Resolves `host:port` and connects to the first address the policy admits.
+async fn connect_checked(
+    shared: &Shared,
+    host: &str,
+    port: u16,
+) -> Result<TcpStream, (u16, String)> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let timeout = shared.policy.timeout;
+    let addrs: Vec<SocketAddr> =
+        match tokio::time::timeout(timeout, tokio::net::lookup_host((host, port))).await {
+            Ok(Ok(addrs)) => addrs.collect(),
+            Ok(Err(e)) => return Err((502, format!("cannot resolve {host}: {e}"))),
+            Err(_) => return Err((504, format!("resolving {host} timed out"))),
+        };
+    let Some(addr) = addrs
+        .iter()
+        .copied()
+        .find(|a| shared.policy.permits(a.ip()))
+    else {
+        shared.counters.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%host, ?addrs, "render proxy refused a host outside the network policy");
+        return Err((
+            403,
+            format!("{host} is not reachable under the network policy"),
+        ));
+    };
+    match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(stream)) => {
+            shared.counters.forwarded.fetch_add(1, Ordering::Relaxed);
+            let _ = stream.set_nodelay(true);
+            Ok(stream)
+        }
+        Ok(Err(e)) => Err((502, format!("cannot connect to {addr}: {e}"))),
+        Err(_) => Err((504, format!("connecting to {addr} timed out"))),
+    }
+}
+
+async fn forward(
+    mut client: TcpStream,
+    shared: &Shared,
+    head: Head,
+    url: &url::Url,
+) -> Result<(), ProxyError> {
+    let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+        return reply(&mut client, 400, "URL without a host").await;
+    };
+    let content_length: u64 = header(&head.headers, "content-length")
+        .and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok())
+        .unwrap_or(0);
+    if header(&head.headers, "transfer-encoding").is_some() {
+        return reply(&mut client, 411, "chunked request bodies are not forwarded").await;
+    }
+    if content_length > shared.policy.max_bytes {
+        return reply(&mut client, 413, "request body too large").await;
+    }
+    let mut upstream = match connect_checked(shared, host, port).await {
+        Ok(stream) => stream,
+        Err((status, message)) => return reply(&mut client, status, &message).await,
+    };
+    let deadline = shared.policy.timeout;
+    let limit = shared.policy.max_bytes;
+    let work = async {
+        let mut path = url.path().to_string();
+        if let Some(query) = url.query() {
+            path.push('?');
+            path.push_str(query);
+        }
+        let mut out = format!("{} {} HTTP/1.1\r\n", head.method, path).into_bytes();
+        for (name, value) in &head.headers {
+            if is_hop_by_hop(name) {
+                continue;
+            }
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"Connection: close\r\n\r\n");
+        upstream.write_all(&out).await?;
+        let body_start = head.rest.len().min(content_length as usize);
+        upstream.write_all(&head.rest[..body_start]).await?;
+        let remaining = content_length - body_start as u64;
+        if remaining > 0 {
+            let mut body = (&mut client).take(remaining);
+            tokio::io::copy(&mut body, &mut upstream).await?;
+        }
+        // The response head is rewritten to `Connection: close`: one request per connection keeps
+        // the proxy free of HTTP framing, and the engine then knows not to reuse the socket.
+        let (response_head, rest) = read_head(&mut upstream).await?;
+        client
+            .write_all(&rewrite_response_head(&response_head)?)
+            .await?;
+        client.write_all(&rest).await?;
+        let mut body = (&mut upstream).take(limit.saturating_sub(rest.len() as u64));
+        tokio::io::copy(&mut body, &mut client).await?;
+        client.flush().await?;
+        Ok::<(), ProxyError>(())
+    };
+    match tokio::time::timeout(deadline, work).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::info!(%url, ?deadline, "render proxy gave up on a slow resource");
+            Err(ProxyError::Timeout)
+        }
+    }
+}
+
+fn rewrite_response_head(head: &[u8]) -> Result<Vec<u8>, ProxyError> {
+    let mut headers = [httparse::EMPTY_HEADER; 128];
+    let mut response = httparse::Response::new(&mut headers);
+    match response.parse(head) {
+        Ok(httparse::Status::Complete(_)) => {}
+        _ => return Err(ProxyError::Bad("malformed response head".into())),
+    }
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        response.code.unwrap_or(502),
+        response.reason.unwrap_or("")
+    )
+    .into_bytes();
+    for h in response.headers.iter() {
+        if is_hop_by_hop(h.name) {
+            continue;
+        }
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
+    Ok(out)
+}
+
+fn is_hop_by_hop(name: &str) -> bool {
+    [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "te",
+        "upgrade",
+    ]
+    .iter()
+    .any(|h| name.eq_ignore_ascii_case(h))
+}
+
+fn header<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a [u8]> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_slice())
+}
+
+async fn tunnel(mut client: TcpStream, shared: &Shared, target: &str) -> Result<(), ProxyError> {
+    let Some((host, port)) = target
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+    else {
+        return reply(&mut client, 400, "CONNECT needs host:port").await;
+    };
+    let upstream = match connect_checked(shared, host, port).await {
+        Ok(stream) => stream,
+        Err((status, message)) => return reply(&mut client, status, &message).await,
+    };
+    client
+        .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        .await?;
+    let limit = shared.policy.max_bytes;
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut up_read, mut up_write) = upstream.into_split();
+    let up = async {
+        let mut limited = (&mut client_read).take(limit);
+        let r = tokio::io::copy(&mut limited, &mut up_write).await;
+        let _ = up_write.shutdown().await;
+        r
+    };
+    let down = async {
+        let mut limited = (&mut up_read).take(limit);
+        let r = tokio::io::copy(&mut limited, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+        r
+    };
+    // A tunnel may carry several requests, so its limits are per connection rather than per
+    // resource; they still bound what one email can make the service download.
+    match tokio::time::timeout(shared.policy.timeout, futures::future::join(up, down)).await {
+        Ok(_) => Ok(()),
+        Err(_) => Err(ProxyError::Timeout),
+    }
+}
+
+async fn reply<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    status: u16,
+    message: &str,
+) -> Result<(), ProxyError> {
+    let reason = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        502 => "Bad Gateway",
+        504 => "Gateway Timeout",
+        _ => "Error",
+    };
+    let body = format!("{message}\n");
+    let text = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    w.write_all(text.as_bytes()).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn response_heads_lose_keep_alive_and_say_close() {
+        let head = b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 3\r\n\r\n";
+        let out =
+            String::from_utf8(rewrite_response_head(head).expect("valid head")).expect("utf8");
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(out.contains("Content-Length: 3\r\n"));
+        assert!(!out.to_ascii_lowercase().contains("keep-alive"));
+        assert!(out.ends_with("Connection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn head_end_is_found_after_the_blank_line() {
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(18));
+        assert_eq!(find_head_end(b"GET / HTTP/1.1\r\n"), None);
+    }
+
+    #[tokio::test]
+    async fn documents_are_served_once_and_unknown_tokens_are_not_found() {
+        let proxy = Proxy::start(NetPolicy::default()).await.expect("proxy");
+        let ticket = proxy.add_document("<p>hello</p>");
+        let addr = proxy.addr();
+        let get = |url: String| async move {
+            let mut s = TcpStream::connect(addr).await.expect("connect");
+            s.write_all(format!("GET {url} HTTP/1.1\r\nHost: {DOC_HOST}\r\n\r\n").as_bytes())
+                .await
+                .expect("write");
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.expect("read");
+            out
+        };
+        let first = get(ticket.url().to_string()).await;
+        assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+        assert!(first.ends_with("<p>hello</p>"));
+        let second = get(ticket.url().to_string()).await;
+        assert!(second.starts_with("HTTP/1.1 404"), "{second}");
+    }
+
+    #[tokio::test]
+    async fn loopback_hosts_are_refused_unless_allow_listed() {
+        let proxy = Proxy::start(NetPolicy::default()).await.expect("proxy");
+        let mut s = TcpStream::connect(proxy.addr()).await.expect("connect");
+        s.write_all(b"GET http://127.0.0.1:9/x.png HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.expect("read");
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+        assert_eq!(proxy.refused_count(), 1);
+        let mut s = TcpStream::connect(proxy.addr()).await.expect("connect");
+        s.write_all(b"CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n")
+            .await
+            .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.expect("read");
+        assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    }
+}

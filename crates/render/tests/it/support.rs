@@ -1,0 +1,208 @@
+//! Shared renderer, a tiny counting image server and pixel helpers.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use content::netpolicy::NetPolicy;
+use domain::catalog::Viewport;
+use domain::{ColorScheme, Engine};
+use image::{Rgba, RgbaImage};
+use render::{RenderConfig, RenderRequest, Rendered, Renderer};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+pub const ENGINES: [Engine; 3] = [Engine::Blink, Engine::Gecko, Engine::Webkit];
+
+/// How long pages wait for slow images in these tests.
+pub const RESOURCE_WAIT: Duration = Duration::from_secs(2);
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .expect("test runtime")
+    })
+}
+
+/// Runs a test body on the shared runtime.
+pub fn run<F: Future<Output = ()>>(body: F) {
+    runtime().block_on(body)
+}
+
+/// The renderer every test shares: all engines, two slots each, loopback 127.0.0.1 allow-listed
+/// (127.0.0.2 stays refused), a short resource wait.
+pub async fn renderer() -> Arc<Renderer> {
+    static SHARED: tokio::sync::OnceCell<Arc<Renderer>> = tokio::sync::OnceCell::const_new();
+    SHARED
+        .get_or_init(|| async {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| "render=info,webkit=info".into()),
+                )
+                .with_test_writer()
+                .try_init();
+            let dir = tempfile::tempdir().expect("temp dir");
+            let mut cfg = RenderConfig::new(dir.keep());
+            cfg.slots_per_engine = 2;
+            cfg.engines = ENGINES.to_vec();
+            cfg.resource_wait = RESOURCE_WAIT;
+            cfg.render_timeout = Duration::from_secs(30);
+            cfg.net_policy = NetPolicy {
+                allow: vec!["127.0.0.1/32".parse().expect("net")],
+                timeout: Duration::from_secs(5),
+                ..NetPolicy::default()
+            };
+            let renderer = Renderer::start(cfg).await.unwrap_or_else(|e| {
+                panic!("renderer did not start: {e} (install the browsers with scripts/setup.sh; the WebKit helper is built by `cargo build -p webkit`)")
+            });
+            Arc::new(renderer)
+        })
+        .await
+        .clone()
+}
+
+/// A request with the usual test defaults.
+pub fn request(engine: Engine, html: String, width: u32, scale: f32) -> RenderRequest {
+    RenderRequest {
+        html,
+        engine,
+        viewport: Viewport { width, height: 800 },
+        scale,
+        mobile: scale > 1.0,
+        color_scheme: ColorScheme::Light,
+        block_images: false,
+    }
+}
+
+pub async fn render(req: RenderRequest) -> Rendered {
+    let engine = req.engine;
+    renderer()
+        .await
+        .render(req)
+        .await
+        .unwrap_or_else(|e| panic!("{engine} render failed: {e}"))
+}
+
+/// What the image server does with a request.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Behaviour {
+    /// Answers with a solid red 200x200 PNG.
+    RedPng,
+    /// Accepts the connection and never answers.
+    Hang,
+}
+
+/// A loopback HTTP server counting requests per path.
+pub struct ImageServer {
+    pub addr: SocketAddr,
+    hits: Arc<Mutex<HashMap<String, u64>>>,
+    total: Arc<AtomicU64>,
+}
+
+impl ImageServer {
+    pub async fn start(ip: &str, behaviour: Behaviour) -> ImageServer {
+        let listener = TcpListener::bind((ip, 0)).await.expect("bind image server");
+        let addr = listener.local_addr().expect("addr");
+        let hits: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+        let total = Arc::new(AtomicU64::new(0));
+        let png = Arc::new(red_png());
+        let (h, t) = (hits.clone(), total.clone());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (hits, total, png) = (h.clone(), t.clone(), png.clone());
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let mut len = 0;
+                    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") && len < buf.len() {
+                        match stream.read(&mut buf[len..]).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => len += n,
+                        }
+                    }
+                    let head = String::from_utf8_lossy(&buf[..len]).to_string();
+                    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                    total.fetch_add(1, Ordering::SeqCst);
+                    *hits.lock().expect("hits").entry(path).or_default() += 1;
+                    if behaviour == Behaviour::Hang {
+                        tokio::time::sleep(Duration::from_secs(120)).await;
+                        return;
+                    }
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nCache-Control: max-age=3600\r\nConnection: close\r\n\r\n",
+                        png.len()
+                    );
+                    let _ = stream.write_all(head.as_bytes()).await;
+                    let _ = stream.write_all(&png).await;
+                });
+            }
+        });
+        ImageServer { addr, hits, total }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn hits(&self, path: &str) -> u64 {
+        self.hits
+            .lock()
+            .expect("hits")
+            .get(path)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::SeqCst)
+    }
+}
+
+fn red_png() -> Vec<u8> {
+    let img = RgbaImage::from_pixel(200, 200, Rgba([255, 0, 0, 255]));
+    let mut out = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut out, image::ImageFormat::Png)
+        .expect("png");
+    out.into_inner()
+}
+
+/// A page with a 100 px colour bar (blue, green in dark mode) over a 200x200 image at y=100.
+pub fn page(image_url: &str) -> String {
+    format!(
+        r#"<!doctype html><html><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+  body {{ margin: 0; background: #ffffff; font-family: Arial, sans-serif; }}
+  .bar {{ height: 100px; background: #0000ff; }}
+  @media (prefers-color-scheme: dark) {{ body {{ background: #000000; }} .bar {{ background: #00ff00; }} }}
+</style></head>
+<body><div class="bar"></div><img src="{image_url}" width="200" height="200" alt="" style="display:block">
+<p style="height:600px">Hello from mailproof</p></body></html>"#
+    )
+}
+
+/// The pixel at CSS coordinates (x, y) of a screenshot taken at `scale`.
+pub fn pixel(shot: &Rendered, x: u32, y: u32, scale: f32) -> [u8; 4] {
+    let img = image::load_from_memory(&shot.png)
+        .expect("screenshot is a PNG")
+        .to_rgba8();
+    let (px, py) = ((x as f32 * scale) as u32, (y as f32 * scale) as u32);
+    img.get_pixel(px, py).0
+}
+
+pub fn is_red(p: [u8; 4]) -> bool {
+    p[0] > 200 && p[1] < 60 && p[2] < 60
+}
+
+/// A path nobody else uses, so request counts belong to one test.
+pub fn unique_path(name: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("/{name}-{}.png", N.fetch_add(1, Ordering::SeqCst))
+}
