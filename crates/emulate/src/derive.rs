@@ -11,14 +11,14 @@ use crate::EmulateError;
 pub const MAX_SUPPORT_BYTES: usize = 32 * 1024 * 1024;
 
 /// The parsed support facts: `(slug, stats)` in file order, plus provenance.
-pub struct Support {
+pub struct Facts {
     pub source: String,
     pub commit: String,
     features: Vec<(String, serde_json::Value)>,
 }
 
-impl Support {
-    pub fn parse(text: &str) -> Result<Support, EmulateError> {
+impl Facts {
+    pub fn parse(text: &str) -> Result<Facts, EmulateError> {
         if text.len() > MAX_SUPPORT_BYTES {
             return Err(EmulateError::Derive(format!(
                 "support.json is {} bytes, more than {MAX_SUPPORT_BYTES}",
@@ -45,7 +45,7 @@ impl Support {
                 .ok_or_else(|| EmulateError::Derive("a feature has no slug".into()))?;
             features.push((slug.to_string(), f["stats"].clone()));
         }
-        Ok(Support {
+        Ok(Facts {
             source,
             commit,
             features,
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn latest_letters_become_the_compact_lists() {
-        let s = Support::parse(SUPPORT).expect("parses");
+        let s = Facts::parse(SUPPORT).expect("parses");
         let d = s.derive("gmail", "desktop-webmail", None);
         assert_eq!(d.tested, 3);
         assert_eq!(d.unsupported, vec!["css-position"]);
@@ -189,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_fallback_platform_fills_only_what_the_pair_lacks() {
-        let s = Support::parse(SUPPORT).expect("parses");
+        let s = Facts::parse(SUPPORT).expect("parses");
         let d = s.derive("thunderbird", "windows", Some("macos"));
         assert_eq!(d.unsupported, vec!["css-at-media"]);
         assert_eq!(d.from_fallback, vec!["css-at-media"]);
@@ -202,7 +202,7 @@ mod tests {
              dark_mode = \"none\"\ndark_mode_source = \"https://example.test\"\n\n{DERIVED_MARKER}\n[derived]\nstale = 1\n"
         );
         let hand = HandWritten::from_file("x", &file).expect("hand part parses");
-        let s = Support::parse(SUPPORT).expect("parses");
+        let s = Facts::parse(SUPPORT).expect("parses");
         let out =
             render_file("x", &hand, &s.derive("gmail", "desktop-webmail", None)).expect("renders");
         assert!(out.contains("# why\n[policy]"), "{out}");

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use emulate::derive::{render_file, HandWritten, Support};
+use emulate::derive::{render_file, Facts, HandWritten};
 use emulate::features;
 
 fn main() -> ExitCode {
@@ -28,7 +28,7 @@ fn main() -> ExitCode {
 fn run(support_path: &Path, dir: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(support_path)
         .map_err(|e| format!("cannot read {}: {e}", support_path.display()))?;
-    let support = Support::parse(&text).map_err(|e| e.to_string())?;
+    let support = Facts::parse(&text).map_err(|e| e.to_string())?;
     let unknown: Vec<&str> = support
         .slugs()
         .filter(|s| features::effect(s).is_none())

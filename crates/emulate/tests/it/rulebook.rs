@@ -84,7 +84,7 @@ fn rule_files_carry_their_source_and_licence_but_not_upstream_notes() {
 
 #[test]
 fn committed_rule_files_are_exactly_what_derive_rules_writes() {
-    use emulate::derive::{render_file, HandWritten, Support as Facts};
+    use emulate::derive::{render_file, Facts, HandWritten};
     let support =
         std::fs::read_to_string(repo().join("../shared/reference/caniemail/support.json"))
             .expect("reference support.json (../shared/reference/caniemail) readable");
