@@ -21,7 +21,7 @@ pub use address::Recipient;
 pub use error::InboxError;
 pub use processor::InboundProcessor;
 pub use sink::InboxSink;
-pub use svc::SvcSender;
+pub use svc::{bare_address, SvcSender};
 
 /// What the inbound side needs to know about the deployment.
 #[derive(Debug, Clone)]

@@ -162,7 +162,7 @@ impl SvcSender {
 }
 
 /// `Name <a@b>` -> `a@b`, for the envelope.
-pub(crate) fn bare_address(from: &str) -> &str {
+pub fn bare_address(from: &str) -> &str {
     match (from.rfind('<'), from.rfind('>')) {
         (Some(open), Some(close)) if open < close => from[open + 1..close].trim(),
         _ => from.trim(),

@@ -296,3 +296,193 @@ pub async fn serve_static(body: &'static str, content_type: &'static str) -> Str
     });
     format!("http://{addr}")
 }
+
+/// A server with its SMTP listener's address. It runs in its own process group so that dropping
+/// it also stops the spam filter daemons it started (a SIGKILL of the service alone would leave
+/// them running).
+pub struct MailServer {
+    pub server: Server,
+    pub smtp: std::net::SocketAddr,
+}
+
+impl std::ops::Deref for MailServer {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.server
+    }
+}
+
+impl MailServer {
+    pub async fn start() -> MailServer {
+        use std::os::unix::process::CommandExt as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("mailproof.toml");
+        std::fs::write(&config, "").expect("write config");
+        let mut child = Command::new(BIN)
+            .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg("--config")
+            .arg(&config)
+            .env("MAILPROOF_API_KEY", ADMIN_KEY)
+            .env("MAILPROOF_PASSWORD", ADMIN_PASS)
+            .env("RUST_LOG", "warn")
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start mailproof serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("mailproof: ") {
+                    let _ = tx.send(rest.to_string());
+                }
+            }
+        });
+        let mut smtp = None;
+        let base = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(90))
+                .expect("mailproof serve did not report its addresses within 90 s");
+            if let Some(addr) = line.strip_prefix("smtp on ") {
+                smtp = Some(addr.parse().expect("an SMTP socket address"));
+            } else if let Some(url) = line.strip_prefix("listening on ") {
+                break url.to_string();
+            }
+        };
+        let smtp =
+            smtp.expect("mailproof serve printed `mailproof: smtp on <addr>` before the HTTP line");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .expect("http client");
+        MailServer {
+            server: Server {
+                dir,
+                base,
+                child,
+                http,
+            },
+            smtp,
+        }
+    }
+}
+
+impl Drop for MailServer {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.server.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+    }
+}
+
+/// A plain SMTP client for the tests: every reply is read and returned, nothing is hidden.
+pub struct SmtpConn {
+    stream: tokio::io::BufReader<tokio::net::TcpStream>,
+}
+
+const SMTP_REPLY_WAIT: Duration = Duration::from_secs(120);
+
+impl SmtpConn {
+    /// Connects and reads the greeting, which must be 220.
+    pub async fn connect(addr: std::net::SocketAddr) -> SmtpConn {
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connect to the SMTP listener");
+        let mut conn = SmtpConn {
+            stream: tokio::io::BufReader::new(stream),
+        };
+        let (code, text) = conn.reply().await;
+        assert_eq!(code, 220, "greeting: {text}");
+        let (code, text) = conn.cmd("EHLO client.test").await;
+        assert_eq!(code, 250, "EHLO: {text}");
+        conn
+    }
+
+    /// One (possibly multi-line) reply.
+    pub async fn reply(&mut self) -> (u16, String) {
+        use tokio::io::AsyncBufReadExt as _;
+        let mut text = String::new();
+        loop {
+            let mut line = String::new();
+            let n = tokio::time::timeout(SMTP_REPLY_WAIT, self.stream.read_line(&mut line))
+                .await
+                .expect("an SMTP reply in time")
+                .expect("read an SMTP reply");
+            assert!(n > 0, "the server closed the connection; so far: {text}");
+            text.push_str(&line);
+            if line.as_bytes().get(3) != Some(&b'-') {
+                let code = line.get(..3).and_then(|c| c.parse().ok()).unwrap_or(0);
+                return (code, text);
+            }
+        }
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt as _;
+        self.stream
+            .get_mut()
+            .write_all(bytes)
+            .await
+            .expect("write to the SMTP listener");
+    }
+
+    pub async fn cmd(&mut self, line: &str) -> (u16, String) {
+        self.send_raw(format!("{line}\r\n").as_bytes()).await;
+        self.reply().await
+    }
+
+    /// MAIL and RCPTs (each must be accepted), then DATA with the dot-stuffed message; returns the
+    /// reply to the final dot.
+    pub async fn send(&mut self, from: &str, rcpts: &[String], message: &[u8]) -> (u16, String) {
+        let (code, text) = self.cmd(&format!("MAIL FROM:<{from}>")).await;
+        assert_eq!(code, 250, "MAIL FROM: {text}");
+        for rcpt in rcpts {
+            let (code, text) = self.cmd(&format!("RCPT TO:<{rcpt}>")).await;
+            assert_eq!(code, 250, "RCPT TO {rcpt}: {text}");
+        }
+        let (code, text) = self.cmd("DATA").await;
+        assert_eq!(code, 354, "DATA: {text}");
+        self.send_raw(&dot_stuffed(message)).await;
+        self.reply().await
+    }
+}
+
+/// The message as DATA carries it: leading dots doubled, CRLF line ends, ending in CRLF.CRLF.
+pub fn dot_stuffed(message: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(message.len() + 16);
+    for line in message.split_inclusive(|&b| b == b'\n') {
+        let body = line
+            .strip_suffix(b"\n")
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+            .unwrap_or(line);
+        if body.first() == Some(&b'.') {
+            out.push(b'.');
+        }
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b".\r\n");
+    out
+}
+
+/// Polls `GET /v5/spam/tests/<id>` (as `auth`) until every filter has answered, for at most
+/// `wait`; returns the entries.
+pub async fn spam_verdicts(s: &Server, auth: (&str, &str), id: &str, wait: Duration) -> Vec<Value> {
+    let started = std::time::Instant::now();
+    loop {
+        let r = s
+            .call("GET", &format!("/v5/spam/tests/{id}"), Some(auth), None)
+            .await;
+        let entries = r.ok().as_array().cloned().unwrap_or_default();
+        if !entries.is_empty() && entries.iter().all(|e| !e["spam"].is_null()) {
+            return entries;
+        }
+        assert!(
+            started.elapsed() < wait,
+            "not every spam filter answered for test {id} within {wait:?} (are spamd and rspamd installed? install them with scripts/setup.sh): {entries:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -1,0 +1,301 @@
+//! The mail side of `mailproof serve`: the spam filter daemons, the inbound SMTP listener, the
+//! inbound processor and the svc sender as tasks, and the `smtp` method's send through a caller's
+//! server (`api::SmtpProbe`).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use api::{SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
+use inbox::{InboundProcessor, InboxConfig, InboxSink, SvcSender};
+use spam::{DaemonConfig, DnsMode, FilterDaemons, FilterProfiles, SpamFilters};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+/// DKIM selector of the service's own key (`mailproof._domainkey.<seed domain>`).
+const DKIM_SELECTOR: &str = "mailproof";
+/// Bound on one send through a caller's server, so that test creation cannot hang.
+const CALLER_SMTP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long shutdown waits for each task to finish its current message.
+const TASK_GRACE: Duration = Duration::from_secs(30);
+
+pub struct MailContext {
+    pub settings: crate::config::Settings,
+    pub store: store::Store,
+    pub catalog: Arc<domain::Catalog>,
+    /// The API's wake-up for new tests (svc sends); also woken when auto-inbox mail makes a test.
+    pub work_ready: Arc<Notify>,
+    pub stop: watch::Receiver<bool>,
+}
+
+pub struct MailService {
+    /// The spam filter profiles, for `api::AppState::new`.
+    pub spam_clients: Vec<SpamClientInfo>,
+    /// For `api::AppState::with_smtp_probe`.
+    pub smtp_probe: Arc<dyn SmtpProbe>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<(&'static str, JoinHandle<()>)>,
+}
+
+impl MailService {
+    /// Starts spamd + rspamd (spam::FilterDaemons, work dir under <data_dir>/filters), the SMTP
+    /// listener on `smtp_listener`, the inbound processor and the svc sender.
+    ///
+    /// Returns once the profiles are loaded and the listener serves; the filter daemons and the
+    /// DKIM key come up in the background (mail waits, stored, until they do).
+    pub async fn start(
+        ctx: MailContext,
+        smtp_listener: tokio::net::TcpListener,
+    ) -> anyhow::Result<MailService> {
+        let MailContext {
+            settings,
+            store,
+            catalog,
+            work_ready,
+            stop: outer_stop,
+        } = ctx;
+        let profiles_path = settings.resources.join("spam-filters.toml");
+        let profiles = FilterProfiles::load(&profiles_path)?;
+        let spam_clients: Vec<SpamClientInfo> = profiles
+            .all()
+            .iter()
+            .map(|p| SpamClientInfo {
+                client: p.client.clone(),
+                kind: p.kind.as_str().to_owned(),
+                description: p.description.clone(),
+            })
+            .collect();
+        let names: Vec<String> = spam_clients.iter().map(|c| c.client.clone()).collect();
+        let bound = smtp_listener
+            .local_addr()
+            .context("cannot read the SMTP listener's address")?;
+        let inbox_cfg = InboxConfig {
+            seed_domain: settings.seed_domain.clone(),
+            inbox_domain: settings.inbox_domain.clone(),
+            reprocess_quota: settings.reprocess_quota,
+        };
+
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        tasks.push((
+            "stop relay",
+            tokio::spawn(relay_stop(outer_stop, stop_tx.clone())),
+        ));
+
+        let inbound_ready = Arc::new(Notify::new());
+        let sink = Arc::new(InboxSink::new(
+            store.clone(),
+            inbox_cfg.clone(),
+            &names,
+            inbound_ready.clone(),
+        ));
+        let smtp_cfg = smtp::SmtpConfig {
+            hostname: settings.seed_domain.clone(),
+            ..smtp::SmtpConfig::default()
+        };
+        let smtp_stop = stopped(stop_rx.clone());
+        tasks.push((
+            "smtp listener",
+            tokio::spawn(async move {
+                if let Err(e) = smtp::serve(smtp_listener, smtp_cfg, sink, smtp_stop).await {
+                    tracing::error!(error = %e, "the SMTP listener failed");
+                }
+            }),
+        ));
+
+        let filters_dir = settings.data_dir.join("filters");
+        let processor_store = store.clone();
+        let processor_stop = stop_rx.clone();
+        let processor_ready = work_ready.clone();
+        tasks.push((
+            "inbound processor",
+            tokio::spawn(async move {
+                let daemons = start_daemons(filters_dir).await;
+                let addresses = daemons
+                    .as_ref()
+                    .map(FilterDaemons::addresses)
+                    .unwrap_or_default();
+                let filters = Arc::new(SpamFilters::with_dns(
+                    profiles,
+                    &addresses,
+                    DnsMode::default(),
+                ));
+                InboundProcessor::new(
+                    processor_store,
+                    inbox_cfg,
+                    catalog,
+                    filters,
+                    processor_ready,
+                )
+                .run(inbound_ready, processor_stop)
+                .await;
+                if let Some(daemons) = daemons {
+                    daemons.shutdown().await;
+                }
+            }),
+        ));
+
+        let key_path = settings.data_dir.join("dkim.pem");
+        let seed_domain = settings.seed_domain.clone();
+        tasks.push((
+            "svc sender",
+            tokio::spawn(async move {
+                let Some(signer) = dkim_signer(key_path, seed_domain.clone()).await else {
+                    return;
+                };
+                SvcSender::new(store, signer, loopback(bound), seed_domain)
+                    .run(work_ready, stop_rx)
+                    .await;
+            }),
+        ));
+        tracing::info!(smtp = %bound, profiles = names.len(), "mail service started");
+        Ok(MailService {
+            spam_clients,
+            smtp_probe: Arc::new(CallerSmtp {
+                seed_domain: settings.seed_domain,
+            }),
+            stop: stop_tx,
+            tasks,
+        })
+    }
+
+    /// Stops accepting mail, lets the workers finish their current message, stops the daemons.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for (name, task) in self.tasks {
+            match tokio::time::timeout(TASK_GRACE, task).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::error!(task = name, error = %e, "mail task ended abnormally")
+                }
+                Err(_) => tracing::warn!(task = name, "mail task did not stop in time"),
+            }
+        }
+        tracing::info!("mail service stopped");
+    }
+}
+
+/// Turns the service's stop signal (or its sender going away) into ours.
+async fn relay_stop(mut outer: watch::Receiver<bool>, inner: watch::Sender<bool>) {
+    while !*outer.borrow_and_update() {
+        if outer.changed().await.is_err() {
+            break;
+        }
+    }
+    let _ = inner.send(true);
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Starts spamd and rspamd; without them their profiles stay empty (and are retried), so a failure
+/// is logged loudly but does not stop the service.
+async fn start_daemons(work_dir: PathBuf) -> Option<FilterDaemons> {
+    match FilterDaemons::start(DaemonConfig::new(&work_dir)).await {
+        Ok(daemons) => {
+            tracing::info!(addresses = ?daemons.addresses(), "spam filter daemons ready");
+            Some(daemons)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "spam filter daemons did not start; SpamAssassin and Rspamd results stay empty until the service is restarted with them available");
+            None
+        }
+    }
+}
+
+/// The service's DKIM key, generated on first use (RSA generation takes a moment: off the runtime).
+async fn dkim_signer(key_path: PathBuf, domain: String) -> Option<smtp::DkimSigner> {
+    let loaded = tokio::task::spawn_blocking(move || {
+        smtp::DkimSigner::generate_or_load(&key_path, &domain, DKIM_SELECTOR)
+    })
+    .await;
+    match loaded {
+        Ok(Ok(signer)) => {
+            tracing::info!(
+                name = signer.dns_name(),
+                record = signer.dns_record(),
+                "publish this DKIM record for svc tests to pass DKIM"
+            );
+            Some(signer)
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "no DKIM key: svc spam tests are not sent");
+            None
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "DKIM key task failed: svc spam tests are not sent");
+            None
+        }
+    }
+}
+
+/// Where to reach our own listener: a wildcard bind is reached over loopback.
+fn loopback(bound: SocketAddr) -> SocketAddr {
+    if bound.ip().is_unspecified() {
+        let ip = match bound.ip() {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+        };
+        SocketAddr::new(ip, bound.port())
+    } else {
+        bound
+    }
+}
+
+/// The `smtp` method: the test message goes through the caller's own SMTP server.
+struct CallerSmtp {
+    seed_domain: String,
+}
+
+#[async_trait::async_trait]
+impl SmtpProbe for CallerSmtp {
+    async fn send_test(&self, req: SmtpSendRequest) -> Result<(), SmtpSendError> {
+        let secure = match req.secure.as_str() {
+            "ssl" => smtp::Secure::Ssl,
+            "tls" => smtp::Secure::Tls,
+            _ => smtp::Secure::None,
+        };
+        let from = if req.from_address.trim().is_empty() {
+            format!("mailproof@{}", self.seed_domain)
+        } else {
+            req.from_address.clone()
+        };
+        let message = smtp::build_message(
+            &req.subject,
+            &req.html,
+            &from,
+            &req.recipients,
+            &self.seed_domain,
+        )
+        .map_err(|e| SmtpSendError::Other(e.to_string()))?;
+        let info = smtp::SmtpInfo {
+            host: req.host,
+            port: req.port,
+            secure,
+            username: req.username.filter(|u| !u.is_empty()),
+            password: req.password,
+        };
+        smtp::send_via(
+            &info,
+            inbox::bare_address(&from),
+            &req.recipients,
+            &message,
+            CALLER_SMTP_TIMEOUT,
+        )
+        .await
+        .map_err(|e| match e {
+            smtp::SendError::Connect { .. } | smtp::SendError::Timeout { .. } => {
+                SmtpSendError::Connect(e.to_string())
+            }
+            smtp::SendError::Auth { .. } => SmtpSendError::Auth(e.to_string()),
+            _ => SmtpSendError::Other(e.to_string()),
+        })
+    }
+}
