@@ -214,7 +214,8 @@ fn judge(profile: &FilterProfile, report: &EngineReport) -> Verdict {
         client: profile.client.clone(),
         kind: profile.kind,
         spam: profile.classify(report.score),
-        score: report.score,
+        // `+ 0.0` turns an engine's "-0.0" into a plain 0.
+        score: report.score + 0.0,
         details: report.details(profile.spam_at),
     }
 }

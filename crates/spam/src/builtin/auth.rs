@@ -19,11 +19,15 @@ use crate::report::Rule;
 /// How the analyzer reaches DNS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DnsMode {
-    /// The resolvers of `/etc/resolv.conf`, one attempt each, `timeout` per query.
+    /// The resolvers of `/etc/resolv.conf`, two attempts of `timeout` per query, and a deadline
+    /// of three such queries for the whole SPF/DKIM/DMARC check.
     System { timeout: Duration },
     /// No lookups at all: SPF, DMARC and signed DKIM are recorded as `temperror`.
     Disabled,
 }
+
+/// Tries per DNS query.
+const ATTEMPTS: usize = 2;
 
 /// SPF's `%{r}` macro names the receiving host; mailproof has no public one.
 const RECEIVER: &str = "mailproof.invalid";
@@ -48,7 +52,7 @@ impl AuthChecker {
             DnsMode::System { timeout } => match build_authenticator(timeout) {
                 Ok(authenticator) => AuthChecker {
                     authenticator: Some(authenticator),
-                    deadline: timeout * 4,
+                    deadline: timeout * ATTEMPTS as u32 * 3,
                     unavailable: "",
                 },
                 Err(reason) => {
@@ -91,7 +95,11 @@ fn build_authenticator(timeout: Duration) -> Result<MessageAuthenticator, String
         return Err("/etc/resolv.conf lists no name server".into());
     }
     opts.timeout = timeout;
-    opts.attempts = 1;
+    // A lost UDP answer costs one short timeout, not the whole check (seen: 1 s stalls).
+    opts.attempts = ATTEMPTS;
+    // Most test senders have no SPF/DMARC record, and answers without an SOA would otherwise not
+    // be cached at all: every scan would ask again.
+    opts.negative_min_ttl = Some(Duration::from_secs(60));
     MessageAuthenticator::new(config, opts).map_err(|e| format!("cannot build the resolver: {e}"))
 }
 

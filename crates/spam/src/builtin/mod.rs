@@ -74,7 +74,7 @@ pub(crate) fn fired_rules(
 impl Default for DnsMode {
     fn default() -> DnsMode {
         DnsMode::System {
-            timeout: Duration::from_millis(1500),
+            timeout: Duration::from_millis(500),
         }
     }
 }
