@@ -4,6 +4,12 @@
 //! process). Each helper keeps one offscreen WebView for its whole life, so a capture costs a page
 //! load and a snapshot, not a browser start. A helper, its web process or Xvfb that dies or hangs
 //! is replaced on the next capture, which is retried once.
+//!
+//! The helper is this crate's binary `mailproof-webkit-helper`; cargo builds it with the crate's
+//! own tests and with workspace builds, but not for a dependent crate alone, so a dependent's
+//! tests need `cargo build -p webkit` first (or `WebkitConfig::helper_path`). Messages render as
+//! mail clients show them: no script runs and the message cannot navigate anywhere. Documents
+//! taller than cairo's 32767-device-pixel surface limit are cut at that height.
 
 mod error;
 mod helper;
@@ -76,7 +82,8 @@ pub struct CaptureRequest {
     pub scale: f32,
     /// Whether `prefers-color-scheme: dark` matches.
     pub dark: bool,
-    /// Whether images stay unloaded: they are never requested from the network.
+    /// Whether images stay unloaded: they are never requested from the network, and WebKit
+    /// leaves their boxes empty (no alt text, as with WebKit's `auto-load-images` off).
     pub block_images: bool,
 }
 
@@ -410,6 +417,13 @@ mod tests {
             dark: false,
             block_images: false,
         }
+    }
+
+    #[test]
+    fn the_engine_can_be_shared_across_tasks() {
+        fn shareable<T: Send + Sync + 'static>() {}
+        shareable::<WebkitEngine>();
+        shareable::<WebkitError>();
     }
 
     #[test]
