@@ -103,9 +103,11 @@ fn first_existing(candidates: &[&str], fallback: &str) -> PathBuf {
 impl FilterDaemons {
     /// Starts what the config asks for and waits until each daemon answers a ping.
     pub async fn start(cfg: DaemonConfig) -> Result<FilterDaemons, SpamError> {
-        make_dir(&cfg.work_dir, "the work dir")?;
-        // The daemons drop to their own users and must reach their files below the work dir.
-        allow_traversal(&cfg.work_dir)?;
+        if cfg.spamd == DaemonSource::Start || cfg.rspamd == DaemonSource::Start {
+            make_dir(&cfg.work_dir, "the work dir")?;
+            // The daemons drop to their own users and must reach their files below the work dir.
+            allow_traversal(&cfg.work_dir)?;
+        }
         let mut daemons = FilterDaemons {
             addresses: FilterAddresses::default(),
             children: Vec::new(),
