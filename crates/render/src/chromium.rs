@@ -13,7 +13,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::engine::{wait_for_load, EngineSetup, LoadEvent, Shot, ShotRequest};
+use crate::engine::{wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest};
 use crate::error::RenderError;
 use crate::process::Browser;
 use crate::ws::Connection;
@@ -28,12 +28,9 @@ struct Tab {
 }
 
 pub(crate) struct Chromium {
-    browser: Mutex<Browser>,
-    pid: u32,
-    conn: Arc<Connection>,
+    pub(crate) running: Running,
     tabs: Vec<Tab>,
     resource_wait: Duration,
-    _profile: tempdir::Dir,
 }
 
 /// Flags from the measured notes, plus the proxy and what keeps a headless browser quiet.
@@ -127,30 +124,10 @@ impl Chromium {
         }
         tracing::info!(pid, slots = setup.slots, "Chromium ready");
         Ok(Chromium {
-            browser: Mutex::new(browser),
-            pid,
-            conn,
+            running: Running::new(browser, conn, profile),
             tabs,
             resource_wait: setup.resource_wait,
-            _profile: profile,
         })
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    pub(crate) async fn is_alive(&self) -> bool {
-        self.conn.is_open() && self.browser.lock().await.is_alive()
-    }
-
-    pub(crate) async fn shutdown(&self) {
-        let _ = tokio::time::timeout(
-            Duration::from_secs(2),
-            call(&self.conn, None, "Browser.close", json!({})),
-        )
-        .await;
-        self.browser.lock().await.kill().await;
     }
 
     pub(crate) async fn shoot(
@@ -163,7 +140,7 @@ impl Chromium {
             .get(slot)
             .ok_or_else(|| RenderError::InvalidRequest(format!("no Chromium slot {slot}")))?;
         let session = tab.session.as_str();
-        let conn = &self.conn;
+        let conn = &self.running.conn;
         call(
             conn,
             Some(session),

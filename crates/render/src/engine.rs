@@ -66,25 +66,64 @@ impl Instance {
         }
     }
 
-    pub(crate) fn pid(&self) -> u32 {
+    fn running(&self) -> &Running {
         match self {
-            Instance::Chromium(c) => c.pid(),
-            Instance::Firefox(f) => f.pid(),
+            Instance::Chromium(c) => &c.running,
+            Instance::Firefox(f) => &f.running,
         }
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.running().pid
     }
 
     pub(crate) async fn is_alive(&self) -> bool {
-        match self {
-            Instance::Chromium(c) => c.is_alive().await,
-            Instance::Firefox(f) => f.is_alive().await,
-        }
+        self.running().is_alive().await
     }
 
     pub(crate) async fn shutdown(&self) {
-        match self {
-            Instance::Chromium(c) => c.shutdown().await,
-            Instance::Firefox(f) => f.shutdown().await,
+        let close = match self {
+            Instance::Chromium(_) => "Browser.close",
+            Instance::Firefox(_) => "browser.close",
+        };
+        self.running().shutdown(close).await
+    }
+}
+
+/// A started browser with its protocol connection and private profile.
+pub(crate) struct Running {
+    pub browser: tokio::sync::Mutex<crate::process::Browser>,
+    pub pid: u32,
+    pub conn: std::sync::Arc<crate::ws::Connection>,
+    pub _profile: crate::chromium::tempdir::Dir,
+}
+
+impl Running {
+    pub(crate) fn new(
+        browser: crate::process::Browser,
+        conn: std::sync::Arc<crate::ws::Connection>,
+        profile: crate::chromium::tempdir::Dir,
+    ) -> Running {
+        Running {
+            pid: browser.pid(),
+            browser: tokio::sync::Mutex::new(browser),
+            conn,
+            _profile: profile,
         }
+    }
+
+    async fn is_alive(&self) -> bool {
+        self.conn.is_open() && self.browser.lock().await.is_alive()
+    }
+
+    /// Asks the browser to close (`close` is the protocol's command), then kills what is left.
+    async fn shutdown(&self, close: &str) {
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            self.conn.call_raw(close, serde_json::json!({}), None),
+        )
+        .await;
+        self.browser.lock().await.kill().await;
     }
 }
 

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
 
 use crate::chromium::tempdir;
-use crate::engine::{wait_for_load, EngineSetup, LoadEvent, Shot, ShotRequest};
+use crate::engine::{wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest};
 use crate::error::RenderError;
 use crate::process::Browser;
 use crate::ws::Connection;
@@ -39,14 +39,11 @@ struct Tab {
 }
 
 pub(crate) struct Firefox {
-    browser: Mutex<Browser>,
-    pid: u32,
-    conn: Arc<Connection>,
+    pub(crate) running: Running,
     chrome_context: String,
     tabs: Vec<Tab>,
     gate: SchemeGate,
     resource_wait: Duration,
-    _profile: tempdir::Dir,
 }
 
 /// Profile prefs. Remote automation already applies Firefox's recommended automation prefs; these
@@ -188,32 +185,12 @@ impl Firefox {
         }
         tracing::info!(pid, slots = setup.slots, "Firefox ready");
         Ok(Firefox {
-            browser: Mutex::new(browser),
-            pid,
-            conn,
+            running: Running::new(browser, conn, profile),
             chrome_context,
             tabs,
             gate: SchemeGate::new(setup.slots.max(1) * 2),
             resource_wait: setup.resource_wait,
-            _profile: profile,
         })
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    pub(crate) async fn is_alive(&self) -> bool {
-        self.conn.is_open() && self.browser.lock().await.is_alive()
-    }
-
-    pub(crate) async fn shutdown(&self) {
-        let _ = tokio::time::timeout(
-            Duration::from_secs(2),
-            call(&self.conn, "browser.close", json!({})),
-        )
-        .await;
-        self.browser.lock().await.kill().await;
     }
 
     pub(crate) async fn shoot(
@@ -227,7 +204,7 @@ impl Firefox {
             .ok_or_else(|| RenderError::InvalidRequest(format!("no Firefox slot {slot}")))?;
         let _scheme = self.enter_scheme(req.color_scheme).await?;
         let mut state = tab.state.lock().await;
-        let conn = &self.conn;
+        let conn = &self.running.conn;
         let viewport = (req.width, req.height, req.scale.to_bits());
         if state.viewport != Some(viewport) {
             state.viewport = None;
@@ -366,7 +343,7 @@ impl Firefox {
                 let expression =
                     format!("Services.prefs.setIntPref(\"ui.systemUsesDarkTheme\", {dark})");
                 let result = call(
-                    &self.conn,
+                    &self.running.conn,
                     "script.evaluate",
                     json!({
                         "expression": expression,

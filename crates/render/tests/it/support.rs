@@ -201,8 +201,9 @@ pub fn is_red(p: [u8; 4]) -> bool {
     p[0] > 200 && p[1] < 60 && p[2] < 60
 }
 
-/// A path nobody else uses, so request counts belong to one test.
+/// A path nobody else uses, so request counts belong to one test. It has no file extension, so
+/// engines must recognise images by how they are requested, not by name.
 pub fn unique_path(name: &str) -> String {
     static N: AtomicU64 = AtomicU64::new(0);
-    format!("/{name}-{}.png", N.fetch_add(1, Ordering::SeqCst))
+    format!("/{name}-{}", N.fetch_add(1, Ordering::SeqCst))
 }
