@@ -9,6 +9,9 @@ use tokio::process::{Child, Command};
 /// How long Xvfb may take to announce its display number.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// Seconds Xvfb lingers without clients before it exits.
+const ORPHAN_GRACE_SECS: &str = "10";
+
 /// The screen only bounds on-screen windows; the WebView lives in an offscreen window, so a
 /// modest screen keeps Xvfb's framebuffer small.
 const SCREEN: &str = "1280x1024x24";
@@ -32,8 +35,11 @@ impl Xvfb {
                 SCREEN,
                 "-nolisten",
                 "tcp",
-                "-noreset",
             ])
+            // Xvfb outlives an engine that cannot drop it (a crash, a test's static engine), so
+            // it ends itself once its last client, a helper, has gone. Helpers end when the
+            // engine's pipe closes. The delay lets a replacement helper connect first.
+            .args(["-terminate", ORPHAN_GRACE_SECS])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
