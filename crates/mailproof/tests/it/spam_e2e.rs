@@ -268,3 +268,115 @@ async fn only_seed_and_auto_inbox_addresses_are_accepted_never_a_relay() {
         .await;
     assert_eq!(code, 250, "seed addresses are case-insensitive: {text}");
 }
+
+/// A seed test's id and address list.
+async fn seed_test(s: &Server) -> (String, Vec<String>) {
+    let created = s
+        .post(
+            "/v5/spam/tests",
+            &json!({"subject": "Robustness", "html": "<p>x</p>", "test_method": "seed"}),
+        )
+        .await
+        .ok()
+        .clone();
+    let list = created["address_list"]
+        .as_array()
+        .expect("address_list")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect();
+    (created["id"].as_str().expect("id").to_owned(), list)
+}
+
+/// How many stored inbound messages end with exactly `message` (what the sender sent, after our
+/// `Received:` header).
+fn stored_intact(s: &Server, message: &[u8]) -> u64 {
+    let hex: String = message.iter().map(|b| format!("{b:02X}")).collect();
+    let query = format!(
+        "SELECT count(*) FROM inbound_messages WHERE hex(substr(data, -{})) = '{hex}';",
+        message.len()
+    );
+    let out = Command::new("sqlite3")
+        .arg(s.data_dir().join("mailproof.sqlite"))
+        .arg(query)
+        .output()
+        .expect("sqlite3 runs (install it with scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "sqlite3: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
+#[tokio::test]
+async fn malformed_huge_8bit_and_dropped_mail_never_crash_the_server_or_lose_accepted_mail() {
+    let s = MailServer::start().await;
+
+    // Malformed MIME: a multipart whose boundary never closes, a broken header line, bad base64.
+    let (malformed_id, list) = seed_test(&s).await;
+    let malformed = b"From: a@example.org\r\nSubject: broken\r\nThis line is not a header\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n--b1\r\nContent-Type: text/html\r\nContent-Transfer-Encoding: base64\r\n\r\n!!!not base64@@@\r\n--b1\r\nContent-Type: text/plain\r\n\r\nno closing boundary\r\n".to_vec();
+    let mut conn = SmtpConn::connect(s.smtp).await;
+    let (code, text) = conn.send("a@example.org", &list, &malformed).await;
+    assert_eq!(code, 250, "malformed MIME is accepted and stored: {text}");
+
+    // 8-bit header bytes (UTF-8 and Latin-1), without any MIME declaration.
+    let (eight_bit_id, list) = seed_test(&s).await;
+    let eight_bit = b"From: J\xe9r\xf4me <jerome@example.org>\r\nSubject: Caf\xc3\xa9 \xe9t\xe9 sale\r\nX-Note: \xff\xfe\r\n\r\n<p>Caf\xc3\xa9</p>\r\n".to_vec();
+    let (code, text) = conn.send("jerome@example.org", &list, &eight_bit).await;
+    assert_eq!(code, 250, "8-bit headers are accepted and stored: {text}");
+
+    // 30 MB: over the listener's size limit, refused with a clear permanent reply.
+    let (_, list) = seed_test(&s).await;
+    let mut huge = b"From: big@example.org\r\nSubject: huge\r\n\r\n".to_vec();
+    let line = [b"x".repeat(998), b"\r\n".to_vec()].concat();
+    while huge.len() < 30 * 1024 * 1024 {
+        huge.extend_from_slice(&line);
+    }
+    let (code, text) = conn.send("big@example.org", &list[..1], &huge).await;
+    assert_eq!(code, 552, "a 30 MB message gets 552 (too big): {text}");
+    let (code, text) = conn.cmd("QUIT").await;
+    assert_eq!(code, 221, "the session goes on after the refusal: {text}");
+
+    // A connection dropped in the middle of DATA: nothing is stored, the server goes on.
+    let (dropped_id, list) = seed_test(&s).await;
+    let mut cut = SmtpConn::connect(s.smtp).await;
+    assert_eq!(cut.cmd("MAIL FROM:<cut@example.org>").await.0, 250);
+    assert_eq!(cut.cmd(&format!("RCPT TO:<{}>", list[0])).await.0, 250);
+    assert_eq!(cut.cmd("DATA").await.0, 354);
+    let partial = b"From: cut@example.org\r\nSubject: cut short\r\n\r\nthe first half of the bo";
+    cut.send_raw(partial).await;
+    drop(cut);
+    let complete =
+        b"From: cut@example.org\r\nSubject: sent again\r\n\r\n<p>the whole body</p>\r\n".to_vec();
+    let mut again = SmtpConn::connect(s.smtp).await;
+    let (code, text) = again.send("cut@example.org", &list, &complete).await;
+    assert_eq!(code, 250, "a new session after the dropped one: {text}");
+
+    // Every accepted message was kept byte for byte and judged by every filter.
+    for (what, message) in [
+        ("malformed", &malformed),
+        ("8-bit", &eight_bit),
+        ("resent", &complete),
+    ] {
+        assert_eq!(
+            stored_intact(&s, message),
+            1,
+            "{what} message stored intact"
+        );
+    }
+    assert_eq!(
+        stored_intact(&s, b"the first half of the bo"),
+        0,
+        "the half message is not stored"
+    );
+    for id in [&malformed_id, &eight_bit_id, &dropped_id] {
+        let verdicts = spam_verdicts(&s, AUTH, id, VERDICT_WAIT).await;
+        assert!(!verdicts.is_empty());
+    }
+    let health = s.http.get(s.url("/healthz")).send().await.expect("healthz");
+    assert_eq!(health.status(), 200, "the server is still up");
+}
