@@ -369,8 +369,9 @@ async fn forward(
         client
             .write_all(&rewrite_response_head(&response_head)?)
             .await?;
-        client.write_all(&rest).await?;
-        let mut body = (&mut upstream).take(limit.saturating_sub(rest.len() as u64));
+        let first = rest.len().min(usize::try_from(limit).unwrap_or(usize::MAX));
+        client.write_all(&rest[..first]).await?;
+        let mut body = (&mut upstream).take(limit.saturating_sub(first as u64));
         tokio::io::copy(&mut body, &mut client).await?;
         client.flush().await?;
         Ok::<(), ProxyError>(())
@@ -553,5 +554,69 @@ mod tests {
         let mut out = String::new();
         s.read_to_string(&mut out).await.expect("read");
         assert!(out.starts_with("HTTP/1.1 403"), "{out}");
+    }
+
+    fn loopback_policy(max_bytes: u64) -> NetPolicy {
+        NetPolicy {
+            allow: vec!["127.0.0.1/32".parse().expect("net")],
+            max_bytes,
+            timeout: Duration::from_secs(5),
+            ..NetPolicy::default()
+        }
+    }
+
+    /// A server that answers every connection with `body` (after reading the request head).
+    async fn origin(body: Vec<u8>) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let body = body.clone();
+                tokio::spawn(async move {
+                    let _ = read_head(&mut s).await;
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: keep-alive\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = s.write_all(head.as_bytes()).await;
+                    let _ = s.write_all(&body).await;
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn allowed_hosts_are_forwarded_and_bodies_cut_at_the_size_limit() {
+        let addr = origin(vec![b'x'; 5000]).await;
+        let proxy = Proxy::start(loopback_policy(1000)).await.expect("proxy");
+        let mut s = TcpStream::connect(proxy.addr()).await.expect("connect");
+        s.write_all(format!("GET http://{addr}/img HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await
+            .expect("write");
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.expect("read");
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        assert!(text.contains("Connection: close"));
+        let body = &out[find_head_end(&out).expect("head")..];
+        assert_eq!(body.len(), 1000, "body is cut at max_bytes");
+        assert_eq!(proxy.forwarded_count(), 1);
+    }
+
+    #[tokio::test]
+    async fn connect_tunnels_reach_allowed_hosts() {
+        let addr = origin(b"tunnelled".to_vec()).await;
+        let proxy = Proxy::start(loopback_policy(1 << 20)).await.expect("proxy");
+        let mut s = TcpStream::connect(proxy.addr()).await.expect("connect");
+        s.write_all(format!("CONNECT {addr} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .expect("write");
+        let (head, _) = read_head(&mut s).await.expect("proxy answer");
+        assert!(head.starts_with(b"HTTP/1.1 200"));
+        s.write_all(b"GET / HTTP/1.1\r\n\r\n").await.expect("write");
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+        assert!(String::from_utf8_lossy(&out).ends_with("tunnelled"));
     }
 }
