@@ -184,7 +184,7 @@ impl InboundProcessor {
                 self.forget(row.id);
             } else {
                 let wait = FIRST_RETRY
-                    .saturating_mul(1 << attempts.clamp(0, 10) as u32)
+                    .saturating_mul(1 << (attempts - 1).clamp(0, 10) as u32)
                     .min(MAX_RETRY);
                 tracing::warn!(
                     inbound_id = row.id,

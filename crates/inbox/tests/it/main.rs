@@ -1,0 +1,4 @@
+//! The inbound processor against a real database and real filters: what happens to seed mail when
+//! a filter is down or the seed key is not yet bound to a test.
+
+mod processor;

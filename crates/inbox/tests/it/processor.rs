@@ -1,0 +1,248 @@
+//! Spec §2.8's "empty until the filter has returned", and mail that arrives before its test.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use domain::{Catalog, Plan, SpamMethod, TestKind};
+use inbox::{InboundProcessor, InboxConfig};
+use spam::{
+    DaemonConfig, DaemonSource, DnsMode, FilterAddresses, FilterDaemons, FilterProfiles,
+    SpamFilters,
+};
+use store::{NewAccount, NewInbound, NewTest, Store};
+use tokio::sync::Notify;
+
+const SA: &str = "SpamAssassin (test)";
+const OWN: &str = "Built-in (test)";
+const PROFILES: &str = r#"
+[[filter]]
+client = "SpamAssassin (test)"
+type = "b2b"
+description = "spamd at its default threshold"
+engine = "spamassassin"
+spam_at = 5.0
+ham_below = 2.0
+
+[[filter]]
+client = "Built-in (test)"
+type = "b2c"
+description = "mailproof's own checks"
+engine = "builtin"
+spam_at = 5.0
+ham_below = 2.0
+"#;
+const SEEDS: &str = "seeds.test";
+const MESSAGE: &[u8] = b"Received: from client.test (localhost [127.0.0.1]) by seeds.test; Sun, 22 Nov 2026 10:00:00 +0000\r\nFrom: news@acme.example\r\nTo: jane@example.org\r\nSubject: Our November news\r\nDate: Sun, 22 Nov 2026 10:00:00 +0000\r\nMessage-ID: <n1@mail.acme.example>\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Hello Jane, here is what we shipped this month.</p>\r\n";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: Store,
+    account_id: i64,
+}
+
+impl Fixture {
+    async fn new() -> Fixture {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(dir.path()).await.expect("open the store");
+        let account = store
+            .create_account(
+                &NewAccount {
+                    api_key: "k".into(),
+                    password_hash: "x".into(),
+                    plan: Plan::Enterprise,
+                    monthly_test_limit: None,
+                    rate_limit_per_minute: None,
+                    allowed_clients: None,
+                    auto_inbox: None,
+                },
+                0,
+            )
+            .await
+            .expect("an account");
+        Fixture {
+            _dir: dir,
+            store,
+            account_id: account.id,
+        }
+    }
+
+    async fn create_spam_test(&self, key: &str) -> String {
+        let id = domain::TestId::generate().to_string();
+        let test = NewTest {
+            id: id.clone(),
+            account_id: self.account_id,
+            kind: TestKind::Spam,
+            subject: "Our November news".into(),
+            html: "<p>Hello</p>".into(),
+            created_at: chrono::Utc::now().timestamp(),
+            reference_id: None,
+            customer_id: None,
+            headers: BTreeMap::new(),
+            image_blocking: false,
+            free_test: false,
+            source_url: None,
+            clients: Vec::new(),
+            spam_method: Some(SpamMethod::Seed),
+            seed_key: Some(key.to_owned()),
+            spam_request: None,
+            spam_filters: vec![(SA.into(), "b2b".into()), (OWN.into(), "b2c".into())],
+            reprocesses: 0,
+            monthly_limit: None,
+        };
+        self.store
+            .create_test(&test)
+            .await
+            .expect("create the test");
+        id
+    }
+
+    async fn receive(&self, key: &str) {
+        let rcpt_to = [SA, OWN]
+            .iter()
+            .map(|p| domain::seed::seed_address(key, p, SEEDS))
+            .collect();
+        self.store
+            .insert_inbound(&NewInbound {
+                received_at: chrono::Utc::now().timestamp(),
+                mail_from: "news@acme.example".into(),
+                rcpt_to,
+                peer: "127.0.0.1:40000".into(),
+                helo: "client.test".into(),
+                data: MESSAGE.to_vec(),
+            })
+            .await
+            .expect("store the message");
+    }
+
+    fn processor(&self, addresses: FilterAddresses) -> InboundProcessor {
+        let profiles = FilterProfiles::parse(PROFILES).expect("valid profiles");
+        let filters = SpamFilters::with_dns(profiles, &addresses, DnsMode::Disabled);
+        let catalog_text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../data/clients.toml"
+        ))
+        .expect("the client catalog");
+        InboundProcessor::new(
+            self.store.clone(),
+            InboxConfig {
+                seed_domain: SEEDS.into(),
+                inbox_domain: "inbox.test".into(),
+                reprocess_quota: 0,
+            },
+            Arc::new(Catalog::parse(&catalog_text).expect("valid catalog")),
+            Arc::new(filters),
+            Arc::new(Notify::new()),
+        )
+    }
+
+    async fn verdict(&self, test_id: &str, client: &str) -> Option<i64> {
+        self.store
+            .spam_results(test_id)
+            .await
+            .expect("spam results")
+            .into_iter()
+            .find(|r| r.client == client)
+            .and_then(|r| r.spam)
+    }
+}
+
+/// Keeps running the processor for `wait`, as its loop would, polling when nothing is due.
+async fn drain(p: &InboundProcessor, wait: Duration) {
+    let started = Instant::now();
+    while started.elapsed() < wait {
+        if !p.run_one().await.expect("processing works") {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// A loopback address nothing listens on.
+fn closed_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address")
+}
+
+#[tokio::test]
+async fn a_filter_that_is_down_leaves_its_entry_empty_until_it_returns() {
+    let f = Fixture::new().await;
+    let key = "down-filter-key";
+    let test_id = f.create_spam_test(key).await;
+    f.receive(key).await;
+
+    let down = f.processor(FilterAddresses {
+        spamd: Some(closed_port()),
+        rspamd: None,
+    });
+    assert!(down.run_one().await.expect("processing works"));
+    assert_eq!(f.verdict(&test_id, SA).await, None, "spamd is down: empty");
+    assert!(
+        f.verdict(&test_id, OWN).await.is_some(),
+        "the built-in filter answers regardless"
+    );
+    assert_eq!(
+        f.store
+            .unprocessed_inbound(10)
+            .await
+            .expect("inbound")
+            .len(),
+        1,
+        "the message is kept for a later scan"
+    );
+    assert!(
+        !down.run_one().await.expect("processing works"),
+        "not retried at once"
+    );
+
+    // spamd comes up (a restarted service: a new processor, the same database).
+    let work = tempfile::tempdir().expect("temp dir");
+    let daemons = FilterDaemons::start(DaemonConfig {
+        rspamd: DaemonSource::Off,
+        ..DaemonConfig::new(work.path())
+    })
+    .await
+    .expect("spamd starts (install it with scripts/setup.sh)");
+    let up = f.processor(daemons.addresses());
+    assert!(up.run_one().await.expect("processing works"));
+    assert_eq!(
+        f.verdict(&test_id, SA).await,
+        Some(-1),
+        "spamd's verdict on the clean message is filled in"
+    );
+    assert!(f
+        .store
+        .unprocessed_inbound(10)
+        .await
+        .expect("inbound")
+        .is_empty());
+    daemons.shutdown().await;
+}
+
+#[tokio::test]
+async fn mail_for_a_reserved_key_waits_for_the_test_that_binds_it() {
+    let f = Fixture::new().await;
+    let key = "reserved-key";
+    f.store
+        .reserve_seed_key(f.account_id, key, 0)
+        .await
+        .expect("reserve");
+    f.receive(key).await;
+    let p = f.processor(FilterAddresses::default());
+    assert!(p.run_one().await.expect("processing works"));
+    assert_eq!(
+        f.store
+            .unprocessed_inbound(10)
+            .await
+            .expect("inbound")
+            .len(),
+        1,
+        "kept until a test uses the key"
+    );
+    let test_id = f.create_spam_test(key).await;
+    drain(&p, Duration::from_secs(4)).await;
+    assert!(
+        f.verdict(&test_id, OWN).await.is_some(),
+        "scanned once the test exists"
+    );
+}
