@@ -297,6 +297,9 @@ pub async fn serve_static(body: &'static str, content_type: &'static str) -> Str
     format!("http://{addr}")
 }
 
+#[allow(dead_code)]
+// The mail helpers below serve `spam_e2e` and `auto_inbox` (issue 4); until those modules are
+// listed in main.rs they are unused.
 /// A server with its SMTP listener's address. It runs in its own process group so that dropping
 /// it also stops the spam filter daemons it started (a SIGKILL of the service alone would leave
 /// them running).
@@ -305,6 +308,7 @@ pub struct MailServer {
     pub smtp: std::net::SocketAddr,
 }
 
+#[allow(dead_code)]
 impl std::ops::Deref for MailServer {
     type Target = Server;
     fn deref(&self) -> &Server {
@@ -312,6 +316,7 @@ impl std::ops::Deref for MailServer {
     }
 }
 
+#[allow(dead_code)]
 impl MailServer {
     pub async fn start() -> MailServer {
         use std::os::unix::process::CommandExt as _;
@@ -377,13 +382,16 @@ impl Drop for MailServer {
     }
 }
 
+#[allow(dead_code)]
 /// A plain SMTP client for the tests: every reply is read and returned, nothing is hidden.
 pub struct SmtpConn {
     stream: tokio::io::BufReader<tokio::net::TcpStream>,
 }
 
+#[allow(dead_code)]
 const SMTP_REPLY_WAIT: Duration = Duration::from_secs(120);
 
+#[allow(dead_code)]
 impl SmtpConn {
     /// Connects and reads the greeting, which must be 220.
     pub async fn connect(addr: std::net::SocketAddr) -> SmtpConn {
@@ -449,6 +457,7 @@ impl SmtpConn {
     }
 }
 
+#[allow(dead_code)]
 /// The message as DATA carries it: leading dots doubled, CRLF line ends, ending in CRLF.CRLF.
 pub fn dot_stuffed(message: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(message.len() + 16);
@@ -467,6 +476,7 @@ pub fn dot_stuffed(message: &[u8]) -> Vec<u8> {
     out
 }
 
+#[allow(dead_code)]
 /// Polls `GET /v5/spam/tests/<id>` (as `auth`) until every filter has answered, for at most
 /// `wait`; returns the entries.
 pub async fn spam_verdicts(s: &Server, auth: (&str, &str), id: &str, wait: Duration) -> Vec<Value> {
