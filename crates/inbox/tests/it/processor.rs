@@ -137,6 +137,15 @@ impl Fixture {
         )
     }
 
+    /// Inbound messages not yet done.
+    async fn pending(&self) -> usize {
+        self.store
+            .unprocessed_inbound(10)
+            .await
+            .expect("inbound")
+            .len()
+    }
+
     async fn verdict(&self, test_id: &str, client: &str) -> Option<i64> {
         self.store
             .spam_results(test_id)
@@ -181,15 +190,7 @@ async fn a_filter_that_is_down_leaves_its_entry_empty_until_it_returns() {
         f.verdict(&test_id, OWN).await.is_some(),
         "the built-in filter answers regardless"
     );
-    assert_eq!(
-        f.store
-            .unprocessed_inbound(10)
-            .await
-            .expect("inbound")
-            .len(),
-        1,
-        "the message is kept for a later scan"
-    );
+    assert_eq!(f.pending().await, 1, "the message is kept for a later scan");
     assert!(
         !down.run_one().await.expect("processing works"),
         "not retried at once"
@@ -210,12 +211,7 @@ async fn a_filter_that_is_down_leaves_its_entry_empty_until_it_returns() {
         Some(-1),
         "spamd's verdict on the clean message is filled in"
     );
-    assert!(f
-        .store
-        .unprocessed_inbound(10)
-        .await
-        .expect("inbound")
-        .is_empty());
+    assert_eq!(f.pending().await, 0);
     daemons.shutdown().await;
 }
 
@@ -230,15 +226,7 @@ async fn mail_for_a_reserved_key_waits_for_the_test_that_binds_it() {
     f.receive(key).await;
     let p = f.processor(FilterAddresses::default());
     assert!(p.run_one().await.expect("processing works"));
-    assert_eq!(
-        f.store
-            .unprocessed_inbound(10)
-            .await
-            .expect("inbound")
-            .len(),
-        1,
-        "kept until a test uses the key"
-    );
+    assert_eq!(f.pending().await, 1, "kept until a test uses the key");
     let test_id = f.create_spam_test(key).await;
     drain(&p, Duration::from_secs(4)).await;
     assert!(
