@@ -81,22 +81,29 @@ impl InboundProcessor {
 
     /// Processes the oldest message that is due; `false` when there is none.
     pub async fn run_one(&self) -> Result<bool, InboxError> {
+        Ok(self.run_batch(1).await? > 0)
+    }
+
+    /// Processes up to `max` due messages from one read of the queue; returns how many.
+    async fn run_batch(&self, max: usize) -> Result<usize, InboxError> {
         let rows = self.store.unprocessed_inbound(BATCH).await?;
         let now = Instant::now();
-        let due = {
+        let due: Vec<InboundRow> = {
             let progress = self.progress();
             rows.into_iter()
-                .find(|r| progress.not_before.get(&r.id).is_none_or(|t| *t <= now))
+                .filter(|r| progress.not_before.get(&r.id).is_none_or(|t| *t <= now))
+                .take(max)
+                .collect()
         };
-        let Some(row) = due else {
-            return Ok(false);
-        };
-        let id = row.id;
-        if let Err(e) = self.process(row).await {
-            self.defer(id, FIRST_RETRY);
-            return Err(e);
+        let count = due.len();
+        for row in due {
+            let id = row.id;
+            if let Err(e) = self.process(row).await {
+                self.defer(id, FIRST_RETRY);
+                return Err(e);
+            }
         }
-        Ok(true)
+        Ok(count)
     }
 
     /// Processes mail until `stop`, woken by `wake` (the SMTP sink) or by a periodic rescan.
@@ -104,9 +111,10 @@ impl InboundProcessor {
         tracing::info!("inbound processor started");
         loop {
             while !*stop.borrow() {
-                match self.run_one().await {
-                    Ok(true) => {}
-                    Ok(false) => break,
+                // Small batches: a stop request waits for at most one batch.
+                match self.run_batch(8).await {
+                    Ok(0) => break,
+                    Ok(_) => {}
                     Err(e) => {
                         tracing::error!(error = %e, "inbound processing failed; retrying later");
                         break;
