@@ -68,6 +68,7 @@ impl MailService {
             })
             .collect();
         let names: Vec<String> = spam_clients.iter().map(|c| c.client.clone()).collect();
+        warn_about_long_seed_addresses(&names);
         let bound = smtp_listener
             .local_addr()
             .context("cannot read the SMTP listener's address")?;
@@ -174,6 +175,19 @@ impl MailService {
             }
         }
         tracing::info!("mail service stopped");
+    }
+}
+
+/// RFC 5321 allows 64 octets before the `@`; senders (lettre among them) refuse longer seed
+/// addresses, so the `smtp` and `svc` methods cannot reach such a profile.
+fn warn_about_long_seed_addresses(profiles: &[String]) {
+    const MAX_LOCAL_PART: usize = 64;
+    let key_len = domain::seed::generate_key().len();
+    for name in profiles {
+        let local = key_len + 1 + domain::seed::profile_slug(name).len();
+        if local > MAX_LOCAL_PART {
+            tracing::error!(profile = name, local_part_octets = local, "seed addresses of this spam filter profile are longer than SMTP allows (64 octets before the @); shorten its name in spam-filters.toml");
+        }
     }
 }
 
