@@ -5,10 +5,16 @@ use rand::Rng;
 
 const KEY_ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 
+/// Length of the keys [`generate_key`] makes.
+pub const KEY_LEN: usize = 16;
+
+/// RFC 5321 allows 64 octets before the `@`; senders refuse longer addresses.
+pub const MAX_LOCAL_PART: usize = 64;
+
 /// A fresh seed-list key: 16 characters of lowercase base32 (80 random bits).
 pub fn generate_key() -> String {
     let mut rng = rand::thread_rng();
-    (0..16)
+    (0..KEY_LEN)
         .map(|_| KEY_ALPHABET[rng.gen_range(0..32)] as char)
         .collect()
 }
@@ -32,6 +38,12 @@ pub fn profile_slug(profile: &str) -> String {
         }
     }
     slug.trim_end_matches('-').to_string()
+}
+
+/// Octets before the `@` of a generated key's seed address for `profile`: must not exceed
+/// [`MAX_LOCAL_PART`], or mail cannot be sent to it.
+pub fn generated_local_part_len(profile: &str) -> usize {
+    KEY_LEN + 1 + profile_slug(profile).len()
 }
 
 /// `<key>.<profile slug>@<domain>`.

@@ -28,6 +28,21 @@ pub struct FileConfig {
     pub fetch: Option<NetPolicy>,
     pub blobs: Option<BlobsConfig>,
     pub render: Option<RenderSettings>,
+    pub spam: Option<SpamSettings>,
+}
+
+/// The `[spam]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpamSettings {
+    /// Start spamd and rspamd (offline, on loopback). Off, their profiles' results stay empty.
+    pub daemons: bool,
+}
+
+impl Default for SpamSettings {
+    fn default() -> Self {
+        SpamSettings { daemons: true }
+    }
 }
 
 /// The `[render]` section: which engines run and how much work they take at once.
@@ -86,6 +101,7 @@ pub struct Settings {
     pub fetch: NetPolicy,
     pub blobs: BlobsConfig,
     pub render: RenderSettings,
+    pub spam: SpamSettings,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -206,6 +222,7 @@ impl Settings {
             fetch: file.fetch.unwrap_or_default(),
             blobs: file.blobs.unwrap_or_default(),
             render: file.render.unwrap_or_default(),
+            spam: file.spam.unwrap_or_default(),
         })
     }
 }

@@ -68,7 +68,6 @@ impl MailService {
             })
             .collect();
         let names: Vec<String> = spam_clients.iter().map(|c| c.client.clone()).collect();
-        warn_about_long_seed_addresses(&names);
         let bound = smtp_listener
             .local_addr()
             .context("cannot read the SMTP listener's address")?;
@@ -107,13 +106,19 @@ impl MailService {
         ));
 
         let filters_dir = settings.data_dir.join("filters");
+        let start_filter_daemons = settings.spam.daemons;
         let processor_store = store.clone();
         let processor_stop = stop_rx.clone();
         let processor_ready = work_ready.clone();
         tasks.push((
             "inbound processor",
             tokio::spawn(async move {
-                let daemons = start_daemons(filters_dir).await;
+                let daemons = if start_filter_daemons {
+                    start_daemons(filters_dir).await
+                } else {
+                    tracing::warn!("spam filter daemons are off ([spam] daemons = false): SpamAssassin and Rspamd results stay empty");
+                    None
+                };
                 let addresses = daemons
                     .as_ref()
                     .map(FilterDaemons::addresses)
@@ -175,19 +180,6 @@ impl MailService {
             }
         }
         tracing::info!("mail service stopped");
-    }
-}
-
-/// RFC 5321 allows 64 octets before the `@`; senders (lettre among them) refuse longer seed
-/// addresses, so the `smtp` and `svc` methods cannot reach such a profile.
-fn warn_about_long_seed_addresses(profiles: &[String]) {
-    const MAX_LOCAL_PART: usize = 64;
-    let key_len = domain::seed::generate_key().len();
-    for name in profiles {
-        let local = key_len + 1 + domain::seed::profile_slug(name).len();
-        if local > MAX_LOCAL_PART {
-            tracing::error!(profile = name, local_part_octets = local, "seed addresses of this spam filter profile are longer than SMTP allows (64 octets before the @); shorten its name in spam-filters.toml");
-        }
     }
 }
 

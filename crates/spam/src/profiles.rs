@@ -137,6 +137,13 @@ impl FilterProfiles {
                     "profile `{name}`: `client` has leading or trailing spaces"
                 ));
             }
+            let local = domain::seed::generated_local_part_len(name);
+            if local > domain::seed::MAX_LOCAL_PART {
+                problems.push(format!(
+                    "profile {name:?}: its seed addresses would have {local} octets before the @, more than the {} SMTP allows; shorten the name",
+                    domain::seed::MAX_LOCAL_PART
+                ));
+            }
             if !seen.insert(name.to_lowercase()) {
                 problems.push(format!(
                     "profile `{name}` is defined twice (names are compared case-insensitively)"

@@ -3,6 +3,7 @@
 mod support;
 
 mod auth;
+mod auto_inbox;
 mod clients;
 mod content;
 mod durability;
@@ -10,5 +11,6 @@ mod email_tests;
 mod lists;
 mod protocol;
 mod rendering;
+mod spam_e2e;
 mod spam_tests;
 mod tenancy;

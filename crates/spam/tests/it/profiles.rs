@@ -15,6 +15,10 @@ pub fn tests() -> Vec<(&'static str, TestFn)> {
             duplicate_names_are_rejected,
         ),
         (
+            "profiles::names_too_long_for_a_seed_address_are_rejected",
+            names_too_long_for_a_seed_address_are_rejected,
+        ),
+        (
             "profiles::thresholds_in_the_wrong_order_are_rejected",
             thresholds_in_the_wrong_order_are_rejected,
         ),
@@ -68,6 +72,15 @@ fn shipped_file_has_a_strict_b2b_and_a_lenient_b2c_profile_per_engine(_: &Harnes
 fn duplicate_names_are_rejected(_: &Harness) -> Outcome {
     let why = invalid(&format!("{ONE}{}", ONE.replace("\"A\"", "\"a\"")));
     assert!(why.contains("defined twice"), "{why}");
+    Ok(())
+}
+
+/// A seed address is `<16-character key>.<profile slug>@domain`, and SMTP allows 64 octets before
+/// the `@`: a longer profile name would make its filter unreachable by mail.
+fn names_too_long_for_a_seed_address_are_rejected(_: &Harness) -> Outcome {
+    let long = "mailproof authentication & content (corporate gateway)";
+    let why = invalid(&ONE.replace("\"A\"", &format!("{long:?}")));
+    assert!(why.contains("more than the 64 SMTP allows"), "{why}");
     Ok(())
 }
 

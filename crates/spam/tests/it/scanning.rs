@@ -126,7 +126,7 @@ fn details_name_the_score_threshold_and_fired_rules(harness: &Harness) -> Outcom
         let rs = by("Rspamd (consumer mailbox)");
         assert!(rs.details.contains("HTTP_TO_IP"), "{}", rs.details);
         assert!(rs.details.contains("action: "), "{}", rs.details);
-        let mp = by("mailproof authentication & content (corporate gateway)");
+        let mp = by("mailproof checks (corporate gateway)");
         for rule in [
             "MP_PHARMA_PHRASES",
             "MP_LINK_TO_IP",
@@ -178,7 +178,7 @@ fn oversized_messages_are_scanned_truncated_with_a_note(harness: &Harness) -> Ou
         let message = padded_newsletter(MAX_MESSAGE_BYTES + 1);
         let verdict = filters
             .scan_one(
-                "mailproof authentication & content (consumer mailbox)",
+                "mailproof checks (consumer mailbox)",
                 &message,
                 &clean_envelope(),
             )
