@@ -55,7 +55,7 @@ fn email(img: &str) -> String {
 
 fn render_config() -> Options {
     Options {
-        config: "[fetch]\nallow = [\"127.0.0.1/32\"]\n[render]\nengines = [\"blink\", \"gecko\", \"webkit\"]\nslots_per_engine = 1\n"
+        config: "[fetch]\nallow = [\"127.0.0.1/32\"]\n[render]\nengines = [\"blink\", \"gecko\", \"webkit\"]\nslots_per_engine = 1\n# A short timeout keeps the lease a killed service leaves behind short.\nrender_timeout = 10\n"
             .into(),
     }
 }
