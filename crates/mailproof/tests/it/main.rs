@@ -8,6 +8,7 @@ mod clients;
 mod content;
 mod durability;
 mod email_tests;
+mod emulation;
 mod lists;
 mod protocol;
 mod rendering;
