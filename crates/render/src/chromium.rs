@@ -52,6 +52,11 @@ fn flags(profile: &std::path::Path, proxy: &str) -> Vec<String> {
         "--mute-audio",
         "--hide-scrollbars",
         "--force-color-profile=srgb",
+        // Every slot is a tab and only one can be in front: background tabs must still produce
+        // frames, or a screenshot of one can wait forever.
+        "--disable-background-timer-throttling",
+        "--disable-backgrounding-occluded-windows",
+        "--disable-renderer-backgrounding",
         // http documents must stay http: the proxy serves them, there is no TLS to upgrade to.
         "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,Translate",
         "--remote-debugging-port=0",
@@ -98,7 +103,7 @@ impl Chromium {
                 &conn,
                 None,
                 "Target.createTarget",
-                json!({"url": "about:blank"}),
+                json!({"url": "about:blank", "newWindow": true}),
             )
             .await?;
             let target_id = str_field(&target, "targetId")?;

@@ -38,6 +38,9 @@ pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
 /// Tallest screenshot produced, in device pixels; longer documents are cut at the bottom.
 pub const MAX_SHOT_DEVICE_PX: u32 = 32_000;
 
+/// Longest wait for one protocol command (a screenshot of a tall 3x page takes about a second).
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How the renderer runs; built once by the caller.
 #[derive(Clone, Debug)]
 pub struct RenderConfig {
@@ -256,7 +259,9 @@ impl Renderer {
                 proxy_url: proxy.url(),
                 env: env.clone(),
                 start_timeout: cfg.start_timeout,
-                command_timeout: cfg.render_timeout,
+                // A single command never legitimately takes long; a hung one is found sooner
+                // than the whole render's timeout, leaving time for the retry.
+                command_timeout: cfg.render_timeout.min(COMMAND_TIMEOUT),
                 resource_wait: cfg.resource_wait,
             };
             let instance = Instance::start(engine, &setup).await?;

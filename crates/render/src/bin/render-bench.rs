@@ -224,7 +224,13 @@ async fn bench_ours(
         for (path, html) in docs {
             let started = Instant::now();
             match renderer.render(request(html, p)).await {
-                Ok(_) => samples.push(started.elapsed()),
+                Ok(_) => {
+                    let took = started.elapsed();
+                    if took > Duration::from_secs(2) {
+                        eprintln!("slow: {engine} {} {} took {took:?}", p.name, path.display());
+                    }
+                    samples.push(took);
+                }
                 Err(e) => {
                     row.errors += 1;
                     eprintln!("{engine} {} {}: {e}", p.name, path.display());
