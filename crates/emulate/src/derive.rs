@@ -95,6 +95,20 @@ impl Facts {
         d
     }
 
+    /// caniemail's latest support letter for one feature and client, with the same fallback
+    /// platform `derive` uses; `None` when the feature is unknown or untested for that client.
+    pub fn letter_for(
+        &self,
+        slug: &str,
+        family: &str,
+        platform: &str,
+        fallback: Option<&str>,
+    ) -> Option<char> {
+        let (_, stats) = self.features.iter().find(|(s, _)| s == slug)?;
+        Self::letter(stats, family, platform)
+            .or_else(|| fallback.and_then(|fb| Self::letter(stats, family, fb)))
+    }
+
     pub fn slugs(&self) -> impl Iterator<Item = &str> {
         self.features.iter().map(|(s, _)| s.as_str())
     }

@@ -30,16 +30,26 @@ macro_rules! probe {
 
 /// Every probe, in a stable order.
 pub const PROBES: &[Probe] = &[
-    probe!("html-style", [], 100, 20),
-    probe!("css-at-media", ["html-style"], 100, 20),
+    probe!("html-style", ["css-selector-class"], 100, 20),
+    probe!(
+        "css-at-media",
+        ["html-style", "css-selector-class"],
+        100,
+        20
+    ),
     probe!("css-selector-attribute", ["html-style"], 100, 20),
-    probe!("css-pseudo-class-first-child", ["html-style"], 100, 20),
+    probe!(
+        "css-pseudo-class-first-child",
+        ["html-style", "css-selector-class"],
+        100,
+        20
+    ),
     probe!("css-position", ["css-left-right-top-bottom"], 100, 20),
     probe!("css-display-flex", [], 150, 20),
     probe!("css-float", [], 150, 20),
     probe!("css-max-width", [], 150, 20),
     probe!("css-border-radius", [], 1, 1),
-    probe!("css-box-shadow", [], 100, 20),
+    probe!("css-box-shadow", [], 100, 60),
     probe!("css-opacity", [], 100, 20),
     probe!("css-linear-gradient", ["css-background-image"], 100, 20),
 ];

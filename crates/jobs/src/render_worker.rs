@@ -46,6 +46,33 @@ pub struct RenderWorker {
     pub config: RenderWorkerConfig,
 }
 
+/// What the engine is asked to draw for one variant of a client, once the email has been turned
+/// into what that client shows. Shared with the fidelity report so that it measures the same path
+/// the service takes.
+pub fn render_request(
+    client: &domain::Client,
+    variant: Variant,
+    transformed: emulate::Transformed,
+) -> RenderRequest {
+    let viewport = if variant.is_rotated() {
+        Viewport {
+            width: client.viewport.height,
+            height: client.viewport.width,
+        }
+    } else {
+        client.viewport
+    };
+    RenderRequest {
+        html: transformed.html,
+        engine: client.engine,
+        viewport,
+        scale: client.scale,
+        mobile: client.mobile,
+        color_scheme: transformed.color_scheme,
+        block_images: variant.blocks_images(),
+    }
+}
+
 /// How a job failed, in the words the results will show (§2.5 bounce code and message).
 struct Failure {
     code: &'static str,
@@ -142,23 +169,8 @@ impl RenderWorker {
                     message: format!("the email could not be transformed for {}: {e}", client.id),
                     retryable: false,
                 })?;
-        let viewport = if job.variant.is_rotated() {
-            Viewport {
-                width: client.viewport.height,
-                height: client.viewport.width,
-            }
-        } else {
-            client.viewport
-        };
-        let req = RenderRequest {
-            html: transformed.html,
-            engine: client.engine,
-            viewport,
-            scale: client.scale,
-            mobile: client.mobile,
-            color_scheme: transformed.color_scheme,
-            block_images: job.variant.blocks_images(),
-        };
+        let rule_set = transformed.rule_set.clone();
+        let req = render_request(client, job.variant, transformed);
         let rendered = self.renderer.render(req).await.map_err(|e| Failure {
             code: if e.is_retryable() {
                 "engine_failure"
@@ -196,7 +208,7 @@ impl RenderWorker {
                 .await
                 .map_err(store_err)?;
         }
-        Ok((client.engine.as_str().to_string(), transformed.rule_set))
+        Ok((client.engine.as_str().to_string(), rule_set))
     }
 
     /// Runs `concurrency` loops until `stop` turns true. Each loop drains due jobs, then sleeps

@@ -1,0 +1,350 @@
+//! The fidelity report: does each client profile draw what the public support tables say that
+//! client draws?
+//!
+//! `cargo build --release -p jobs -p webkit --bins && target/release/fidelity-report`
+//! `[--caniemail ../shared/reference/caniemail/support.json] [--clients id,id] [--save-dir DIR]`
+//!
+//! Every probe of `emulate::probes` (one email per feature: green where the feature works, red
+//! where it does not) goes through every profile exactly as a screenshot does in the service
+//! (`emulate::transform`, then `jobs::render_request`, then a real engine). The colour at the
+//! probe's sample point is compared with caniemail's verdict for that client, read from the
+//! reference table itself at run time, not from our derived rule files: `y` for every feature the
+//! probe involves means green, any `n` means red. Partial (`a`), unknown (`u`) and untested
+//! features give no firm verdict; those points are listed apart and not scored.
+//!
+//! Prints agreement per profile and overall, then every disagreement. `--save-dir` keeps every
+//! screenshot, named `<client>--<probe>--<agree|DISAGREE|open>.png`, for a look.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use domain::{Catalog, Client, Variant};
+use emulate::derive::Facts;
+use emulate::probes::{expected, Probe, ProbeColour, PROBES};
+use emulate::RuleBook;
+use render::{RenderConfig, Renderer};
+use tokio::task::JoinSet;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Renders in flight at once: enough to keep every engine's slots busy.
+const IN_FLIGHT: usize = 6;
+
+/// A locator drawn right above each probe element: a blue cell whose bottom-left corner is the
+/// probe element's top-left corner. Sized and coloured both by attributes and by CSS, because some
+/// clients drop one or the other.
+const MARKER: &str = "<table cellpadding=\"0\" cellspacing=\"0\" border=\"0\"><tr>\
+<td bgcolor=\"#0000ff\" width=\"8\" height=\"8\" \
+style=\"width:8px;height:8px;background-color:#0000ff;font-size:1px;line-height:1px\">&nbsp;</td>\
+</tr></table>";
+
+struct Args {
+    repo: PathBuf,
+    caniemail: PathBuf,
+    clients: Option<Vec<String>>,
+    save_dir: Option<PathBuf>,
+}
+
+fn parse_args() -> Result<Args, BoxError> {
+    let repo = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let mut args = Args {
+        caniemail: repo.join("../shared/reference/caniemail/support.json"),
+        repo,
+        clients: None,
+        save_dir: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--caniemail" => args.caniemail = value()?.into(),
+            "--clients" => {
+                args.clients = Some(value()?.split(',').map(|s| s.trim().to_string()).collect())
+            }
+            "--save-dir" => args.save_dir = Some(value()?.into()),
+            "--repo" => args.repo = value()?.into(),
+            other => return Err(format!("unknown argument {other}; see the file header").into()),
+        }
+    }
+    Ok(args)
+}
+
+/// What caniemail says a client shows for a probe.
+#[derive(Clone, Debug)]
+enum Verdict {
+    Firm(ProbeColour),
+    /// Partial, unknown or untested: the letters per involved feature.
+    Open(String),
+}
+
+fn public_verdict(probe: &Probe, facts: &Facts, client: &Client, book: &RuleBook) -> Verdict {
+    let fallback = book
+        .get(&client.rules)
+        .and_then(|set| set.policy.fallback_platform.clone());
+    let mut red = false;
+    let mut open = Vec::new();
+    for slug in std::iter::once(probe.slug).chain(probe.requires.iter().copied()) {
+        match facts.letter_for(slug, &client.family, &client.platform, fallback.as_deref()) {
+            Some('y') => {}
+            Some('n') => red = true,
+            Some(l) => open.push(format!("{slug}={l}")),
+            None => open.push(format!("{slug}=untested")),
+        }
+    }
+    if red {
+        Verdict::Firm(ProbeColour::Red)
+    } else if open.is_empty() {
+        Verdict::Firm(ProbeColour::Green)
+    } else {
+        Verdict::Open(open.join(", "))
+    }
+}
+
+/// The probe's HTML with the locator inserted just before the element carrying `data-probe`.
+fn with_marker(probe: &Probe) -> Result<String, BoxError> {
+    let attr = format!("data-probe=\"{}\"", probe.slug);
+    let at = probe
+        .html
+        .find(&attr)
+        .and_then(|i| probe.html[..i].rfind('<'))
+        .ok_or_else(|| format!("probe {} has no data-probe element", probe.slug))?;
+    Ok(format!(
+        "{}{MARKER}{}",
+        &probe.html[..at],
+        &probe.html[at..]
+    ))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Seen {
+    Colour(ProbeColour),
+    /// Neither green nor red at the sample point (the RGB found).
+    Other([u8; 3]),
+    /// The locator is not in the picture.
+    NoMarker,
+}
+
+/// Pure hues survive every forced dark mode we emulate (they flip lightness around 0.5 and keep
+/// the hue), so the sample is classified by hue rather than by exact value.
+fn classify(p: [u8; 3]) -> Option<ProbeColour> {
+    let [r, g, b] = p.map(i32::from);
+    if g > 150 && r < 100 && b < 100 {
+        Some(ProbeColour::Green)
+    } else if r > 150 && g < 100 && b < 100 {
+        Some(ProbeColour::Red)
+    } else {
+        None
+    }
+}
+
+fn is_marker(p: [u8; 3]) -> bool {
+    let [r, g, b] = p.map(i32::from);
+    b > 150 && r < 100 && g < 100
+}
+
+fn read_sample(png: &[u8], probe: &Probe, scale: f32) -> Result<Seen, BoxError> {
+    let img = image::load_from_memory(png)?.to_rgb8();
+    // The locator's bottom-left blue pixel: the lowest row of the first blue column.
+    let mut corner: Option<(u32, u32)> = None;
+    for x in 0..img.width() {
+        let mut bottom = None;
+        for y in 0..img.height() {
+            if is_marker(img.get_pixel(x, y).0) {
+                bottom = Some(y);
+            }
+        }
+        if let Some(y) = bottom {
+            corner = Some((x, y));
+            break;
+        }
+    }
+    let Some((mx, my)) = corner else {
+        return Ok(Seen::NoMarker);
+    };
+    let sx = mx + (probe.sample.0 as f32 * scale).round() as u32;
+    let sy = my + 1 + (probe.sample.1 as f32 * scale).round() as u32;
+    if sx >= img.width() || sy >= img.height() {
+        return Ok(Seen::Other([255, 255, 255]));
+    }
+    let p = img.get_pixel(sx, sy).0;
+    Ok(classify(p).map_or(Seen::Other(p), Seen::Colour))
+}
+
+struct Point {
+    client: String,
+    probe: &'static str,
+    verdict: Verdict,
+    /// What our own rules expect (for the listing; the score is against `verdict`).
+    ours: ProbeColour,
+    seen: Seen,
+    png: Vec<u8>,
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> Result<(), BoxError> {
+    let args = parse_args()?;
+    let catalog_path = args.repo.join("data/clients.toml");
+    let catalog = Catalog::parse(
+        &std::fs::read_to_string(&catalog_path)
+            .map_err(|e| format!("reading {}: {e}", catalog_path.display()))?,
+    )?;
+    let book = RuleBook::load(&args.repo.join("data/rules"))?;
+    let facts = Facts::parse(&std::fs::read_to_string(&args.caniemail).map_err(|e| {
+        format!(
+            "reading {}: {e} (pass --caniemail PATH to shared/reference/caniemail/support.json)",
+            args.caniemail.display()
+        )
+    })?)?;
+    let clients: Vec<Client> = match &args.clients {
+        None => catalog.clients().to_vec(),
+        Some(ids) => ids
+            .iter()
+            .map(|id| {
+                catalog
+                    .get(id)
+                    .cloned()
+                    .ok_or_else(|| format!("unknown client {id}"))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+
+    let work = tempfile::tempdir()?;
+    let mut cfg = RenderConfig::new(work.path().join("render"));
+    cfg.resource_wait = Duration::from_millis(500);
+    eprintln!("starting engines ...");
+    let renderer = Arc::new(Renderer::start(cfg).await?);
+    let book = Arc::new(book);
+    let started = Instant::now();
+
+    let mut jobs = JoinSet::new();
+    let mut points = Vec::new();
+    let total = clients.len() * PROBES.len();
+    for client in &clients {
+        for probe in PROBES {
+            while jobs.len() >= IN_FLIGHT {
+                if let Some(done) = jobs.join_next().await {
+                    points.push(done??);
+                }
+            }
+            let verdict = public_verdict(probe, &facts, client, &book);
+            let ours = book
+                .get(&client.rules)
+                .map_or(ProbeColour::Green, |set| expected(probe, set).colour);
+            let html = with_marker(probe)?;
+            let (client, renderer, book) = (client.clone(), renderer.clone(), book.clone());
+            jobs.spawn(async move {
+                let transformed = emulate::transform(&html, &client, &book)?;
+                let req = jobs::render_request(&client, Variant::Default, transformed);
+                let rendered = renderer.render(req).await?;
+                let seen = read_sample(&rendered.png, probe, client.scale)?;
+                Ok::<_, BoxError>(Point {
+                    client: client.id,
+                    probe: probe.slug,
+                    verdict,
+                    ours,
+                    seen,
+                    png: rendered.png,
+                })
+            });
+        }
+    }
+    while let Some(done) = jobs.join_next().await {
+        points.push(done??);
+    }
+    let elapsed = started.elapsed();
+    if let Ok(r) = Arc::try_unwrap(renderer) {
+        r.shutdown().await;
+    }
+    report(&clients, &points, &facts, total, elapsed);
+    if let Some(dir) = &args.save_dir {
+        save_screenshots(dir, &points)?;
+    }
+    Ok(())
+}
+
+fn agrees(p: &Point) -> Option<bool> {
+    match p.verdict {
+        Verdict::Firm(c) => Some(p.seen == Seen::Colour(c)),
+        Verdict::Open(_) => None,
+    }
+}
+
+fn report(clients: &[Client], points: &[Point], facts: &Facts, total: usize, took: Duration) {
+    let mut per: BTreeMap<&str, (usize, usize, usize)> = BTreeMap::new();
+    for p in points {
+        let e = per.entry(p.client.as_str()).or_default();
+        match agrees(p) {
+            Some(true) => {
+                e.0 += 1;
+                e.1 += 1
+            }
+            Some(false) => e.1 += 1,
+            None => e.2 += 1,
+        }
+    }
+    println!(
+        "Fidelity report: {} probes x {} profiles = {total} screenshots in {:.1} s; verdicts from caniemail {} ({})\n",
+        PROBES.len(),
+        clients.len(),
+        took.as_secs_f64(),
+        facts.commit,
+        facts.source
+    );
+    println!("| profile | engine | rule set | agree / scored | not scored (no firm verdict) |");
+    println!("|---|---|---|---|---|");
+    let (mut agree, mut scored, mut open) = (0, 0, 0);
+    for c in clients {
+        let (a, s, o) = per.get(c.id.as_str()).copied().unwrap_or_default();
+        agree += a;
+        scored += s;
+        open += o;
+        println!(
+            "| {} | {} | {} | {a} / {s} | {o} |",
+            c.id, c.engine, c.rules
+        );
+    }
+    let pct = if scored == 0 {
+        0.0
+    } else {
+        100.0 * agree as f64 / scored as f64
+    };
+    println!("\nOverall agreement: {agree} / {scored} = {pct:.1}% ({open} points without a firm verdict)\n");
+    println!("Disagreements (public verdict vs what the screenshot shows):");
+    let mut any = false;
+    for p in points {
+        if let (Some(false), Verdict::Firm(said)) = (agrees(p), &p.verdict) {
+            any = true;
+            println!(
+                "- {} / {}: caniemail says {said:?}, screenshot shows {:?}, our rules expect {:?}",
+                p.client, p.probe, p.seen, p.ours
+            );
+        }
+    }
+    if !any {
+        println!("- none");
+    }
+    println!("\nNot scored (partial, unknown or untested in caniemail), with what was drawn:");
+    for p in points {
+        if let Verdict::Open(why) = &p.verdict {
+            println!("- {} / {}: {why}; shows {:?}", p.client, p.probe, p.seen);
+        }
+    }
+}
+
+fn save_screenshots(dir: &Path, points: &[Point]) -> Result<(), BoxError> {
+    std::fs::create_dir_all(dir)?;
+    for p in points {
+        let mark = match agrees(p) {
+            Some(true) => "agree",
+            Some(false) => "DISAGREE",
+            None => "open",
+        };
+        std::fs::write(
+            dir.join(format!("{}--{}--{mark}.png", p.client, p.probe)),
+            &p.png,
+        )?;
+    }
+    Ok(())
+}
