@@ -3,8 +3,11 @@
 //! `cargo run -p render --release --bin render-bench -- --corpus ../shared/corpus`
 //! For each engine: warm per-screenshot latency (median, p95) of every corpus template at 600@1 and
 //! 390@3 mobile, throughput with all slots busy, and peak RSS of the engine's process tree; beside
-//! (a) the bare protocol (raw CDP / raw BiDi on one tab, or the webkit crate alone) and (b) one
-//! fresh headless browser process per screenshot. Prints a Markdown table.
+//! (a) the bare protocol (raw CDP / raw BiDi on one tab, or the webkit crate alone), (b) a fresh
+//! browser per screenshot driven the same way, and (c) the browser's one-shot screenshot command.
+//! Prints a Markdown table.
+//! `--every-client data/clients.toml` then renders every template through every client profile
+//! of the catalog and prints per-engine latency and overall throughput.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -60,6 +63,7 @@ struct Row {
     errors: usize,
     bare: Option<Stats>,
     fresh: Option<Stats>,
+    one_shot: Option<Stats>,
 }
 
 struct Stats {
@@ -94,10 +98,18 @@ async fn main() -> BenchResult<()> {
         .init();
     let mut corpus = PathBuf::from("../shared/corpus");
     let mut engines = Engine::ALL.to_vec();
+    let mut catalog: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--corpus" => corpus = args.next().ok_or("--corpus needs a directory")?.into(),
+            "--every-client" => {
+                catalog = Some(
+                    args.next()
+                        .ok_or("--every-client needs data/clients.toml")?
+                        .into(),
+                )
+            }
             "--engines" => {
                 let list = args
                     .next()
@@ -139,7 +151,7 @@ async fn main() -> BenchResult<()> {
     );
 
     let mut rows = Vec::new();
-    for engine in engines {
+    for &engine in &engines {
         eprintln!("== {engine}");
         let mut row = Row {
             engine: engine.to_string(),
@@ -153,16 +165,110 @@ async fn main() -> BenchResult<()> {
                 None
             }
         };
-        row.fresh = match fresh_process(engine, &docs, work.path()) {
+        row.fresh = match fresh_browser(engine, &docs, work.path()).await {
             Ok(s) => stats(s),
             Err(e) => {
-                eprintln!("fresh-process {engine} reference failed: {e}");
+                eprintln!("fresh-browser {engine} reference failed: {e}");
+                None
+            }
+        };
+        row.one_shot = match fresh_process(engine, &docs, work.path()) {
+            Ok(s) => stats(s),
+            Err(e) => {
+                eprintln!("one-shot {engine} reference failed: {e}");
                 None
             }
         };
         rows.push(row);
     }
     print_table(&rows);
+    if let Some(path) = catalog {
+        every_client(&path, &engines, &docs, work.path()).await?;
+    }
+    Ok(())
+}
+
+/// Every template through every client profile of the catalog (its engine, viewport, scale,
+/// mobile flag and colour scheme; the HTML as submitted, since the client transformation is
+/// `emulate`'s and is measured by its own bench). Engines run side by side, each one shot at a
+/// time, so a shot's time is its own and not a queue's.
+async fn every_client(
+    catalog_path: &Path,
+    engines: &[Engine],
+    docs: &[(PathBuf, String)],
+    work: &Path,
+) -> BenchResult<()> {
+    let text = std::fs::read_to_string(catalog_path)
+        .map_err(|e| format!("reading {}: {e}", catalog_path.display()))?;
+    let catalog = domain::Catalog::parse(&text)?;
+    let mut cfg = RenderConfig::new(work.join("every-client"));
+    cfg.engines = engines.to_vec();
+    let renderer = Arc::new(Renderer::start(cfg).await?);
+    let docs = Arc::new(docs.to_vec());
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for &engine in engines {
+        let clients: Vec<domain::Client> = catalog
+            .clients()
+            .iter()
+            .filter(|c| c.engine == engine)
+            .cloned()
+            .collect();
+        let (renderer, docs) = (renderer.clone(), docs.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut samples = Vec::new();
+            let mut errors = 0usize;
+            for c in &clients {
+                for (path, html) in docs.iter() {
+                    let req = RenderRequest {
+                        html: html.clone(),
+                        engine,
+                        viewport: c.viewport,
+                        scale: c.scale,
+                        mobile: c.mobile,
+                        color_scheme: c.color_scheme,
+                        block_images: false,
+                    };
+                    let t = Instant::now();
+                    match renderer.render(req).await {
+                        Ok(_) => samples.push(t.elapsed()),
+                        Err(e) => {
+                            errors += 1;
+                            eprintln!("{engine} {} {}: {e}", c.id, path.display());
+                        }
+                    }
+                }
+            }
+            (engine, clients.len(), samples, errors)
+        }));
+    }
+    let mut rows = Vec::new();
+    for t in tasks {
+        rows.push(t.await?);
+    }
+    let wall = started.elapsed();
+    let total: usize = rows.iter().map(|(_, _, s, _)| s.len()).sum();
+    println!(
+        "\nEvery client profile x {} templates: {total} screenshots in {:.0} s, {:.2} shots/s with the three engines side by side",
+        docs.len(),
+        wall.as_secs_f64(),
+        total as f64 / wall.as_secs_f64()
+    );
+    println!("\n| engine | profiles | shots | median ms | p95 ms | errors |");
+    println!("|---|---|---|---|---|---|");
+    for (engine, profiles, samples, errors) in rows {
+        let n = samples.len();
+        match stats(samples) {
+            Some(s) => println!(
+                "| {engine} | {profiles} | {n} | {:.0} | {:.0} | {errors} |",
+                s.median_ms, s.p95_ms
+            ),
+            None => println!("| {engine} | {profiles} | 0 | n/a | n/a | {errors} |"),
+        }
+    }
+    if let Ok(renderer) = Arc::try_unwrap(renderer) {
+        renderer.shutdown().await;
+    }
     Ok(())
 }
 
@@ -382,64 +488,130 @@ impl Raw {
     }
 }
 
-/// Reference (a): each engine's own protocol on one tab, documents from `file://`, 600@1.
-async fn bare(
-    engine: Engine,
-    docs: &[(PathBuf, String)],
-    work: &Path,
-) -> BenchResult<Vec<Duration>> {
-    let p = &PROFILES[0];
-    let mut samples = Vec::new();
-    match engine {
-        Engine::Blink => {
-            let profile = work.join("bare-chromium");
-            let args: Vec<String> = [
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-dev-shm-usage",
-                "--hide-scrollbars",
-                "--remote-debugging-port=0",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([
-                format!("--user-data-dir={}", profile.display()),
-                "about:blank".into(),
-            ])
-            .collect();
-            let (_browser, ws) = launch(
-                "/usr/lib/chromium/chromium",
-                &args,
-                "DevTools listening on ",
-            )?;
-            let mut raw = Raw::open(&ws).await?;
-            let target = raw
-                .call("Target.createTarget", json!({"url": "about:blank"}), None)
+/// One engine driven over its own protocol with nothing of ours around it, at 600@1.
+enum BareSession {
+    Blink {
+        _browser: RawBrowser,
+        raw: Raw,
+        session: String,
+    },
+    Gecko {
+        _browser: RawBrowser,
+        raw: Raw,
+        ctx: String,
+    },
+    Webkit(webkit::WebkitEngine),
+}
+
+impl BareSession {
+    /// Starts the engine with a profile directory of its own (`tag` keeps them apart).
+    async fn open(engine: Engine, work: &Path, tag: &str) -> BenchResult<BareSession> {
+        let p = &PROFILES[0];
+        match engine {
+            Engine::Blink => {
+                let profile = work.join(format!("bare-chromium-{tag}"));
+                let args: Vec<String> = [
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-dev-shm-usage",
+                    "--hide-scrollbars",
+                    "--remote-debugging-port=0",
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([
+                    format!("--user-data-dir={}", profile.display()),
+                    "about:blank".into(),
+                ])
+                .collect();
+                let (browser, ws) = launch(
+                    "/usr/lib/chromium/chromium",
+                    &args,
+                    "DevTools listening on ",
+                )?;
+                let mut raw = Raw::open(&ws).await?;
+                let target = raw
+                    .call("Target.createTarget", json!({"url": "about:blank"}), None)
+                    .await?;
+                let attached = raw
+                    .call(
+                        "Target.attachToTarget",
+                        json!({"targetId": target["targetId"], "flatten": true}),
+                        None,
+                    )
+                    .await?;
+                let session = attached["sessionId"]
+                    .as_str()
+                    .ok_or("no session")?
+                    .to_string();
+                let s = Some(session.as_str());
+                raw.call("Page.enable", json!({}), s).await?;
+                raw.call(
+                    "Emulation.setDeviceMetricsOverride",
+                    json!({"width": p.width, "height": p.height, "deviceScaleFactor": p.scale, "mobile": p.mobile}),
+                    s,
+                )
                 .await?;
-            let attached = raw
-                .call(
-                    "Target.attachToTarget",
-                    json!({"targetId": target["targetId"], "flatten": true}),
+                Ok(BareSession::Blink {
+                    _browser: browser,
+                    raw,
+                    session,
+                })
+            }
+            Engine::Gecko => {
+                let profile = work.join(format!("bare-firefox-{tag}"));
+                std::fs::create_dir_all(&profile)?;
+                std::fs::write(
+                    profile.join("user.js"),
+                    "user_pref(\"ui.useOverlayScrollbars\", 1);\n",
+                )?;
+                let args: Vec<String> = vec![
+                    "--headless".into(),
+                    "--no-remote".into(),
+                    "--profile".into(),
+                    profile.display().to_string(),
+                    "--remote-debugging-port=0".into(),
+                    "about:blank".into(),
+                ];
+                let (browser, ws) = launch("firefox-esr", &args, "WebDriver BiDi listening on ")?;
+                let mut raw = Raw::open(&format!("{ws}/session")).await?;
+                raw.call("session.new", json!({"capabilities": {}}), None)
+                    .await?;
+                let tree = raw.call("browsingContext.getTree", json!({}), None).await?;
+                let ctx = tree["contexts"][0]["context"]
+                    .as_str()
+                    .ok_or("no context")?
+                    .to_string();
+                raw.call(
+                    "browsingContext.setViewport",
+                    json!({"context": ctx, "viewport": {"width": p.width, "height": p.height}, "devicePixelRatio": p.scale}),
                     None,
                 )
                 .await?;
-            let session = attached["sessionId"]
-                .as_str()
-                .ok_or("no session")?
-                .to_string();
-            let s = Some(session.as_str());
-            raw.call("Page.enable", json!({}), s).await?;
-            raw.call(
-                "Emulation.setDeviceMetricsOverride",
-                json!({"width": p.width, "height": p.height, "deviceScaleFactor": p.scale, "mobile": p.mobile}),
-                s,
-            )
-            .await?;
-            for (i, (path, _)) in docs.iter().enumerate() {
-                let started = Instant::now();
+                Ok(BareSession::Gecko {
+                    _browser: browser,
+                    raw,
+                    ctx,
+                })
+            }
+            Engine::Webkit => Ok(BareSession::Webkit(
+                webkit::WebkitEngine::start(webkit::WebkitConfig::new(
+                    work.join(format!("bare-webkit-{tag}")),
+                ))
+                .await?,
+            )),
+        }
+    }
+
+    /// A whole-document PNG of one template.
+    async fn shot(&mut self, path: &Path, html: &str) -> BenchResult<()> {
+        let p = &PROFILES[0];
+        match self {
+            BareSession::Blink { raw, session, .. } => {
+                let s = Some(session.as_str());
                 raw.call(
                     "Page.navigate",
                     json!({"url": format!("file://{}", path.display())}),
@@ -459,43 +631,8 @@ async fn bare(
                     s,
                 )
                 .await?;
-                if i > 0 {
-                    samples.push(started.elapsed());
-                }
             }
-        }
-        Engine::Gecko => {
-            let profile = work.join("bare-firefox");
-            std::fs::create_dir_all(&profile)?;
-            std::fs::write(
-                profile.join("user.js"),
-                "user_pref(\"ui.useOverlayScrollbars\", 1);\n",
-            )?;
-            let args: Vec<String> = vec![
-                "--headless".into(),
-                "--no-remote".into(),
-                "--profile".into(),
-                profile.display().to_string(),
-                "--remote-debugging-port=0".into(),
-                "about:blank".into(),
-            ];
-            let (_browser, ws) = launch("firefox-esr", &args, "WebDriver BiDi listening on ")?;
-            let mut raw = Raw::open(&format!("{ws}/session")).await?;
-            raw.call("session.new", json!({"capabilities": {}}), None)
-                .await?;
-            let tree = raw.call("browsingContext.getTree", json!({}), None).await?;
-            let ctx = tree["contexts"][0]["context"]
-                .as_str()
-                .ok_or("no context")?
-                .to_string();
-            raw.call(
-                "browsingContext.setViewport",
-                json!({"context": ctx, "viewport": {"width": p.width, "height": p.height}, "devicePixelRatio": p.scale}),
-                None,
-            )
-            .await?;
-            for (i, (path, _)) in docs.iter().enumerate() {
-                let started = Instant::now();
+            BareSession::Gecko { raw, ctx, .. } => {
                 raw.call(
                     "browsingContext.navigate",
                     json!({"context": ctx, "url": format!("file://{}", path.display()), "wait": "complete"}),
@@ -508,20 +645,11 @@ async fn bare(
                     None,
                 )
                 .await?;
-                if i > 0 {
-                    samples.push(started.elapsed());
-                }
             }
-        }
-        Engine::Webkit => {
-            let engine =
-                webkit::WebkitEngine::start(webkit::WebkitConfig::new(work.join("bare-webkit")))
-                    .await?;
-            for (i, (_, html)) in docs.iter().enumerate() {
-                let started = Instant::now();
+            BareSession::Webkit(engine) => {
                 engine
                     .capture(&webkit::CaptureRequest {
-                        html: html.clone(),
+                        html: html.to_string(),
                         width: p.width,
                         height: p.height,
                         scale: p.scale,
@@ -529,17 +657,60 @@ async fn bare(
                         block_images: false,
                     })
                     .await?;
-                if i > 0 {
-                    samples.push(started.elapsed());
-                }
             }
-            engine.shutdown().await;
         }
+        Ok(())
+    }
+
+    /// Stops the engine and waits for it to be gone.
+    async fn close(self) {
+        match self {
+            // Dropping the browser kills it and reaps the process.
+            BareSession::Blink { .. } | BareSession::Gecko { .. } => {}
+            BareSession::Webkit(engine) => engine.shutdown().await,
+        }
+    }
+}
+
+/// Reference (a): the engine's bare protocol, warm (the first shot is the warm-up).
+async fn bare(
+    engine: Engine,
+    docs: &[(PathBuf, String)],
+    work: &Path,
+) -> BenchResult<Vec<Duration>> {
+    let mut session = BareSession::open(engine, work, "warm").await?;
+    let mut samples = Vec::new();
+    for (i, (path, html)) in docs.iter().enumerate() {
+        let started = Instant::now();
+        session.shot(path, html).await?;
+        if i > 0 {
+            samples.push(started.elapsed());
+        }
+    }
+    session.close().await;
+    Ok(samples)
+}
+
+/// Reference (b): a fresh browser per screenshot doing the same work as (a): start the engine,
+/// connect, take the whole-document shot, stop it. What a service without a warm pool would pay.
+async fn fresh_browser(
+    engine: Engine,
+    docs: &[(PathBuf, String)],
+    work: &Path,
+) -> BenchResult<Vec<Duration>> {
+    let mut samples = Vec::new();
+    for (i, (path, html)) in docs.iter().take(FRESH_PROCESS_SHOTS).enumerate() {
+        let started = Instant::now();
+        let mut session = BareSession::open(engine, work, &format!("fresh-{i}")).await?;
+        session.shot(path, html).await?;
+        session.close().await;
+        samples.push(started.elapsed());
     }
     Ok(samples)
 }
 
-/// Reference (b): a fresh headless browser process per screenshot (600 wide, 1x).
+/// Reference (c): the browser's own one-shot screenshot command, a fresh process per shot (600
+/// wide, 1x; Chromium's is viewport-only). WebKitGTK has none.
 fn fresh_process(
     engine: Engine,
     docs: &[(PathBuf, String)],
@@ -601,23 +772,31 @@ fn print_table(rows: &[Row]) {
         Some(s) => format!("{:.0} / {:.0} (n={})", s.median_ms, s.p95_ms, s.n),
         None => "n/a".to_string(),
     };
+    let ratio = |a: Option<&Stats>, b: Option<&Stats>| match (a, b) {
+        (Some(a), Some(b)) if b.median_ms > 0.0 => format!("{:.2}x", a.median_ms / b.median_ms),
+        _ => "n/a".to_string(),
+    };
     println!();
     println!(
-        "| engine | ours 600@1 median / p95 ms | ours 390@3 mobile median / p95 ms | throughput shots/s (all slots) | peak RSS engine tree | errors | (a) bare protocol 600@1 median / p95 ms | (b) fresh process per shot median / p95 ms |"
+        "| engine | ours 600@1 median / p95 ms | ours 390@3 mobile median / p95 ms | throughput shots/s (all slots) | peak RSS engine tree | errors | (a) bare protocol 600@1 median / p95 ms | (b) fresh browser per shot, same protocol, median / p95 ms | (c) one-shot CLI per shot median / p95 ms | ours / (a) | (b) / ours | (c) / ours |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
-        let ours = |name: &str| fmt(row.ours.iter().find(|(n, _)| n == name).map(|(_, s)| s));
+        let ours = |name: &str| row.ours.iter().find(|(n, _)| n == name).map(|(_, s)| s);
         println!(
-            "| {} | {} | {} | {:.2} | {:.0} MiB | {} | {} | {} |",
+            "| {} | {} | {} | {:.2} | {:.0} MiB | {} | {} | {} | {} | {} | {} | {} |",
             row.engine,
-            ours("600@1"),
-            ours("390@3"),
+            fmt(ours("600@1")),
+            fmt(ours("390@3")),
             row.throughput,
             row.peak_rss as f64 / (1024.0 * 1024.0),
             row.errors,
             fmt(row.bare.as_ref()),
             fmt(row.fresh.as_ref()),
+            fmt(row.one_shot.as_ref()),
+            ratio(ours("600@1"), row.bare.as_ref()),
+            ratio(row.fresh.as_ref(), ours("600@1")),
+            ratio(row.one_shot.as_ref(), ours("600@1")),
         );
     }
 }
