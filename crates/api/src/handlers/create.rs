@@ -250,11 +250,15 @@ fn resolve_clients(
                 .into_iter()
                 .filter(|c| catalog.get(c).is_some_and(|cl| !free || cl.free) && allowed(c))
                 .collect();
-            if ids.is_empty() && free {
+            // No default left that this caller may use (a client-restricted or free plan whose
+            // clients are not among the defaults): an empty default list means all clients
+            // (spec §4.3 rule 3), so every client the caller may use is processed, as after an
+            // explicit clear. GET /v5/email/clients/default shows the same empty list.
+            if ids.is_empty() {
                 ids = catalog
                     .clients()
                     .iter()
-                    .filter(|c| c.free && allowed(&c.id))
+                    .filter(|c| (!free || c.free) && allowed(&c.id))
                     .map(|c| c.id.clone())
                     .collect();
             }

@@ -184,3 +184,58 @@ async fn restricted_and_free_plans_see_only_their_clients() {
         assert_eq!(all[c]["free"], true, "{c} ran in a free test");
     }
 }
+
+#[tokio::test]
+async fn a_restricted_plan_whose_clients_are_not_defaults_tests_all_of_its_clients_by_default() {
+    let s = Server::start().await;
+    let all = s.get("/v5/email/clients").await.ok()["clients"].clone();
+    let mut not_default: Vec<String> = all
+        .as_object()
+        .expect("clients")
+        .iter()
+        .filter(|(_, c)| c["default"] != true)
+        .map(|(id, _)| id.clone())
+        .take(2)
+        .collect();
+    not_default.sort();
+    assert_eq!(not_default.len(), 2, "the catalog has non-default clients");
+    s.add_account("niche", "standard", &["--clients", &not_default.join(",")]);
+    let niche = Some(("niche", "password-1"));
+
+    // No default is usable, so the default list is empty, which means "all clients" (§4.3 rule 3)...
+    let defaults = s
+        .call("GET", "/v5/email/clients/default", niche, None)
+        .await
+        .ok()["clients"]
+        .clone();
+    assert_eq!(defaults, json!([]));
+    // ...and a test without `clients` runs every client this plan may use, as after a clear.
+    let id = s
+        .call(
+            "POST",
+            "/v5/email/tests",
+            niche,
+            Some(&json!({"subject": "S", "html": "x"})),
+        )
+        .await
+        .ok()["id"]
+        .clone();
+    let info = s
+        .call(
+            "GET",
+            &format!("/v5/email/tests/{}", id.as_str().expect("id")),
+            niche,
+            None,
+        )
+        .await
+        .ok()
+        .clone();
+    let mut processed: Vec<String> = info["processing"]
+        .as_array()
+        .expect("processing")
+        .iter()
+        .filter_map(|c| c.as_str().map(str::to_owned))
+        .collect();
+    processed.sort();
+    assert_eq!(processed, not_default);
+}
