@@ -71,19 +71,14 @@ impl Facts {
             from_fallback: Vec::new(),
         };
         for (slug, stats) in &self.features {
-            let own = Self::letter(stats, family, platform);
-            let letter = match (own, fallback) {
-                (Some(l), _) => Some(l),
-                (None, Some(fb)) => {
-                    let l = Self::letter(stats, family, fb);
-                    if l.is_some() {
-                        d.from_fallback.push(slug.clone());
-                    }
-                    l
-                }
-                (None, None) => None,
+            let Some((letter, from_fallback)) =
+                Self::letter_or_fallback(stats, family, platform, fallback)
+            else {
+                continue;
             };
-            let Some(letter) = letter else { continue };
+            if from_fallback {
+                d.from_fallback.push(slug.clone());
+            }
             d.tested += 1;
             match letter {
                 'n' => d.unsupported.push(slug.clone()),
@@ -105,8 +100,22 @@ impl Facts {
         fallback: Option<&str>,
     ) -> Option<char> {
         let (_, stats) = self.features.iter().find(|(s, _)| s == slug)?;
-        Self::letter(stats, family, platform)
-            .or_else(|| fallback.and_then(|fb| Self::letter(stats, family, fb)))
+        Self::letter_or_fallback(stats, family, platform, fallback).map(|(l, _)| l)
+    }
+
+    /// The pair's own letter, else the fallback platform's (then `true`).
+    fn letter_or_fallback(
+        stats: &serde_json::Value,
+        family: &str,
+        platform: &str,
+        fallback: Option<&str>,
+    ) -> Option<(char, bool)> {
+        match Self::letter(stats, family, platform) {
+            Some(l) => Some((l, false)),
+            None => fallback
+                .and_then(|fb| Self::letter(stats, family, fb))
+                .map(|l| (l, true)),
+        }
     }
 
     pub fn slugs(&self) -> impl Iterator<Item = &str> {
