@@ -10,6 +10,10 @@ pub mod seed;
 pub mod test;
 pub mod timespec;
 
+/// Largest email source mailproof takes, in bytes: checked when a test is created and again by
+/// the emulation step before rendering.
+pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
+
 pub use catalog::{Catalog, CatalogError, Category, Client, ColorScheme, Engine};
 pub use ids::TestId;
 pub use plan::Plan;

@@ -15,8 +15,8 @@ use crate::features::Effect;
 use crate::rules::{BodyHandling, DarkMode, OnCssError, RuleBook, RuleSet, Support};
 use crate::{vml, EmulateError};
 
-/// Largest email HTML the emulation accepts (the API's own message limit is lower).
-pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
+/// Largest email HTML the emulation accepts: the limit tests are checked against when created.
+pub const MAX_HTML_BYTES: usize = domain::MAX_HTML_BYTES;
 
 /// Background and text colour of a client's page when it forces a dark theme.
 const DARK_PAGE: (&str, &str) = ("#121212", "#e6e6e6");

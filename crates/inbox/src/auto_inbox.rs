@@ -1,23 +1,22 @@
 //! Turning a message sent to an auto-inbox address into an email test (spec §4.6): subject, HTML
 //! part, the `X-SVC-*` control headers and, on enterprise plans, the other `X-` headers.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
-use domain::{Catalog, Plan, TestId, TestKind, Variant};
+use domain::{Catalog, Plan, TestId, TestKind};
+use intake::{ClientRules, OnInvalid, Tenancy, MAX_CUSTOM_HEADERS, MAX_HEADER_LINE};
 use mail_parser::{Message, MessageParser};
-use store::{Account, NewTest, NewTestClient};
-
-/// RFC 5322's limit on a header line, which spec §8 applies to every X-header line.
-const MAX_LINE: usize = 998;
-/// As many custom headers as the API stores with one test.
-const MAX_HEADERS: usize = 50;
-/// As long as the API allows `reference_id` and `customer_id` to be.
-const MAX_ID_LEN: usize = 255;
+use store::{Account, NewTest};
 
 /// Why auto-inbox mail did not become a test; logged, and the message is not retried.
 pub(crate) type NotCreated = String;
 
 /// The email test for `raw`, sent to `account`'s auto-inbox (with `address_customer` after the `+`).
+///
+/// The rules are the API's (the `intake` crate); mail cannot be answered with an error, so what
+/// may be passed over is: invalid `X-SVC-CLIENTS` ids and X-headers are skipped, and ids and
+/// X-headers below an enterprise plan are ignored as if absent. What cannot (a reseller message
+/// without a customer, no usable client, an email over the size limit) makes no test.
 pub(crate) fn build_test(
     raw: &[u8],
     account: &Account,
@@ -34,40 +33,42 @@ pub(crate) fn build_test(
     let enterprise = plan.is_enterprise();
     let free = plan == Plan::Free;
 
-    let customer_id = headers
-        .user_guid
-        .clone()
-        .or_else(|| address_customer.map(str::to_owned))
-        .filter(|c| !c.is_empty() && c.len() <= MAX_ID_LEN && enterprise);
-    let reference_id = headers
-        .reference_id
-        .clone()
-        .filter(|r| !r.is_empty() && r.len() <= MAX_ID_LEN && enterprise);
-    if plan.requires_customer_id() && customer_id.is_none() {
-        return Err(format!(
-            "the {plan} plan bills per customer: send to <auto-inbox>+<customer_id>@ or add X-SVC-USER-GUID"
-        ));
-    }
-    let monthly_limit = match (account.monthly_test_limit, &customer_id) {
-        (Some(limit), Some(_)) if plan.requires_customer_id() => {
-            Some((limit, chrono::Utc::now().format("%Y-%m").to_string()))
-        }
-        _ => None,
+    let (reference_id, customer_id) = if enterprise {
+        (
+            headers.reference_id.clone(),
+            headers
+                .user_guid
+                .clone()
+                .or_else(|| address_customer.map(str::to_owned)),
+        )
+    } else {
+        (None, None)
     };
+    let tenancy = Tenancy::resolve(reference_id, customer_id, plan, Some(account), now)
+        .map_err(|e| e.to_string())?;
 
-    let clients = resolve_clients(headers.clients.as_deref(), free, account, catalog);
-    if clients.is_empty() {
-        return Err("no client of the account's plan is available for this test".to_owned());
-    }
+    let rules = ClientRules::new(catalog, Some(account));
+    let requested: Vec<String> = headers
+        .clients
+        .as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let clients = rules
+        .resolve(&requested, free, OnInvalid::Skip)
+        .map_err(|e| e.to_string())?;
+    let html = html(&message);
+    intake::check_html(&html).map_err(|e| e.to_string())?;
     Ok(NewTest {
         id: TestId::generate().to_string(),
         account_id: account.id,
         kind: TestKind::Email,
         subject: subject(&message),
-        html: html(&message),
+        html,
         created_at: now,
-        reference_id,
-        customer_id,
+        reference_id: tenancy.reference_id,
+        customer_id: tenancy.customer_id,
         headers: if enterprise {
             headers.custom
         } else {
@@ -76,20 +77,13 @@ pub(crate) fn build_test(
         image_blocking: false,
         free_test: free,
         source_url: None,
-        clients: clients
-            .iter()
-            .filter_map(|id| catalog.get(id))
-            .map(|c| NewTestClient {
-                client_id: c.id.clone(),
-                variants: Variant::for_client(false, c.image_blocking, c.rotate),
-            })
-            .collect(),
+        clients: rules.test_clients(&clients, false),
         spam_method: None,
         seed_key: None,
-        spam_request: None,
+        spam_from_address: None,
         spam_filters: Vec::new(),
         reprocesses: reprocess_quota,
-        monthly_limit,
+        monthly_limit: tenancy.monthly_limit,
     })
 }
 
@@ -119,7 +113,7 @@ impl XHeaders {
                 .unwrap_or_default();
             let too_long = field
                 .split(|&b| b == b'\n')
-                .any(|line| line.strip_suffix(b"\r").unwrap_or(line).len() > MAX_LINE);
+                .any(|line| line.strip_suffix(b"\r").unwrap_or(line).len() > MAX_HEADER_LINE);
             if too_long {
                 tracing::info!(
                     header = name,
@@ -143,12 +137,9 @@ impl XHeaders {
                 "x-svc-reference-id" => out.reference_id = Some(value),
                 _ if lower.starts_with("x-svc") => {}
                 _ => {
-                    let valid_name = name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-                    if valid_name
-                        && (out.custom.len() < MAX_HEADERS || out.custom.contains_key(name))
-                    {
+                    let room =
+                        out.custom.len() < MAX_CUSTOM_HEADERS || out.custom.contains_key(name);
+                    if room && intake::check_custom_header(name, &value).is_ok() {
                         out.custom.insert(name.to_owned(), value);
                     }
                 }
@@ -168,55 +159,12 @@ fn unfold(value: &str) -> String {
         .join(" ")
 }
 
-/// The test's clients: the valid ids of `X-SVC-CLIENTS` (malformed, unknown, restricted or, on a
-/// free plan, non-free ids are skipped), or the account's defaults as the API picks them.
-fn resolve_clients(
-    header: Option<&str>,
-    free: bool,
-    account: &Account,
-    catalog: &Catalog,
-) -> Vec<String> {
-    let usable = |id: &str| {
-        let allowed = account
-            .allowed_clients
-            .as_ref()
-            .is_none_or(|list| list.iter().any(|c| c == id));
-        allowed && catalog.get(id).is_some_and(|c| !free || c.free)
-    };
-    let mut seen = HashSet::new();
-    let requested: Vec<String> = header
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|id| usable(id) && seen.insert(id.to_string()))
-        .map(str::to_owned)
-        .collect();
-    if !requested.is_empty() {
-        return requested;
-    }
-    let base: Vec<String> = match &account.default_clients {
-        Some(list) if list.is_empty() => catalog.clients().iter().map(|c| c.id.clone()).collect(),
-        Some(list) => list.clone(),
-        None => catalog.defaults().map(|c| c.id.clone()).collect(),
-    };
-    let mut ids: Vec<String> = base.into_iter().filter(|id| usable(id)).collect();
-    if ids.is_empty() && free {
-        ids = catalog
-            .clients()
-            .iter()
-            .filter(|c| usable(&c.id))
-            .map(|c| c.id.clone())
-            .collect();
-    }
-    ids
-}
-
 fn subject(message: &Message<'_>) -> String {
     let subject = message.subject().map(str::trim).unwrap_or_default();
     if subject.is_empty() {
         return "(no subject)".to_owned();
     }
-    subject.chars().take(MAX_LINE).collect()
+    subject.chars().take(MAX_HEADER_LINE).collect()
 }
 
 /// The first HTML body part; a text-only message is wrapped in minimal, escaped HTML.
@@ -356,6 +304,42 @@ mod tests {
             .clients
             .iter()
             .all(|c| catalog.get(&c.client_id).is_some_and(|cl| cl.free)));
+    }
+
+    #[test]
+    fn a_restricted_account_whose_clients_are_not_defaults_gets_all_of_them_as_over_the_api() {
+        let catalog = catalog();
+        let own: Vec<String> = catalog
+            .clients()
+            .iter()
+            .filter(|c| !c.default)
+            .take(2)
+            .map(|c| c.id.clone())
+            .collect();
+        let mut restricted = account(Plan::Standard);
+        restricted.allowed_clients = Some(own.clone());
+        let raw = b"Subject: s\r\n\r\n<p>x</p>\r\n";
+        let test = build_test(raw, &restricted, None, &catalog, 0, 1).expect("a test");
+        let ids: Vec<String> = test.clients.iter().map(|c| c.client_id.clone()).collect();
+        assert_eq!(ids, own);
+    }
+
+    #[test]
+    fn an_email_over_the_size_limit_is_not_made_into_a_test() {
+        let catalog = catalog();
+        let raw = format!(
+            "Subject: s\r\nContent-Type: text/html\r\n\r\n<p>{}</p>\r\n",
+            "x".repeat(intake::MAX_HTML_BYTES)
+        );
+        let refused = build_test(
+            raw.as_bytes(),
+            &account(Plan::Enterprise),
+            None,
+            &catalog,
+            0,
+            1,
+        );
+        assert!(refused.is_err_and(|e| e.contains("limit")));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use axum::extract::State;
 use axum::Json;
-use domain::{Client, Plan};
+use domain::Client;
 use serde_json::{json, Map, Value};
 
 use crate::auth::Caller;
@@ -10,17 +10,9 @@ use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::params::{self, Body};
 use crate::state::AppState;
 
-/// May this caller use this client? Client-restricted plans list theirs; free plans only free ones.
-fn usable(caller: &Caller, c: &Client) -> bool {
-    match caller.account() {
-        None => true,
-        Some(a) => {
-            (a.plan != Plan::Free || c.free)
-                && a.allowed_clients
-                    .as_ref()
-                    .is_none_or(|list| list.iter().any(|id| id == &c.id))
-        }
-    }
+/// May this caller use this client? The intake rules decide, as for creating a test.
+fn usable(state: &AppState, caller: &Caller, c: &Client) -> bool {
+    intake::ClientRules::new(&state.catalog, caller.account()).usable(c)
 }
 
 pub fn client_json(c: &Client) -> Value {
@@ -53,22 +45,14 @@ pub async fn list_clients(State(state): State<AppState>, caller: Caller) -> Json
         .catalog
         .clients()
         .iter()
-        .filter(|c| usable(&caller, c))
+        .filter(|c| usable(&state, &caller, c))
         .map(|c| (c.id.clone(), client_json(c)))
         .collect();
     Json(json!({"clients": clients}))
 }
 
 pub async fn default_clients(State(state): State<AppState>, caller: Caller) -> Json<Value> {
-    let configured = caller.account().and_then(|a| a.default_clients.clone());
-    let ids: Vec<String> = match configured {
-        Some(list) => list,
-        None => state.catalog.defaults().map(|c| c.id.clone()).collect(),
-    };
-    let ids: Vec<&String> = ids
-        .iter()
-        .filter(|id| state.catalog.get(id).is_some_and(|c| usable(&caller, c)))
-        .collect();
+    let ids = intake::ClientRules::new(&state.catalog, caller.account()).default_list();
     Json(json!({"clients": ids}))
 }
 
@@ -85,9 +69,12 @@ pub async fn set_default_clients(
             "send `clients`: an array of client ids (an empty array clears the defaults so that all clients are processed)",
         )
     })?;
-    let (valid, invalid): (Vec<String>, Vec<String>) = requested
-        .into_iter()
-        .partition(|id| state.catalog.get(id).is_some_and(|c| usable(&caller, c)));
+    let (valid, invalid): (Vec<String>, Vec<String>) = requested.into_iter().partition(|id| {
+        state
+            .catalog
+            .get(id)
+            .is_some_and(|c| usable(&state, &caller, c))
+    });
     let explicitly_empty = valid.is_empty() && invalid.is_empty();
     if valid.is_empty() && !explicitly_empty {
         return Err(ApiError::new(

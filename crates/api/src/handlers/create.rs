@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::Json;
-use domain::{Plan, SpamMethod, TestId, TestKind, Variant};
+use domain::{Plan, SpamMethod, TestId, TestKind};
 use serde_json::{json, Map, Value};
-use store::{Account, NewTest, NewTestClient};
+use store::{Account, NewTest};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorName};
@@ -50,9 +50,11 @@ async fn read_source(m: &Map<String, Value>, state: &AppState) -> ApiResult<Sour
         ));
     }
     if let Some(html) = html {
+        let html = decode(&html, "html")?;
+        intake::check_html(&html).map_err(intake_error)?;
         return Ok(Source {
             subject,
-            html: decode(&html, "html")?,
+            html,
             source_url: None,
         });
     }
@@ -60,6 +62,7 @@ async fn read_source(m: &Map<String, Value>, state: &AppState) -> ApiResult<Sour
     let fetched = content::fetch::fetch_source(url.trim(), &state.settings.net_policy)
         .await
         .map_err(|e| ApiError::new(ErrorName::InvalidUrl, e.to_string()))?;
+    intake::check_html(&fetched.body).map_err(intake_error)?;
     Ok(Source {
         subject,
         html: fetched.body,
@@ -67,61 +70,50 @@ async fn read_source(m: &Map<String, Value>, state: &AppState) -> ApiResult<Sour
     })
 }
 
-/// Enterprise-only fields, `customer_id` rules and the monthly limit (spec §5.7, reseller plans).
-struct Tenancy {
-    reference_id: Option<String>,
-    customer_id: Option<String>,
-    monthly_limit: Option<(i64, String)>,
+/// The §7 error for a broken intake rule, with what the caller can do about it.
+fn intake_error(e: intake::IntakeError) -> ApiError {
+    use intake::IntakeError as E;
+    let name = match &e {
+        E::NoClients => ErrorName::NoClients,
+        E::InvalidClient(_) => ErrorName::InvalidClient,
+        E::InvalidFreeClient(_) => ErrorName::InvalidFreeClient,
+        E::EnterpriseOnly { .. } => ErrorName::PermissionError,
+        E::MissingCustomerId { .. } => ErrorName::MissingCustomerId,
+        E::IdTooLong { .. }
+        | E::TooManyHeaders
+        | E::HeaderName(_)
+        | E::ReservedHeader(_)
+        | E::HeaderTooLong(_)
+        | E::HeaderLineBreak(_)
+        | E::HtmlTooLarge { .. } => ErrorName::BadRequest,
+    };
+    let hint = match &e {
+        E::NoClients | E::InvalidClient(_) => "; GET /v5/email/clients lists the ids you can use",
+        E::InvalidFreeClient(_) => "; use clients marked `free` in GET /v5/email/clients",
+        E::EnterpriseOnly { .. } => "; remove it or upgrade the plan",
+        E::MissingCustomerId { .. } => ": add `customer_id`",
+        E::HeaderName(_) | E::ReservedHeader(_) | E::HeaderLineBreak(_) => {
+            "; choose another name or value"
+        }
+        E::HtmlTooLarge { .. } => "; remove inlined images or unused markup",
+        E::IdTooLong { .. } | E::TooManyHeaders | E::HeaderTooLong(_) => "",
+    };
+    ApiError::new(name, format!("{e}{hint}"))
 }
 
 fn read_tenancy(
     m: &Map<String, Value>,
     plan: Plan,
     account: Option<&Account>,
-) -> ApiResult<Tenancy> {
-    let reference_id = params::string(m, "reference_id")?.filter(|s| !s.is_empty());
-    let customer_id = params::string(m, "customer_id")?.filter(|s| !s.is_empty());
-    if !plan.is_enterprise() {
-        for (field, v) in [
-            ("reference_id", &reference_id),
-            ("customer_id", &customer_id),
-        ] {
-            if v.is_some() {
-                return Err(ApiError::new(
-                    ErrorName::PermissionError,
-                    format!("`{field}` is an enterprise feature and your plan is {plan}; remove it or upgrade the plan"),
-                ));
-            }
-        }
-    }
-    for (field, v) in [
-        ("reference_id", &reference_id),
-        ("customer_id", &customer_id),
-    ] {
-        if v.as_ref().is_some_and(|s| s.len() > 255) {
-            return Err(ApiError::new(
-                ErrorName::BadRequest,
-                format!("`{field}` is longer than 255 characters"),
-            ));
-        }
-    }
-    if plan.requires_customer_id() && customer_id.is_none() {
-        return Err(ApiError::new(
-            ErrorName::MissingCustomerId,
-            "your plan bills per customer: add `customer_id` to every test",
-        ));
-    }
-    let monthly_limit = match (account.and_then(|a| a.monthly_test_limit), &customer_id) {
-        (Some(limit), Some(_)) if plan.requires_customer_id() => {
-            Some((limit, chrono::Utc::now().format("%Y-%m").to_string()))
-        }
-        _ => None,
-    };
-    Ok(Tenancy {
-        reference_id,
-        customer_id,
-        monthly_limit,
-    })
+) -> ApiResult<intake::Tenancy> {
+    intake::Tenancy::resolve(
+        params::string(m, "reference_id")?,
+        params::string(m, "customer_id")?,
+        plan,
+        account,
+        chrono::Utc::now().timestamp(),
+    )
+    .map_err(intake_error)
 }
 
 fn read_headers(m: &Map<String, Value>, plan: Plan) -> ApiResult<BTreeMap<String, String>> {
@@ -131,38 +123,12 @@ fn read_headers(m: &Map<String, Value>, plan: Plan) -> ApiResult<BTreeMap<String
     if obj.is_empty() {
         return Ok(BTreeMap::new());
     }
-    if !plan.is_enterprise() {
-        return Err(ApiError::new(
-            ErrorName::PermissionError,
-            format!("custom `headers` are an enterprise feature and your plan is {plan}"),
-        ));
-    }
-    if obj.len() > 50 {
-        return Err(ApiError::new(
-            ErrorName::BadRequest,
-            "at most 50 `headers` may be stored with a test",
-        ));
+    intake::custom_headers_allowed(plan).map_err(intake_error)?;
+    if obj.len() > intake::MAX_CUSTOM_HEADERS {
+        return Err(intake_error(intake::IntakeError::TooManyHeaders));
     }
     let mut out = BTreeMap::new();
     for (name, value) in obj {
-        let lower = name.to_ascii_lowercase();
-        let valid_name = lower.starts_with("x-")
-            && name.len() > 2
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !valid_name {
-            return Err(ApiError::new(
-                ErrorName::BadRequest,
-                format!("header {name:?} is not allowed: header names begin with `X-` and use letters, digits and `-`"),
-            ));
-        }
-        if lower.starts_with("x-svc") {
-            return Err(ApiError::new(
-                ErrorName::BadRequest,
-                format!("header {name:?} uses the reserved prefix `X-SVC`; choose another name"),
-            ));
-        }
         let value = match value {
             Value::String(s) => s,
             Value::Number(n) => n.to_string(),
@@ -174,104 +140,10 @@ fn read_headers(m: &Map<String, Value>, plan: Plan) -> ApiResult<BTreeMap<String
                 ))
             }
         };
-        if name.len() + value.len() + 2 > 998 {
-            return Err(ApiError::new(
-                ErrorName::BadRequest,
-                format!("header {name:?} is longer than a 998-character header line allows"),
-            ));
-        }
+        intake::check_custom_header(&name, &value).map_err(intake_error)?;
         out.insert(name, value);
     }
     Ok(out)
-}
-
-/// The clients of a new email test, per the plan, the free-test rule and the account's defaults.
-fn resolve_clients(
-    requested: Option<Vec<String>>,
-    free: bool,
-    account: Option<&Account>,
-    state: &AppState,
-) -> ApiResult<Vec<String>> {
-    let catalog = &state.catalog;
-    let allowed = |id: &str| {
-        account
-            .and_then(|a| a.allowed_clients.as_ref())
-            .is_none_or(|list| list.iter().any(|c| c == id))
-    };
-    let ids: Vec<String> = match requested.filter(|r| !r.is_empty()) {
-        Some(list) => {
-            let mut seen = std::collections::HashSet::new();
-            let list: Vec<String> = list
-                .into_iter()
-                .filter(|c| seen.insert(c.clone()))
-                .collect();
-            let unknown: Vec<&str> = list
-                .iter()
-                .filter(|c| catalog.get(c).is_none() || !allowed(c))
-                .map(String::as_str)
-                .collect();
-            if !unknown.is_empty() {
-                return Err(ApiError::new(
-                    ErrorName::InvalidClient,
-                    format!(
-                        "unknown client id(s): {}; GET /v5/email/clients lists the ids you can use",
-                        unknown.join(", ")
-                    ),
-                ));
-            }
-            if free {
-                let not_free: Vec<&str> = list
-                    .iter()
-                    .filter(|c| catalog.get(c).is_some_and(|cl| !cl.free))
-                    .map(String::as_str)
-                    .collect();
-                if !not_free.is_empty() {
-                    return Err(ApiError::new(
-                        ErrorName::InvalidFreeClient,
-                        format!(
-                            "client(s) {} are not available in free tests; use clients marked `free` in GET /v5/email/clients",
-                            not_free.join(", ")
-                        ),
-                    ));
-                }
-            }
-            list
-        }
-        None => {
-            let configured = account.and_then(|a| a.default_clients.clone());
-            let base: Vec<String> = match configured {
-                Some(list) if list.is_empty() => {
-                    catalog.clients().iter().map(|c| c.id.clone()).collect()
-                }
-                Some(list) => list,
-                None => catalog.defaults().map(|c| c.id.clone()).collect(),
-            };
-            let mut ids: Vec<String> = base
-                .into_iter()
-                .filter(|c| catalog.get(c).is_some_and(|cl| !free || cl.free) && allowed(c))
-                .collect();
-            // No default left that this caller may use (a client-restricted or free plan whose
-            // clients are not among the defaults): an empty default list means all clients
-            // (spec §4.3 rule 3), so every client the caller may use is processed, as after an
-            // explicit clear. GET /v5/email/clients/default shows the same empty list.
-            if ids.is_empty() {
-                ids = catalog
-                    .clients()
-                    .iter()
-                    .filter(|c| (!free || c.free) && allowed(&c.id))
-                    .map(|c| c.id.clone())
-                    .collect();
-            }
-            ids
-        }
-    };
-    if ids.is_empty() {
-        return Err(ApiError::new(
-            ErrorName::NoClients,
-            "no clients to test: pass `clients` with ids from GET /v5/email/clients",
-        ));
-    }
-    Ok(ids)
 }
 
 /// The spam part of a request: from `spam` (email tests) or the top level (spam tests).
@@ -363,7 +235,7 @@ async fn seed_list(
     Ok((key, addresses))
 }
 
-fn echo_tenancy(resp: &mut Map<String, Value>, plan: Plan, t: &Tenancy) {
+fn echo_tenancy(resp: &mut Map<String, Value>, plan: Plan, t: &intake::Tenancy) {
     if plan.is_enterprise() {
         if let Some(r) = &t.reference_id {
             resp.insert("reference_id".into(), json!(r));
@@ -444,13 +316,6 @@ async fn reserve_before_send(state: &AppState, account_id: i64, key: &str) -> Ap
     Ok(())
 }
 
-fn stored_spam_request(spam: &SpamRequest) -> Value {
-    json!({
-        "smtp_info": spam.smtp_info,
-        "from_address": spam.from_address,
-    })
-}
-
 pub async fn create_email_test(
     State(state): State<AppState>,
     caller: Caller,
@@ -464,7 +329,14 @@ pub async fn create_email_test(
     let free = params::boolean(&m, "free_test")?.unwrap_or(false) || plan == Plan::Free;
     let sandbox = params::boolean(&m, "sandbox")?.unwrap_or(false) || account.is_none();
     let image_blocking = params::boolean(&m, "image_blocking")?.unwrap_or(false);
-    let clients = resolve_clients(params::id_list(&m, "clients")?, free, account, &state)?;
+    let rules = intake::ClientRules::new(&state.catalog, account);
+    let clients = rules
+        .resolve(
+            &params::id_list(&m, "clients")?.unwrap_or_default(),
+            free,
+            intake::OnInvalid::Refuse,
+        )
+        .map_err(intake_error)?;
     let spam = params::object(&m, "spam")?
         .map(|s| read_spam(&s))
         .transpose()?;
@@ -503,17 +375,10 @@ pub async fn create_email_test(
         image_blocking,
         free_test: free,
         source_url: src.source_url,
-        clients: clients
-            .iter()
-            .filter_map(|c| state.catalog.get(c))
-            .map(|c| NewTestClient {
-                client_id: c.id.clone(),
-                variants: Variant::for_client(image_blocking, c.image_blocking, c.rotate),
-            })
-            .collect(),
+        clients: rules.test_clients(&clients, image_blocking),
         spam_method: spam.as_ref().map(|s| s.method),
         seed_key: seed.as_ref().map(|(k, _)| k.clone()),
-        spam_request: spam.as_ref().map(stored_spam_request),
+        spam_from_address: spam.as_ref().and_then(|s| s.from_address.clone()),
         spam_filters: spam_filter_rows(&state, spam.is_some()),
         reprocesses: state.settings.reprocess_quota,
         monthly_limit: tenancy.monthly_limit,
@@ -578,7 +443,7 @@ pub async fn create_spam_test(
         clients: Vec::new(),
         spam_method: Some(spam.method),
         seed_key: Some(seed.0.clone()),
-        spam_request: Some(stored_spam_request(&spam)),
+        spam_from_address: spam.from_address.clone(),
         spam_filters: spam_filter_rows(&state, true),
         reprocesses: 0,
         monthly_limit: tenancy.monthly_limit,

@@ -529,3 +529,17 @@ async fn screenshot_urls_refuse_while_the_file_does_not_exist_and_with_a_bad_sig
         403
     );
 }
+
+#[tokio::test]
+async fn an_email_over_the_renderers_limit_is_refused_when_created_not_bounced_later() {
+    let s = Server::start().await;
+    let html = format!("<p>{}</p>", "x".repeat(10 * 1024 * 1024));
+    let r = s
+        .post("/v5/email/tests", &json!({"subject": "Big", "html": html}))
+        .await;
+    r.expect_error("BadRequest", 400);
+    let message = r.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("limit"), "{message}");
+    let listed = s.get("/v5/email/tests").await.ok().clone();
+    assert_eq!(listed, json!([]), "nothing was created");
+}
