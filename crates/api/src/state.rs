@@ -26,7 +26,8 @@ pub trait SmtpProbe: Send + Sync {
     async fn send_test(&self, req: SmtpSendRequest) -> Result<(), SmtpSendError>;
 }
 
-#[derive(Clone, Debug)]
+/// One send through a caller's SMTP server. It lives only for that send: nothing of it is stored.
+#[derive(Clone)]
 pub struct SmtpSendRequest {
     pub host: String,
     pub port: u16,
@@ -37,6 +38,21 @@ pub struct SmtpSendRequest {
     pub subject: String,
     pub html: String,
     pub recipients: Vec<String>,
+}
+
+impl std::fmt::Debug for SmtpSendRequest {
+    // The caller's password must never reach a log line; the message body is left out as noise.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmtpSendRequest")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("secure", &self.secure)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "<hidden>"))
+            .field("from_address", &self.from_address)
+            .field("recipients", &self.recipients)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -158,5 +174,28 @@ impl RateLimiter {
         } else {
             Err(((1.0 - *tokens) / rate).ceil().max(1.0) as u64)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SmtpSendRequest;
+
+    #[test]
+    fn a_send_request_never_shows_its_password() {
+        let req = SmtpSendRequest {
+            host: "smtp.example.org".into(),
+            port: 587,
+            secure: "tls".into(),
+            username: Some("user".into()),
+            password: Some("hunter2-secret".into()),
+            from_address: "a@example.org".into(),
+            subject: "s".into(),
+            html: "<p>x</p>".into(),
+            recipients: vec!["r@example.org".into()],
+        };
+        let shown = format!("{req:?} {req:#?}");
+        assert!(!shown.contains("hunter2-secret"), "{shown}");
+        assert!(shown.contains("smtp.example.org"));
     }
 }

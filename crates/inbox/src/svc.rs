@@ -129,12 +129,9 @@ impl SvcSender {
             .map(|row| domain::seed::seed_address(&send.seed_key, &row.client, &self.seed_domain))
             .collect();
         let from = send
-            .spam_request
-            .as_ref()
-            .and_then(|r| r.get("from_address"))
-            .and_then(|v| v.as_str())
+            .from_address
+            .clone()
             .filter(|f| !f.trim().is_empty())
-            .map(str::to_owned)
             .unwrap_or_else(|| format!("mailproof@{}", self.seed_domain));
         let build_err = |reason: String| InboxError::Build {
             test_id: send.test_id.clone(),

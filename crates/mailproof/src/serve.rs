@@ -185,7 +185,7 @@ async fn retention_loop(store: Store, blobs: Blobs, days: i64, mut stop: watch::
                 Ok(ids) if ids.is_empty() => break,
                 Ok(ids) => {
                     for id in &ids {
-                        if let Err(e) = blobs.delete_prefix(&format!("shots/{id}")).await {
+                        if let Err(e) = blobs.delete_test(id).await {
                             tracing::warn!(test_id = %id, error = %e, "retention: could not delete screenshots");
                         }
                     }

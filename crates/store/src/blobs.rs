@@ -111,9 +111,9 @@ impl Blobs {
         }
     }
 
-    /// Removes every blob under `prefix` (a test's screenshots).
-    pub async fn delete_prefix(&self, prefix: &str) -> Result<(), BlobError> {
-        let prefix = Self::path(prefix)?;
+    /// Removes every screenshot and thumbnail of a test (deletion, retention).
+    pub async fn delete_test(&self, test_id: &str) -> Result<(), BlobError> {
+        let prefix = Self::path(&test_prefix(test_id))?;
         let keys: Vec<_> = self
             .inner
             .list(Some(&prefix))
@@ -132,5 +132,10 @@ impl Blobs {
 
 /// Where a screenshot lives: `shots/<test>/<client>/<variant>.png`, and beside it the thumbnails.
 pub fn screenshot_key(test_id: &str, client_id: &str, name: &str) -> String {
-    format!("shots/{test_id}/{client_id}/{name}.png")
+    format!("{}/{client_id}/{name}.png", test_prefix(test_id))
+}
+
+/// The folder of every blob of one test.
+fn test_prefix(test_id: &str) -> String {
+    format!("shots/{test_id}")
 }

@@ -71,6 +71,9 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
+            // Retention and deletion must really remove content: deleted rows are overwritten
+            // instead of lingering in free pages of the file.
+            .pragma("secure_delete", "ON")
             // The CLI (`accounts add`) writes while the server runs; wait rather than fail.
             .busy_timeout(Duration::from_secs(10));
         let pool = SqlitePoolOptions::new()

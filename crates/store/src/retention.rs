@@ -1,11 +1,13 @@
 //! Retention (spec §8): 90 days after processing a test's results, screenshots and content go;
-//! its metadata stays.
+//! its metadata stays. Mail received over SMTP (seed and auto-inbox messages, whole with their
+//! content) goes after the same time.
 
 use crate::{Result, Store};
 
 impl Store {
     /// Removes content and results of tests created before `cutoff` that still have them, and
-    /// returns their ids so the caller can remove their screenshot blobs too.
+    /// returns their ids so the caller can remove their screenshot blobs too. Inbound messages
+    /// received before `cutoff` are removed with the first batch.
     pub async fn purge_before(&self, cutoff: i64, now: i64, batch: i64) -> Result<Vec<String>> {
         let mut tx = self.pool.begin().await?;
         let ids: Vec<String> = sqlx::query_scalar(
@@ -31,6 +33,10 @@ impl Store {
                     .await?;
             }
         }
+        sqlx::query("DELETE FROM inbound_messages WHERE received_at < ?")
+            .bind(cutoff)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(ids)
     }

@@ -89,7 +89,8 @@ pub struct PendingSend {
     pub subject: String,
     pub html: String,
     pub seed_key: String,
-    pub spam_request: Option<serde_json::Value>,
+    /// The caller's `from_address`, if one was given.
+    pub from_address: Option<String>,
     pub attempts: i64,
 }
 
@@ -101,7 +102,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<PendingSend>> {
         let rows = sqlx::query(
-            "SELECT t.id, t.account_id, t.subject, c.html, t.seed_key, t.spam_request, t.spam_send_attempts
+            "SELECT t.id, t.account_id, t.subject, c.html, t.seed_key, t.spam_from_address, t.spam_send_attempts
              FROM tests t JOIN test_content c ON c.test_id = t.id
              WHERE t.spam_method = 'svc' AND t.spam_sent_at IS NULL AND t.seed_key IS NOT NULL
                AND t.spam_send_attempts < ? AND t.purged_at IS NULL
@@ -113,14 +114,13 @@ impl Store {
         .await?;
         rows.iter()
             .map(|r| {
-                let req: Option<String> = r.try_get("spam_request")?;
                 Ok(PendingSend {
                     test_id: r.try_get("id")?,
                     account_id: r.try_get("account_id")?,
                     subject: r.try_get("subject")?,
                     html: r.try_get("html")?,
                     seed_key: r.try_get("seed_key")?,
-                    spam_request: req.as_deref().map(serde_json::from_str).transpose()?,
+                    from_address: r.try_get("spam_from_address")?,
                     attempts: r.try_get("spam_send_attempts")?,
                 })
             })

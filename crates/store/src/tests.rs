@@ -32,8 +32,9 @@ pub struct NewTest {
     pub clients: Vec<NewTestClient>,
     pub spam_method: Option<SpamMethod>,
     pub seed_key: Option<String>,
-    /// What the spam sender needs later (JSON; SMTP credentials for the `smtp` method).
-    pub spam_request: Option<serde_json::Value>,
+    /// The `From` the svc method sends with; `None` for the service's own address. Nothing else of
+    /// a spam request is kept (the caller's SMTP credentials are used at creation and forgotten).
+    pub spam_from_address: Option<String>,
     /// Spam filter profiles `(client, type)` whose rows start empty.
     pub spam_filters: Vec<(String, String)>,
     pub reprocesses: i64,
@@ -54,7 +55,6 @@ pub struct TestRow {
     pub free_test: bool,
     pub spam_method: Option<SpamMethod>,
     pub seed_key: Option<String>,
-    pub spam_request: Option<serde_json::Value>,
     pub reprocesses_left: i64,
     pub purged_at: Option<i64>,
 }
@@ -105,7 +105,6 @@ pub enum ReprocessOutcome {
 fn test_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<TestRow> {
     let kind: String = row.try_get("kind")?;
     let method: Option<String> = row.try_get("spam_method")?;
-    let spam_request: Option<String> = row.try_get("spam_request")?;
     Ok(TestRow {
         id: row.try_get("id")?,
         account_id: row.try_get("account_id")?,
@@ -124,10 +123,6 @@ fn test_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<TestRow> {
             })
             .transpose()?,
         seed_key: row.try_get("seed_key")?,
-        spam_request: spam_request
-            .as_deref()
-            .map(serde_json::from_str)
-            .transpose()?,
         reprocesses_left: row.try_get("reprocesses_left")?,
         purged_at: row.try_get("purged_at")?,
     })
@@ -184,7 +179,7 @@ impl Store {
         }
         sqlx::query(
             "INSERT INTO tests (id, account_id, kind, subject, created_at, reference_id, customer_id,
-                image_blocking, free_test, source_url, spam_method, seed_key, spam_request,
+                image_blocking, free_test, source_url, spam_method, seed_key, spam_from_address,
                 reprocesses_left)
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
@@ -200,7 +195,7 @@ impl Store {
         .bind(&t.source_url)
         .bind(t.spam_method.map(|m| m.as_str()))
         .bind(&t.seed_key)
-        .bind(t.spam_request.as_ref().map(|v| v.to_string()))
+        .bind(&t.spam_from_address)
         .bind(t.reprocesses)
         .execute(&mut *tx)
         .await?;

@@ -306,11 +306,7 @@ pub async fn delete_test(
         return Err(invalid_test(id));
     };
     state.store.delete_test(account.id, &test.id).await?;
-    if let Err(e) = state
-        .blobs
-        .delete_prefix(&format!("shots/{}", test.id))
-        .await
-    {
+    if let Err(e) = state.blobs.delete_test(&test.id).await {
         // The rows are gone, so nothing links to these files any more; log for the operator.
         tracing::warn!(test_id = %test.id, error = %e, "could not delete screenshots of a deleted test");
     }

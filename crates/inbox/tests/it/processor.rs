@@ -86,7 +86,7 @@ impl Fixture {
             clients: Vec::new(),
             spam_method: Some(SpamMethod::Seed),
             seed_key: Some(key.to_owned()),
-            spam_request: None,
+            spam_from_address: None,
             spam_filters: vec![(SA.into(), "b2b".into()), (OWN.into(), "b2c".into())],
             reprocesses: 0,
             monthly_limit: None,

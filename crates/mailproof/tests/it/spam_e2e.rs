@@ -380,3 +380,47 @@ async fn malformed_huge_8bit_and_dropped_mail_never_crash_the_server_or_lose_acc
     let health = s.http.get(s.url("/healthz")).send().await.expect("healthz");
     assert_eq!(health.status(), 200, "the server is still up");
 }
+
+/// Every file under `dir` (database, its WAL, blobs, logs) that holds `needle`.
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if std::fs::read(&path)
+                .is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle))
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_callers_smtp_password_is_used_for_the_send_and_never_kept() {
+    let s = MailServer::start().await;
+    let relay = RelayServer::start(s.smtp);
+    let created = s
+        .post(
+            "/v5/spam/tests",
+            &json!({"subject": "S", "html": "<p>x</p>", "test_method": "smtp",
+                    "from_address": "news@mail.acme.example",
+                    "smtp_info": relay.smtp_info(RELAY_PASSWORD)}),
+        )
+        .await
+        .ok()
+        .clone();
+    assert!(created["id"].is_string(), "{created}");
+    let holding = files_containing(&s.data_dir(), RELAY_PASSWORD.as_bytes());
+    assert!(
+        holding.is_empty(),
+        "the SMTP password is stored in {holding:?}"
+    );
+}

@@ -45,7 +45,7 @@ async fn store_with_test(variants: Vec<Variant>) -> (tempfile::TempDir, Store, S
             }],
             spam_method: None,
             seed_key: None,
-            spam_request: None,
+            spam_from_address: None,
             spam_filters: Vec::new(),
             reprocesses: 2,
             monthly_limit: None,
@@ -265,4 +265,31 @@ async fn retention_removes_content_and_results_but_keeps_metadata() {
             .is_empty(),
         "purged once"
     );
+}
+
+#[tokio::test]
+async fn retention_removes_mail_received_before_the_cutoff() {
+    let (_dir, store, _id) = store_with_test(vec![Variant::Default]).await;
+    let message = |received_at: i64| store::NewInbound {
+        received_at,
+        mail_from: "a@example.org".into(),
+        rcpt_to: vec!["k.sa@seed.example".into()],
+        peer: "127.0.0.1".into(),
+        helo: "h".into(),
+        data: b"Subject: s\r\n\r\nsecret body\r\n".to_vec(),
+    };
+    store.insert_inbound(&message(500)).await.expect("old mail");
+    let recent = store
+        .insert_inbound(&message(2_000))
+        .await
+        .expect("new mail");
+    store.purge_before(1_001, 5_000, 10).await.expect("purge");
+    let left: Vec<i64> = store
+        .unprocessed_inbound(10)
+        .await
+        .expect("inbound")
+        .iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(left, vec![recent]);
 }
