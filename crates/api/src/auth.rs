@@ -4,7 +4,9 @@
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
-use axum::extract::FromRequestParts;
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
 use base64::Engine as _;
@@ -12,6 +14,7 @@ use sha2::{Digest, Sha256};
 use store::Account;
 
 use crate::error::{ApiError, ErrorName};
+use crate::login::Verdict;
 use crate::state::AppState;
 
 /// Who is calling.
@@ -89,19 +92,68 @@ pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<Option<Call
             }
         }
     }
-    let account = state.store.account_by_key(&user).await?;
-    let Some(account) = account else {
-        return Err(denied("unknown API key or wrong password"));
-    };
-    let phc = account.password_hash.clone();
-    let ok = tokio::task::spawn_blocking(move || verify_password(&pass, &phc))
-        .await
-        .map_err(|e| ApiError::internal("password check failed", e))?;
-    if !ok {
-        return Err(denied("unknown API key or wrong password"));
+    // Only credentials that need argon2 are limited: a client whose login is cached keeps working
+    // while others storm its key or its address.
+    let address = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let (per_address, per_key) = (
+        state.settings.failed_logins_per_address,
+        state.settings.failed_logins_per_key,
+    );
+    if let Err(wait) = state.logins.admit(address, &user, per_address, per_key) {
+        return Err(rate_limited(
+            format!(
+                "too many failed logins from this address or for this API key; retry in {wait} s"
+            ),
+            wait,
+        ));
     }
-    state.credentials.put(cache_key, account.id);
-    Ok(Some(Caller::Account(account)))
+    let verdict = state
+        .logins
+        .verify(
+            cache_key,
+            || async {
+                state
+                    .store
+                    .account_by_key(&user)
+                    .await
+                    .map_err(|e| e.to_string())
+            },
+            move |account| Ok(verify_password(&pass, &account.password_hash)),
+        )
+        .await;
+    match verdict {
+        Verdict::Valid(account) => {
+            state.credentials.put(cache_key, account.id);
+            Ok(Some(Caller::Account(account)))
+        }
+        Verdict::WrongPassword => {
+            state
+                .logins
+                .record_failure(address, Some(&user), per_address, per_key);
+            Err(denied("unknown API key or wrong password"))
+        }
+        Verdict::UnknownKey => {
+            // Unknown keys are not tracked per key, so random keys cannot grow the table.
+            state
+                .logins
+                .record_failure(address, None, per_address, per_key);
+            Err(denied("unknown API key or wrong password"))
+        }
+        Verdict::Busy => Err(rate_limited(
+            "too many logins are being checked at once; retry in 1 s".into(),
+            1,
+        )),
+        Verdict::Failed(cause) => Err(ApiError::internal("checking the credentials failed", cause)),
+    }
+}
+
+fn rate_limited(message: String, wait: u64) -> ApiError {
+    let mut e = ApiError::new(ErrorName::RateLimited, message);
+    e.retry_after = Some(wait);
+    e
 }
 
 impl FromRequestParts<AppState> for Caller {

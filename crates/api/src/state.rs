@@ -62,6 +62,10 @@ pub struct ApiSettings {
     pub seed_domain: String,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Failed logins a client address may make per minute before it gets `RateLimited`.
+    pub failed_logins_per_address: u32,
+    /// Failed logins per minute for one API key, from all addresses together.
+    pub failed_logins_per_key: u32,
 }
 
 #[derive(Clone)]
@@ -76,6 +80,7 @@ pub struct AppState {
     pub work_ready: Arc<Notify>,
     pub(crate) credentials: Arc<CredentialCache>,
     pub(crate) rate: Arc<RateLimiter>,
+    pub(crate) logins: Arc<crate::login::LoginGuard>,
 }
 
 impl AppState {
@@ -97,6 +102,7 @@ impl AppState {
             work_ready,
             credentials: Arc::new(CredentialCache::default()),
             rate: Arc::new(RateLimiter::default()),
+            logins: Arc::new(crate::login::LoginGuard::default()),
         }
     }
 
