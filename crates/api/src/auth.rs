@@ -2,8 +2,8 @@
 //! per-account rate limit.
 
 use argon2::password_hash::rand_core::OsRng;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
 use std::net::SocketAddr;
 
 use axum::extract::{ConnectInfo, FromRequestParts};
@@ -42,14 +42,46 @@ pub fn hash_password(password: &str) -> Result<String, String> {
         .map_err(|e| format!("cannot hash password: {e}"))
 }
 
-fn verify_password(password: &str, phc: &str) -> bool {
-    PasswordHash::new(phc)
-        .map(|h| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &h)
-                .is_ok()
-        })
-        .unwrap_or(false)
+/// Largest argon2 memory a stored hash may ask for (the default is 19 MiB); a larger cost in the
+/// database is refused rather than allocated.
+const MAX_HASH_MEMORY_BLOCKS: usize = 256 * 1024;
+
+/// Checks `password` against a PHC string, with `memory` as argon2's working memory (grown to
+/// what the hash's parameters need and kept by the caller for the next check).
+fn verify_password(password: &str, phc: &str, memory: &mut Vec<Block>) -> Result<bool, String> {
+    let hash = PasswordHash::new(phc).map_err(|e| format!("stored password hash: {e}"))?;
+    let (Some(salt), Some(expected)) = (hash.salt, hash.hash) else {
+        return Err("stored password hash has no salt or output".into());
+    };
+    let params = Params::try_from(&hash).map_err(|e| format!("stored hash parameters: {e}"))?;
+    let algorithm =
+        Algorithm::try_from(hash.algorithm).map_err(|e| format!("stored hash algorithm: {e}"))?;
+    let version = match hash.version.map(Version::try_from).transpose() {
+        Ok(v) => v.unwrap_or_default(),
+        Err(e) => return Err(format!("stored hash version: {e}")),
+    };
+    let blocks = params.block_count();
+    if blocks > MAX_HASH_MEMORY_BLOCKS {
+        return Err(format!("stored hash asks for {blocks} KiB of memory"));
+    }
+    if memory.len() < blocks {
+        memory.resize(blocks, Block::default());
+    }
+    let mut salt_buf = [0u8; 64];
+    let salt = salt
+        .decode_b64(&mut salt_buf)
+        .map_err(|e| format!("stored hash salt: {e}"))?;
+    let mut out = vec![0u8; expected.len()];
+    Argon2::new(algorithm, version, params)
+        .hash_password_into_with_memory(password.as_bytes(), salt, &mut out, &mut memory[..blocks])
+        .map_err(|e| format!("argon2: {e}"))?;
+    // Constant time, as password_hash's own comparison.
+    Ok(out.len() == expected.as_bytes().len()
+        && out
+            .iter()
+            .zip(expected.as_bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0)
 }
 
 /// `(user, password)` from an `Authorization: Basic` header, if there is a well-formed one.
@@ -121,7 +153,7 @@ pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<Option<Call
                     .await
                     .map_err(|e| e.to_string())
             },
-            move |account| Ok(verify_password(&pass, &account.password_hash)),
+            move |account, memory| verify_password(&pass, &account.password_hash, memory),
         )
         .await;
     match verdict {
@@ -178,5 +210,21 @@ impl FromRequestParts<AppState> for Caller {
             }
         }
         Ok(caller)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hash_password, verify_password};
+
+    /// The memory-reusing check agrees with the hasher, across checks sharing one buffer.
+    #[test]
+    fn passwords_verify_against_their_hash_with_reused_memory() {
+        let phc = hash_password("s3cret").unwrap_or_default();
+        let mut memory = Vec::new();
+        assert_eq!(verify_password("s3cret", &phc, &mut memory), Ok(true));
+        assert_eq!(verify_password("s3cre", &phc, &mut memory), Ok(false));
+        assert_eq!(verify_password("s3cret", &phc, &mut memory), Ok(true));
+        assert!(verify_password("s3cret", "not a hash", &mut memory).is_err());
     }
 }

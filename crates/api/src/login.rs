@@ -1,7 +1,9 @@
 //! Bounds on password verification, so that a storm of logins (wrong passwords, or right ones
 //! with a cold credential cache) cannot take the CPU, memory or database from other tenants:
-//! argon2 runs a few at a time, one verification per distinct credential is in flight (the
-//! others wait for its result), and failed logins are limited per client address and per API key.
+//! argon2 runs a few at a time on threads of its own that reuse their memory (19 MiB a check,
+//! which the allocator would otherwise keep per thread), one verification per distinct credential
+//! is in flight (the others wait for its result), and failed logins are limited per client address
+//! and per API key.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,8 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use argon2::Block;
 use store::Account;
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::{oneshot, OnceCell};
 
 /// What checking one credential found.
 #[derive(Clone, Debug)]
@@ -27,14 +30,71 @@ pub(crate) enum Verdict {
     Failed(String),
 }
 
-/// Verifications waiting for a hashing slot beyond which new ones are turned away (`Busy`):
+/// Verifications waiting for or on a hashing thread beyond which new ones are turned away (`Busy`):
 /// a queue longer than this only makes every login slow.
 const MAX_QUEUED: usize = 128;
 /// Tracked addresses and keys beyond which fully refilled entries are forgotten.
 const MAX_TRACKED: usize = 10_000;
 
+/// A password check run on a hashing thread, with that thread's reusable argon2 memory.
+type HashJob = Box<dyn FnOnce(&mut Vec<Block>) + Send>;
+
+/// Hashing threads. Dedicated threads, not the runtime's blocking pool: each keeps one argon2
+/// buffer for good, so memory stays at `threads` × the cost parameter however many checks run.
+struct HashPool {
+    jobs: Mutex<std::sync::mpsc::Sender<HashJob>>,
+}
+
+impl HashPool {
+    fn start(threads: usize) -> HashPool {
+        let (tx, rx) = std::sync::mpsc::channel::<HashJob>();
+        let rx = Arc::new(Mutex::new(rx));
+        for n in 0..threads {
+            let rx = rx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("argon2-{n}"))
+                .spawn(move || {
+                    let mut memory = Vec::new();
+                    loop {
+                        let job = match rx.lock() {
+                            Ok(rx) => rx.recv(),
+                            Err(_) => return,
+                        };
+                        match job {
+                            Ok(job) => job(&mut memory),
+                            Err(_) => return,
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::error!(error = %e, "cannot start a password hashing thread");
+            }
+        }
+        HashPool {
+            jobs: Mutex::new(tx),
+        }
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut Vec<Block>) -> T + Send + 'static,
+    ) -> Result<T, String> {
+        let (tx, rx) = oneshot::channel();
+        let job: HashJob = Box::new(move |memory| {
+            let _ = tx.send(job(memory));
+        });
+        self.jobs
+            .lock()
+            .map_err(|_| "the hashing threads are gone".to_string())?
+            .send(job)
+            .map_err(|_| "the hashing threads are gone".to_string())?;
+        rx.await
+            .map_err(|_| "a hashing thread stopped during a check".to_string())
+    }
+}
+
 pub(crate) struct LoginGuard {
-    hashing: Semaphore,
+    hashing: HashPool,
     queued: AtomicUsize,
     in_flight: Mutex<HashMap<[u8; 32], Arc<OnceCell<Verdict>>>>,
     by_address: FailureBudget<IpAddr>,
@@ -49,7 +109,7 @@ impl Default for LoginGuard {
             .unwrap_or(1)
             .max(1);
         LoginGuard {
-            hashing: Semaphore::new(slots),
+            hashing: HashPool::start(slots),
             queued: AtomicUsize::new(0),
             in_flight: Mutex::new(HashMap::new()),
             by_address: FailureBudget::default(),
@@ -121,12 +181,12 @@ impl LoginGuard {
     }
 
     /// Runs `check` for `credential` unless a check of the same credential is in flight, in which
-    /// case its verdict is shared. `hash` runs under a hashing slot.
+    /// case its verdict is shared. `hash` runs on a hashing thread, with that thread's memory.
     pub async fn verify<L, LF, H>(&self, credential: [u8; 32], lookup: L, hash: H) -> Verdict
     where
         L: FnOnce() -> LF,
         LF: Future<Output = Result<Option<Account>, String>>,
-        H: FnOnce(Account) -> Result<bool, String> + Send + 'static,
+        H: FnOnce(Account, &mut Vec<Block>) -> Result<bool, String> + Send + 'static,
     {
         let cell = match self.in_flight.lock() {
             Ok(mut map) => map.entry(credential).or_default().clone(),
@@ -149,17 +209,12 @@ impl LoginGuard {
                     self.queued.fetch_sub(1, Ordering::SeqCst);
                     return Verdict::Busy;
                 }
-                let queued = Queued(&self.queued);
-                let Ok(_slot) = self.hashing.acquire().await else {
-                    return Verdict::Failed("the hashing limiter is closed".into());
-                };
-                drop(queued);
+                let _queued = Queued(&self.queued);
                 let checked = account.clone();
-                match tokio::task::spawn_blocking(move || hash(checked)).await {
+                match self.hashing.run(move |memory| hash(checked, memory)).await {
                     Ok(Ok(true)) => Verdict::Valid(account),
                     Ok(Ok(false)) => Verdict::WrongPassword,
-                    Ok(Err(e)) => Verdict::Failed(e),
-                    Err(e) => Verdict::Failed(format!("the password check stopped: {e}")),
+                    Ok(Err(e)) | Err(e) => Verdict::Failed(e),
                 }
             })
             .await
@@ -263,7 +318,7 @@ mod tests {
                             lookups.fetch_add(1, Ordering::SeqCst);
                             Ok(Some(account()))
                         },
-                        move |_| {
+                        move |_, _| {
                             hashes.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(300));
                             Ok(true)
