@@ -117,9 +117,9 @@ pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<Option<Call
         return Ok(Some(Caller::Sandbox));
     }
     let cache_key: [u8; 32] = Sha256::digest(format!("{user}\0{pass}").as_bytes()).into();
-    if let Some(id) = state.credentials.get(&cache_key) {
+    if let Some((id, digest)) = state.credentials.get(&cache_key) {
         if let Some(account) = state.store.account_by_id(id).await? {
-            if account.api_key == user {
+            if account.api_key == user && hash_digest(&account) == digest {
                 return Ok(Some(Caller::Account(account)));
             }
         }
@@ -158,7 +158,9 @@ pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<Option<Call
         .await;
     match verdict {
         Verdict::Valid(account) => {
-            state.credentials.put(cache_key, account.id);
+            state
+                .credentials
+                .put(cache_key, account.id, hash_digest(&account));
             Ok(Some(Caller::Account(account)))
         }
         Verdict::WrongPassword => {
@@ -180,6 +182,11 @@ pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<Option<Call
         )),
         Verdict::Failed(cause) => Err(ApiError::internal("checking the credentials failed", cause)),
     }
+}
+
+/// Identifies the stored password hash a cached credential was checked against.
+fn hash_digest(account: &Account) -> [u8; 32] {
+    Sha256::digest(account.password_hash.as_bytes()).into()
 }
 
 fn rate_limited(message: String, wait: u64) -> ApiError {
