@@ -2,9 +2,11 @@
 //! per-account rate limit.
 
 use argon2::password_hash::rand_core::OsRng;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::Argon2;
-use axum::extract::FromRequestParts;
+use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::header;
 use axum::http::request::Parts;
 use base64::Engine as _;
@@ -12,6 +14,7 @@ use sha2::{Digest, Sha256};
 use store::Account;
 
 use crate::error::{ApiError, ErrorName};
+use crate::login::Verdict;
 use crate::state::AppState;
 
 /// Who is calling.
@@ -39,14 +42,46 @@ pub fn hash_password(password: &str) -> Result<String, String> {
         .map_err(|e| format!("cannot hash password: {e}"))
 }
 
-fn verify_password(password: &str, phc: &str) -> bool {
-    PasswordHash::new(phc)
-        .map(|h| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &h)
-                .is_ok()
-        })
-        .unwrap_or(false)
+/// Largest argon2 memory a stored hash may ask for (the default is 19 MiB); a larger cost in the
+/// database is refused rather than allocated.
+const MAX_HASH_MEMORY_BLOCKS: usize = 256 * 1024;
+
+/// Checks `password` against a PHC string, with `memory` as argon2's working memory (grown to
+/// what the hash's parameters need and kept by the caller for the next check).
+fn verify_password(password: &str, phc: &str, memory: &mut Vec<Block>) -> Result<bool, String> {
+    let hash = PasswordHash::new(phc).map_err(|e| format!("stored password hash: {e}"))?;
+    let (Some(salt), Some(expected)) = (hash.salt, hash.hash) else {
+        return Err("stored password hash has no salt or output".into());
+    };
+    let params = Params::try_from(&hash).map_err(|e| format!("stored hash parameters: {e}"))?;
+    let algorithm =
+        Algorithm::try_from(hash.algorithm).map_err(|e| format!("stored hash algorithm: {e}"))?;
+    let version = match hash.version.map(Version::try_from).transpose() {
+        Ok(v) => v.unwrap_or_default(),
+        Err(e) => return Err(format!("stored hash version: {e}")),
+    };
+    let blocks = params.block_count();
+    if blocks > MAX_HASH_MEMORY_BLOCKS {
+        return Err(format!("stored hash asks for {blocks} KiB of memory"));
+    }
+    if memory.len() < blocks {
+        memory.resize(blocks, Block::default());
+    }
+    let mut salt_buf = [0u8; 64];
+    let salt = salt
+        .decode_b64(&mut salt_buf)
+        .map_err(|e| format!("stored hash salt: {e}"))?;
+    let mut out = vec![0u8; expected.len()];
+    Argon2::new(algorithm, version, params)
+        .hash_password_into_with_memory(password.as_bytes(), salt, &mut out, &mut memory[..blocks])
+        .map_err(|e| format!("argon2: {e}"))?;
+    // Constant time, as password_hash's own comparison.
+    Ok(out.len() == expected.as_bytes().len()
+        && out
+            .iter()
+            .zip(expected.as_bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0)
 }
 
 /// `(user, password)` from an `Authorization: Basic` header, if there is a well-formed one.
@@ -82,26 +117,82 @@ pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<Option<Call
         return Ok(Some(Caller::Sandbox));
     }
     let cache_key: [u8; 32] = Sha256::digest(format!("{user}\0{pass}").as_bytes()).into();
-    if let Some(id) = state.credentials.get(&cache_key) {
+    if let Some((id, digest)) = state.credentials.get(&cache_key) {
         if let Some(account) = state.store.account_by_id(id).await? {
-            if account.api_key == user {
+            if account.api_key == user && hash_digest(&account) == digest {
                 return Ok(Some(Caller::Account(account)));
             }
         }
     }
-    let account = state.store.account_by_key(&user).await?;
-    let Some(account) = account else {
-        return Err(denied("unknown API key or wrong password"));
-    };
-    let phc = account.password_hash.clone();
-    let ok = tokio::task::spawn_blocking(move || verify_password(&pass, &phc))
-        .await
-        .map_err(|e| ApiError::internal("password check failed", e))?;
-    if !ok {
-        return Err(denied("unknown API key or wrong password"));
+    // Only credentials that need argon2 are limited: a client whose login is cached keeps working
+    // while others storm its key or its address.
+    let address = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let (per_address, per_key) = (
+        state.settings.failed_logins_per_address,
+        state.settings.failed_logins_per_key,
+    );
+    if let Err(wait) = state.logins.admit(address, &user, per_address, per_key) {
+        return Err(rate_limited(
+            format!(
+                "too many failed logins from this address or for this API key; retry in {wait} s"
+            ),
+            wait,
+        ));
     }
-    state.credentials.put(cache_key, account.id);
-    Ok(Some(Caller::Account(account)))
+    let verdict = state
+        .logins
+        .verify(
+            cache_key,
+            || async {
+                state
+                    .store
+                    .account_by_key(&user)
+                    .await
+                    .map_err(|e| e.to_string())
+            },
+            move |account, memory| verify_password(&pass, &account.password_hash, memory),
+        )
+        .await;
+    match verdict {
+        Verdict::Valid(account) => {
+            state
+                .credentials
+                .put(cache_key, account.id, hash_digest(&account));
+            Ok(Some(Caller::Account(account)))
+        }
+        Verdict::WrongPassword => {
+            state
+                .logins
+                .record_failure(address, Some(&user), per_address, per_key);
+            Err(denied("unknown API key or wrong password"))
+        }
+        Verdict::UnknownKey => {
+            // Unknown keys are not tracked per key, so random keys cannot grow the table.
+            state
+                .logins
+                .record_failure(address, None, per_address, per_key);
+            Err(denied("unknown API key or wrong password"))
+        }
+        Verdict::Busy => Err(rate_limited(
+            "too many logins are being checked at once; retry in 1 s".into(),
+            1,
+        )),
+        Verdict::Failed(cause) => Err(ApiError::internal("checking the credentials failed", cause)),
+    }
+}
+
+/// Identifies the stored password hash a cached credential was checked against.
+fn hash_digest(account: &Account) -> [u8; 32] {
+    Sha256::digest(account.password_hash.as_bytes()).into()
+}
+
+fn rate_limited(message: String, wait: u64) -> ApiError {
+    let mut e = ApiError::new(ErrorName::RateLimited, message);
+    e.retry_after = Some(wait);
+    e
 }
 
 impl FromRequestParts<AppState> for Caller {
@@ -126,5 +217,21 @@ impl FromRequestParts<AppState> for Caller {
             }
         }
         Ok(caller)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{hash_password, verify_password};
+
+    /// The memory-reusing check agrees with the hasher, across checks sharing one buffer.
+    #[test]
+    fn passwords_verify_against_their_hash_with_reused_memory() {
+        let phc = hash_password("s3cret").unwrap_or_default();
+        let mut memory = Vec::new();
+        assert_eq!(verify_password("s3cret", &phc, &mut memory), Ok(true));
+        assert_eq!(verify_password("s3cre", &phc, &mut memory), Ok(false));
+        assert_eq!(verify_password("s3cret", &phc, &mut memory), Ok(true));
+        assert!(verify_password("s3cret", "not a hash", &mut memory).is_err());
     }
 }

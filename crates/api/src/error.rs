@@ -3,7 +3,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
 
 /// Error names of spec §7.1 (plus `Forbidden` for screenshot URLs, which answer 403).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +155,9 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
     /// Allowed methods, for `BadMethod`.
     pub allow: Option<String>,
+    /// A transport-level status (414, 431, 408) that says more than the name's own status; the
+    /// name keeps the meaning clients switch on.
+    pub status: Option<StatusCode>,
 }
 
 impl ApiError {
@@ -164,7 +167,20 @@ impl ApiError {
             message: message.into(),
             retry_after: None,
             allow: None,
+            status: None,
         }
+    }
+
+    /// The same error sent with another HTTP status (see [`ApiError::status`]).
+    pub fn with_status(mut self, status: StatusCode) -> ApiError {
+        self.status = Some(status);
+        self
+    }
+
+    /// The wire body. `name` comes before `message`: some SDKs show only the first bytes of a
+    /// failed response, and the name is what tells the caller what went wrong.
+    pub fn body(&self) -> Vec<u8> {
+        error_body(self.name.as_str(), &self.message)
     }
 
     /// An internal failure: the cause goes to the log, the caller gets a generic message.
@@ -192,10 +208,41 @@ impl From<store::StoreError> for ApiError {
     }
 }
 
+#[derive(Serialize)]
+struct WireError<'a> {
+    error: WireErrorFields<'a>,
+}
+
+/// Field order is the serialization order.
+#[derive(Serialize)]
+struct WireErrorFields<'a> {
+    name: &'a str,
+    message: &'a str,
+}
+
+/// `{"error":{"name":..,"message":..}}`, in that order.
+pub fn error_body(name: &str, message: &str) -> Vec<u8> {
+    let wire = WireError {
+        error: WireErrorFields { name, message },
+    };
+    // Serializing two strings into a Vec cannot fail; the fallback keeps the shape regardless.
+    serde_json::to_vec(&wire).unwrap_or_else(|_| {
+        format!("{{\"error\":{{\"name\":\"{name}\",\"message\":\"\"}}}}").into_bytes()
+    })
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"name": self.name.as_str(), "message": self.message}});
-        let mut resp = (self.name.status(), axum::Json(body)).into_response();
+        let status = self.status.unwrap_or(self.name.status());
+        let mut resp = (
+            status,
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            self.body(),
+        )
+            .into_response();
         let h = resp.headers_mut();
         if let Some(secs) = self.retry_after {
             h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -219,7 +266,18 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 #[cfg(test)]
 mod tests {
-    use super::ErrorName;
+    use super::{ApiError, ErrorName};
+
+    /// Some SDKs show only the first 120 bytes of a failed response: the name must come first.
+    #[test]
+    fn error_bodies_write_the_name_before_the_message() {
+        let e = ApiError::new(ErrorName::InvalidParameter, "x".repeat(500));
+        let body = String::from_utf8(e.body()).unwrap_or_default();
+        assert!(
+            body.starts_with(r#"{"error":{"name":"InvalidParameter","message":"xxx"#),
+            "{body}"
+        );
+    }
 
     /// README's error table must give every name with the status the code really sends.
     #[test]

@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod error;
 mod handlers;
+mod login;
 pub mod openapi;
 pub mod params;
 pub mod state;
@@ -121,8 +122,103 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback_service(api)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(request_shape))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Longest query string accepted; longer ones are refused before any handler parses them.
+pub const MAX_QUERY_BYTES: usize = 32 * 1024;
+/// Most query parameters accepted in one request.
+pub const MAX_QUERY_PARAMS: usize = 256;
+
+/// Rules for every request: a bounded query string, and every error answered in the §7 shape,
+/// including the plain-text rejections of axum's extractors (invalid UTF-8 in a path, a query
+/// that does not deserialize) and any other error response without a JSON body.
+async fn request_shape(req: Request, next: Next) -> Response {
+    if let Some(q) = req.uri().query() {
+        if q.len() > MAX_QUERY_BYTES {
+            return ApiError::new(
+                ErrorName::InvalidParameter,
+                format!(
+                    "the query string is {} bytes; at most {MAX_QUERY_BYTES} are accepted",
+                    q.len()
+                ),
+            )
+            .with_status(StatusCode::URI_TOO_LONG)
+            .into_response();
+        }
+        let count = q.split('&').filter(|p| !p.is_empty()).count();
+        if count > MAX_QUERY_PARAMS {
+            return ApiError::new(
+                ErrorName::InvalidParameter,
+                format!(
+                    "the query string has {count} parameters; at most {MAX_QUERY_PARAMS} are accepted"
+                ),
+            )
+            .into_response();
+        }
+    }
+    let mut resp = as_section7(next.run(req).await).await;
+    if resp.status() == StatusCode::REQUEST_TIMEOUT {
+        // The rest of a stalled body may never come: the connection cannot be reused.
+        resp.headers_mut().insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    resp
+}
+
+/// Turns an error response that is not JSON into a §7 error with the same status and headers.
+pub async fn as_section7(resp: Response) -> Response {
+    let status = resp.status();
+    if status.as_u16() < 400 || is_json(&resp) {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    // Rejection texts are a line or two; anything longer is cut rather than buffered.
+    let text = match axum::body::to_bytes(body, 16 * 1024).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let name = name_for_status(status);
+    let message = if text.is_empty() {
+        format!(
+            "the request was refused ({status}); check the URL, headers and body against /openapi.json"
+        )
+    } else {
+        format!("the request was refused: {text}")
+    };
+    let e = ApiError::new(name, message).with_status(status);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, axum::body::Body::from(e.body()))
+}
+
+fn is_json(resp: &Response) -> bool {
+    resp.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/json"))
+}
+
+/// The §7.1 name for an error status that reached the wire without one.
+pub fn name_for_status(status: StatusCode) -> ErrorName {
+    match status {
+        StatusCode::UNAUTHORIZED => ErrorName::AccessDenied,
+        StatusCode::FORBIDDEN => ErrorName::Forbidden,
+        StatusCode::NOT_FOUND => ErrorName::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorName::BadMethod,
+        StatusCode::NOT_ACCEPTABLE => ErrorName::NoAccept,
+        StatusCode::URI_TOO_LONG => ErrorName::InvalidParameter,
+        StatusCode::TOO_MANY_REQUESTS => ErrorName::RateLimited,
+        s if s.is_server_error() => ErrorName::ServerError,
+        _ => ErrorName::BadRequest,
+    }
 }
 
 fn looks_like_version(seg: &str) -> bool {

@@ -17,6 +17,13 @@ impl FromRequest<AppState> for Body {
     async fn from_request(req: Request, state: &AppState) -> Result<Body, ApiError> {
         let limit = state.settings.max_body_bytes;
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            if timed_out(&e) {
+                return ApiError::new(
+                    ErrorName::BadRequest,
+                    "the request body stopped arriving before its Content-Length was reached; send the whole body",
+                )
+                .with_status(axum::http::StatusCode::REQUEST_TIMEOUT);
+            }
             ApiError::new(
                 ErrorName::BadRequest,
                 format!(
@@ -44,6 +51,19 @@ impl FromRequest<AppState> for Body {
             )),
         }
     }
+}
+
+/// Did reading the body fail because the service's body timeout (set where the server is run) ran
+/// out?
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if c.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 fn kind(v: &Value) -> &'static str {

@@ -78,6 +78,10 @@ pub struct ApiSettings {
     pub seed_domain: String,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Failed logins a client address may make per minute before it gets `RateLimited`.
+    pub failed_logins_per_address: u32,
+    /// Failed logins per minute for one API key, from all addresses together.
+    pub failed_logins_per_key: u32,
 }
 
 #[derive(Clone)]
@@ -92,6 +96,7 @@ pub struct AppState {
     pub work_ready: Arc<Notify>,
     pub(crate) credentials: Arc<CredentialCache>,
     pub(crate) rate: Arc<RateLimiter>,
+    pub(crate) logins: Arc<crate::login::LoginGuard>,
 }
 
 impl AppState {
@@ -113,6 +118,7 @@ impl AppState {
             work_ready,
             credentials: Arc::new(CredentialCache::default()),
             rate: Arc::new(RateLimiter::default()),
+            logins: Arc::new(crate::login::LoginGuard::default()),
         }
     }
 
@@ -122,30 +128,39 @@ impl AppState {
     }
 }
 
-/// Remembers recently verified credentials for a short time: argon2 is deliberately slow, and an
-/// API client sends the same Basic header with every call. Keyed by a hash of the header, so no
-/// password is held in memory.
+/// Remembers recently verified credentials: argon2 is deliberately slow, and an API client sends
+/// the same Basic header with every call. Keyed by a hash of the header, so no password is held in
+/// memory. An entry lives while it is used (an active client never falls back into argon2's queue,
+/// which a login storm may have filled) and carries a digest of the stored hash it was checked
+/// against, so a changed password ends it at once.
 #[derive(Default)]
 pub(crate) struct CredentialCache {
-    entries: Mutex<HashMap<[u8; 32], (i64, Instant)>>,
+    entries: Mutex<HashMap<[u8; 32], CachedLogin>>,
 }
+
+/// Account id, digest of the stored hash, last use.
+type CachedLogin = (i64, [u8; 32], Instant);
 
 const CREDENTIAL_TTL: Duration = Duration::from_secs(60);
 
 impl CredentialCache {
-    pub fn get(&self, key: &[u8; 32]) -> Option<i64> {
-        let map = self.entries.lock().ok()?;
-        map.get(key)
-            .filter(|(_, at)| at.elapsed() < CREDENTIAL_TTL)
-            .map(|(id, _)| *id)
+    /// The account id and stored-hash digest of a credential used within the last minute.
+    pub fn get(&self, key: &[u8; 32]) -> Option<(i64, [u8; 32])> {
+        let mut map = self.entries.lock().ok()?;
+        let (id, digest, at) = map.get_mut(key)?;
+        if at.elapsed() >= CREDENTIAL_TTL {
+            return None;
+        }
+        *at = Instant::now();
+        Some((*id, *digest))
     }
 
-    pub fn put(&self, key: [u8; 32], account_id: i64) {
+    pub fn put(&self, key: [u8; 32], account_id: i64, hash_digest: [u8; 32]) {
         if let Ok(mut map) = self.entries.lock() {
             if map.len() > 10_000 {
-                map.retain(|_, (_, at)| at.elapsed() < CREDENTIAL_TTL);
+                map.retain(|_, (_, _, at)| at.elapsed() < CREDENTIAL_TTL);
             }
-            map.insert(key, (account_id, Instant::now()));
+            map.insert(key, (account_id, hash_digest, Instant::now()));
         }
     }
 }
@@ -179,7 +194,29 @@ impl RateLimiter {
 
 #[cfg(test)]
 mod tests {
-    use super::SmtpSendRequest;
+    use super::*;
+
+    fn age(cache: &CredentialCache, key: &[u8; 32], by: Duration) {
+        if let Ok(mut map) = cache.entries.lock() {
+            if let Some((_, _, at)) = map.get_mut(key) {
+                *at = at.checked_sub(by).unwrap_or(*at);
+            }
+        }
+    }
+
+    /// A login in use stays cached past the TTL; an unused one expires.
+    #[test]
+    fn cached_logins_live_while_they_are_used() {
+        let cache = CredentialCache::default();
+        cache.put([1; 32], 7, [9; 32]);
+        cache.put([2; 32], 8, [9; 32]);
+        age(&cache, &[1; 32], Duration::from_secs(50));
+        assert_eq!(cache.get(&[1; 32]), Some((7, [9; 32])));
+        age(&cache, &[1; 32], Duration::from_secs(50));
+        age(&cache, &[2; 32], Duration::from_secs(100));
+        assert_eq!(cache.get(&[1; 32]), Some((7, [9; 32])));
+        assert_eq!(cache.get(&[2; 32]), None);
+    }
 
     #[test]
     fn a_send_request_never_shows_its_password() {

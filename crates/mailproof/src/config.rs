@@ -29,6 +29,37 @@ pub struct FileConfig {
     pub blobs: Option<BlobsConfig>,
     pub render: Option<RenderSettings>,
     pub spam: Option<SpamSettings>,
+    pub http_limits: Option<HttpLimits>,
+}
+
+/// The `[http_limits]` section: how long clients may take, how many are served at once, and how
+/// many failed logins they may make.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpLimits {
+    /// Seconds a client has to send a request line and headers (and an idle keep-alive
+    /// connection stays open).
+    pub header_timeout: u64,
+    /// Seconds a request body may pause before the request is answered 408 and closed.
+    pub body_timeout: u64,
+    /// Connections served at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Failed logins per minute from one client address before `RateLimited`.
+    pub failed_logins_per_address: u32,
+    /// Failed logins per minute for one API key, from all addresses together.
+    pub failed_logins_per_key: u32,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_timeout: 10,
+            body_timeout: 30,
+            max_connections: 2048,
+            failed_logins_per_address: 30,
+            failed_logins_per_key: 30,
+        }
+    }
 }
 
 /// The `[spam]` section.
@@ -102,6 +133,7 @@ pub struct Settings {
     pub blobs: BlobsConfig,
     pub render: RenderSettings,
     pub spam: SpamSettings,
+    pub http_limits: HttpLimits,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -187,6 +219,16 @@ impl Settings {
         if retention_days < 1 {
             problems.push("retention_days must be at least 1".into());
         }
+        let http_limits = file.http_limits.unwrap_or_default();
+        if http_limits.header_timeout == 0
+            || http_limits.body_timeout == 0
+            || http_limits.max_connections == 0
+        {
+            problems.push(
+                "[http_limits] header_timeout, body_timeout and max_connections must be at least 1"
+                    .into(),
+            );
+        }
         if !problems.is_empty() {
             bail!("invalid settings:\n  {}", problems.join("\n  "));
         }
@@ -223,6 +265,7 @@ impl Settings {
             blobs: file.blobs.unwrap_or_default(),
             render: file.render.unwrap_or_default(),
             spam: file.spam.unwrap_or_default(),
+            http_limits,
         })
     }
 }

@@ -3,6 +3,7 @@
 
 mod accounts;
 mod config;
+mod http;
 mod mail;
 mod serve;
 

@@ -243,6 +243,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         default_rate_limit: settings.default_rate_limit,
         seed_domain: settings.seed_domain.clone(),
         max_body_bytes: settings.max_body_bytes,
+        failed_logins_per_address: settings.http_limits.failed_logins_per_address,
+        failed_logins_per_key: settings.http_limits.failed_logins_per_key,
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let smtp_listener = tokio::net::TcpListener::bind(settings.smtp)
@@ -290,10 +292,12 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     // A line on stdout that scripts (and the tests) can wait for.
     println!("mailproof: smtp on {smtp_bound}");
     println!("mailproof: listening on http://{bound}");
-    axum::serve(listener, api::router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("HTTP server failed")?;
+    let limits = crate::http::Limits {
+        header_timeout: Duration::from_secs(settings.http_limits.header_timeout),
+        body_timeout: Duration::from_secs(settings.http_limits.body_timeout),
+        max_connections: settings.http_limits.max_connections,
+    };
+    crate::http::serve(listener, api::router(state), limits, shutdown_signal()).await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = retention.await;

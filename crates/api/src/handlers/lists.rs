@@ -11,6 +11,10 @@ use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::state::AppState;
 
+/// Most `headers[...]` filters in one search: each is a subquery, and SQLite bounds how deep one
+/// expression may nest, so an unbounded list ends in a storage failure instead of an answer.
+pub const MAX_HEADER_FILTERS: usize = 20;
+
 fn invalid(msg: String) -> ApiError {
     ApiError::new(ErrorName::InvalidParameter, msg)
 }
@@ -98,6 +102,11 @@ pub fn parse_query(
                         return Err(invalid(
                             "`headers[]` needs a header name: headers[X-Name]=value".into(),
                         ));
+                    }
+                    if f.headers.len() == MAX_HEADER_FILTERS {
+                        return Err(invalid(format!(
+                            "at most {MAX_HEADER_FILTERS} `headers[...]` filters can be combined in one search"
+                        )));
                     }
                     f.headers.push((header.to_ascii_lowercase(), value));
                 } else if other == "headers" {

@@ -3,11 +3,10 @@
 //! file does not exist.
 
 use axum::body::Body as HttpBody;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, Mac};
-use serde::Deserialize;
 use sha2::Sha256;
 
 use crate::auth::{authenticate, Caller};
@@ -45,10 +44,47 @@ pub fn url(s: &ApiSettings, test: &str, client: &str, name: &str, now: i64) -> S
     )
 }
 
-#[derive(Deserialize)]
 pub struct Presign {
     expires: Option<i64>,
     signature: Option<String>,
+}
+
+impl Presign {
+    /// `expires` and `signature`, each at most once: two values would leave it unclear which one
+    /// was signed. Other parameters are ignored (spec §1's permissive handling).
+    fn parse(raw: Option<&str>) -> Result<Presign, ApiError> {
+        let invalid = |m: String| ApiError::new(ErrorName::InvalidParameter, m);
+        let mut p = Presign {
+            expires: None,
+            signature: None,
+        };
+        for (name, value) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+            match name.as_ref() {
+                "expires" => {
+                    if p.expires.is_some() {
+                        return Err(invalid(
+                            "`expires` is given more than once; use the screenshot URL exactly as the results gave it".into(),
+                        ));
+                    }
+                    p.expires = Some(value.trim().parse().map_err(|_| {
+                        invalid(format!(
+                            "`expires` {value:?} must be a Unix time in seconds, as in the URL the results gave"
+                        ))
+                    })?);
+                }
+                "signature" => {
+                    if p.signature.is_some() {
+                        return Err(invalid(
+                            "`signature` is given more than once; use the screenshot URL exactly as the results gave it".into(),
+                        ));
+                    }
+                    p.signature = Some(value.into_owned());
+                }
+                _ => {}
+            }
+        }
+        Ok(p)
+    }
 }
 
 fn forbidden(msg: &str) -> Response {
@@ -58,9 +94,13 @@ fn forbidden(msg: &str) -> Response {
 pub async fn serve(
     State(state): State<AppState>,
     Path((test, client, file)): Path<(String, String, String)>,
-    Query(q): Query<Presign>,
+    RawQuery(raw): RawQuery,
     req: Request,
 ) -> Response {
+    let q = match Presign::parse(raw.as_deref()) {
+        Ok(q) => q,
+        Err(e) => return e.into_response(),
+    };
     let (parts, _) = req.into_parts();
     let Some(name) = file.strip_suffix(".png").filter(|n| NAMES.contains(n)) else {
         return forbidden("no such screenshot");
