@@ -120,6 +120,15 @@ pub struct Client {
     pub version: Option<String>,
     /// The client's default body font stack, used where the email names none.
     pub default_font: String,
+
+    // --- compatibility -----------------------------------------------------------------------
+    /// Other ids this profile answers to: the ids existing v5 client libraries ship as their
+    /// defaults (`outlook16`, `iphone6p_9`, ...), mapped to the closest profile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<String>,
+    /// Set on the entry an alias resolves to: the id of the profile it copies.
+    #[serde(skip)]
+    pub alias_of: Option<String>,
 }
 
 fn one() -> f32 {
@@ -143,8 +152,19 @@ struct CatalogFile {
 /// The validated client catalog, in file order.
 #[derive(Clone, Debug)]
 pub struct Catalog {
-    clients: Vec<Client>,
+    /// The profiles, then one entry per alias (a copy of its profile under the alias id, never a
+    /// default). `profiles` of them are profiles.
+    entries: Vec<Client>,
+    profiles: usize,
     by_id: BTreeMap<String, usize>,
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 impl Catalog {
@@ -153,19 +173,15 @@ impl Catalog {
         let mut problems = Vec::new();
         let mut seen = HashSet::new();
         for c in &file.client {
-            let valid_id = !c.id.is_empty()
-                && c.id.len() <= 64
-                && c.id
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-            if !valid_id {
-                problems.push(format!(
-                    "client id {:?} must be 1-64 characters of a-z, 0-9 and _",
-                    c.id
-                ));
-            }
-            if !seen.insert(c.id.clone()) {
-                problems.push(format!("client id {:?} appears twice", c.id));
+            for id in std::iter::once(&c.id).chain(&c.aliases) {
+                if !valid_id(id) {
+                    problems.push(format!(
+                        "client id {id:?} must be 1-64 characters of a-z, 0-9 and _"
+                    ));
+                }
+                if !seen.insert(id.clone()) {
+                    problems.push(format!("client id {id:?} appears twice"));
+                }
             }
             if !(200..=2560).contains(&c.viewport.width)
                 || !(200..=4096).contains(&c.viewport.height)
@@ -199,33 +215,51 @@ impl Catalog {
         if !problems.is_empty() {
             return Err(CatalogError::Invalid(problems.join("; ")));
         }
-        let by_id = file
+        let profiles = file.client.len();
+        let aliases: Vec<Client> = file
             .client
+            .iter()
+            .flat_map(|c| {
+                c.aliases.iter().map(|alias| Client {
+                    id: alias.clone(),
+                    default: false,
+                    aliases: Vec::new(),
+                    alias_of: Some(c.id.clone()),
+                    ..c.clone()
+                })
+            })
+            .collect();
+        let mut entries = file.client;
+        entries.extend(aliases);
+        let by_id = entries
             .iter()
             .enumerate()
             .map(|(i, c)| (c.id.clone(), i))
             .collect();
         Ok(Catalog {
-            clients: file.client,
+            entries,
+            profiles,
             by_id,
         })
     }
 
+    /// The profile with this id, or the entry for an alias (the profile under the alias id).
     pub fn get(&self, id: &str) -> Option<&Client> {
-        self.by_id.get(id).map(|&i| &self.clients[i])
+        self.by_id.get(id).map(|&i| &self.entries[i])
     }
 
+    /// The profiles, without aliases: what the client list shows and "all clients" means.
     pub fn clients(&self) -> &[Client] {
-        &self.clients
+        &self.entries[..self.profiles]
     }
 
     pub fn defaults(&self) -> impl Iterator<Item = &Client> {
-        self.clients.iter().filter(|c| c.default)
+        self.clients().iter().filter(|c| c.default)
     }
 
     /// The rule set names the catalog refers to, so that start-up can check each one exists.
     pub fn rule_sets(&self) -> impl Iterator<Item = &str> {
-        self.clients.iter().map(|c| c.rules.as_str())
+        self.clients().iter().map(|c| c.rules.as_str())
     }
 }
 
@@ -259,6 +293,29 @@ default_font = "Arial, sans-serif"
         assert_eq!(c.engine, Engine::Blink);
         assert_eq!(c.scale, 1.0);
         assert!(!c.rotate);
+    }
+
+    #[test]
+    fn an_alias_answers_under_its_own_id_with_its_profile_and_is_never_listed_or_default() {
+        let cat = Catalog::parse(&ONE.replace(
+            "default_font = \"Arial, sans-serif\"",
+            "default_font = \"Arial, sans-serif\"\naliases = [\"gmail_chr26_win\"]",
+        ))
+        .expect("valid catalog");
+        let alias = cat.get("gmail_chr26_win").expect("alias resolves");
+        assert_eq!(alias.id, "gmail_chr26_win");
+        assert_eq!(alias.alias_of.as_deref(), Some("gmail_web"));
+        assert_eq!(alias.rules, "gmail-desktop-webmail");
+        assert!(!alias.default);
+        let listed: Vec<&str> = cat.clients().iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(listed, ["gmail_web"]);
+        assert_eq!(cat.defaults().count(), 1);
+        let clash = ONE.replace(
+            "default_font = \"Arial, sans-serif\"",
+            "default_font = \"Arial, sans-serif\"\naliases = [\"gmail_web\"]",
+        );
+        let err = Catalog::parse(&clash).expect_err("an alias may not repeat an id");
+        assert!(err.to_string().contains("appears twice"), "{err}");
     }
 
     #[test]

@@ -74,10 +74,13 @@ impl<'a> ClientRules<'a> {
         ClientRules { catalog, account }
     }
 
+    /// Is `id` within a client-restricted account's list? An alias counts as the profile it
+    /// answers with.
     fn permitted(&self, id: &str) -> bool {
+        let profile = self.catalog.get(id).and_then(|c| c.alias_of.as_deref());
         self.account
             .and_then(|a| a.allowed_clients.as_ref())
-            .is_none_or(|list| list.iter().any(|c| c == id))
+            .is_none_or(|list| list.iter().any(|c| c == id || Some(c.as_str()) == profile))
     }
 
     /// May the caller use `client` at all? (A free plan only uses free clients.)

@@ -194,3 +194,21 @@ fn the_html_limit_is_the_renderers() {
         })
     );
 }
+
+#[test]
+fn ids_of_existing_v5_libraries_are_accepted_under_their_own_name() {
+    let catalog = catalog();
+    let mut account = account(Plan::Standard);
+    account.allowed_clients = Some(ids(&["outlook2016_win", "iphone15_ios"]));
+    let rules = ClientRules::new(&catalog, Some(&account));
+    let requested = ids(&["outlook16", "iphone6p_9"]);
+    assert_eq!(
+        rules.resolve(&requested, false, OnInvalid::Refuse),
+        Ok(requested.clone())
+    );
+    assert_eq!(
+        rules.resolve(&ids(&["gmail_chr26_win"]), false, OnInvalid::Refuse),
+        Err(IntakeError::InvalidClient(ids(&["gmail_chr26_win"]))),
+        "an alias of a client the account may not use is refused"
+    );
+}

@@ -29,6 +29,13 @@ pub fn client_json(c: &Client) -> Value {
     o.insert("image_blocking".into(), json!(c.image_blocking));
     o.insert("free".into(), json!(c.free));
     o.insert("default".into(), json!(c.default));
+    // Ids from existing v5 client libraries that answer with this profile (issue 11).
+    if !c.aliases.is_empty() {
+        o.insert("aliases".into(), json!(c.aliases));
+    }
+    if let Some(profile) = &c.alias_of {
+        o.insert("alias_of".into(), json!(profile));
+    }
     // What makes this profile's pictures, said openly (beyond §2.6).
     o.insert("engine".into(), json!(c.engine.as_str()));
     o.insert("rule_set".into(), json!(c.rules));

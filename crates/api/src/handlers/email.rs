@@ -108,6 +108,10 @@ fn client_result(
         if let Some(b) = &c.browser {
             out.insert("browser".into(), json!(b));
         }
+        // Answered under the id the caller sent; this says which profile drew it.
+        if let Some(profile) = &c.alias_of {
+            out.insert("alias_of".into(), json!(profile));
+        }
     }
     let mut screenshots = Map::new();
     for v in &row.variants {

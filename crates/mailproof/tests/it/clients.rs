@@ -239,3 +239,52 @@ async fn a_restricted_plan_whose_clients_are_not_defaults_tests_all_of_its_clien
     processed.sort();
     assert_eq!(processed, not_default);
 }
+
+/// Issue 11 point 5: the ids existing v5 client libraries send by default are accepted and
+/// answered under the id the caller sent, drawn by the closest profile.
+#[tokio::test]
+async fn default_ids_of_existing_v5_libraries_work_as_aliases() {
+    let s = Server::start().await;
+    let listed = s.get("/v5/email/clients").await.ok().clone();
+    assert!(
+        listed["clients"].get("outlook16").is_none(),
+        "aliases are not listed as clients"
+    );
+    assert_eq!(
+        listed["clients"]["outlook2016_win"]["aliases"],
+        json!(["outlook16"])
+    );
+    let library_defaults = [
+        "iphone6p_9",
+        "gmail_chr26_win",
+        "outlook16",
+        "iphone12_15",
+        "ipadpro_12_15",
+        "applemail13",
+    ];
+    let created = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "S", "html": "<p>x</p>", "clients": library_defaults}),
+        )
+        .await
+        .ok()
+        .clone();
+    let id = created["id"].as_str().expect("id");
+    let results = s
+        .get(&format!("/v5/email/tests/{id}/results"))
+        .await
+        .ok()
+        .clone();
+    for alias in library_defaults {
+        let r = &results[alias];
+        assert_eq!(r["id"], alias, "{results}");
+        assert!(r["alias_of"].is_string(), "{r}");
+    }
+    let one = s
+        .get(&format!("/v5/email/tests/{id}/results/outlook16"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(one["outlook16"]["display_name"], "Outlook 2016 (Windows)");
+}
