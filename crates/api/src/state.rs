@@ -76,6 +76,8 @@ pub struct AppState {
     pub work_ready: Arc<Notify>,
     pub(crate) credentials: Arc<CredentialCache>,
     pub(crate) rate: Arc<RateLimiter>,
+    /// What `GET /healthz` reports; the service wiring keeps it current.
+    pub health: Arc<crate::health::Health>,
 }
 
 impl AppState {
@@ -97,7 +99,13 @@ impl AppState {
             work_ready,
             credentials: Arc::new(CredentialCache::default()),
             rate: Arc::new(RateLimiter::default()),
+            health: Arc::default(),
         }
+    }
+
+    pub fn with_health(mut self, health: Arc<crate::health::Health>) -> AppState {
+        self.health = health;
+        self
     }
 
     pub fn with_smtp_probe(mut self, probe: Arc<dyn SmtpProbe>) -> AppState {

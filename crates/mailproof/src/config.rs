@@ -59,6 +59,9 @@ pub struct RenderSettings {
     pub resource_wait: u64,
     /// Attempts before a screenshot is Bounced.
     pub max_attempts: i64,
+    /// Seconds each engine may take to start (per attempt; three attempts). A busy machine
+    /// needs more than an idle one.
+    pub start_timeout: u64,
 }
 
 impl Default for RenderSettings {
@@ -69,6 +72,7 @@ impl Default for RenderSettings {
             render_timeout: 30,
             resource_wait: 5,
             max_attempts: 3,
+            start_timeout: 60,
         }
     }
 }
