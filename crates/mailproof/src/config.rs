@@ -37,11 +37,18 @@ pub struct FileConfig {
 pub struct SpamSettings {
     /// Start spamd and rspamd (offline, on loopback). Off, their profiles' results stay empty.
     pub daemons: bool,
+    /// The spamd and rspamd programs, when not in /usr/sbin or /usr/bin.
+    pub spamd_program: Option<PathBuf>,
+    pub rspamd_program: Option<PathBuf>,
 }
 
 impl Default for SpamSettings {
     fn default() -> Self {
-        SpamSettings { daemons: true }
+        SpamSettings {
+            daemons: true,
+            spamd_program: None,
+            rspamd_program: None,
+        }
     }
 }
 

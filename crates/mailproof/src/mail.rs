@@ -124,6 +124,13 @@ impl MailService {
 
         let filters_dir = settings.data_dir.join("filters");
         let start_filter_daemons = settings.spam.daemons;
+        let mut daemon_cfg = DaemonConfig::new(&filters_dir);
+        if let Some(program) = &settings.spam.spamd_program {
+            daemon_cfg.spamd_program = program.clone();
+        }
+        if let Some(program) = &settings.spam.rspamd_program {
+            daemon_cfg.rspamd_program = program.clone();
+        }
         let processor_store = store.clone();
         let mut processor_stop = stop_rx.clone();
         let processor_ready = work_ready.clone();
@@ -131,7 +138,7 @@ impl MailService {
             "inbound processor",
             tokio::spawn(async move {
                 let supervisor = if start_filter_daemons {
-                    Some(FilterSupervisor::start(DaemonConfig::new(&filters_dir)))
+                    Some(FilterSupervisor::start(daemon_cfg))
                 } else {
                     tracing::warn!("spam filter daemons are off ([spam] daemons = false): SpamAssassin and Rspamd results stay empty");
                     for name in ["spamassassin", "rspamd"] {

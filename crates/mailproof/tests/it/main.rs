@@ -9,6 +9,7 @@ mod content;
 mod durability;
 mod email_tests;
 mod emulation;
+mod filters_anywhere;
 mod lists;
 mod protocol;
 mod rendering;
