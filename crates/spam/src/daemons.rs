@@ -191,7 +191,36 @@ fn prepare_run_dir(run_dir: &Path) -> Result<(), SpamError> {
         set_mode(parent, 0o711)?;
     }
     make_dir(run_dir, "the run dir")?;
-    set_mode(run_dir, 0o711)
+    set_mode(run_dir, 0o711)?;
+    let owner = run_dir.join("owner.pid");
+    fs::write(&owner, std::process::id().to_string())
+        .map_err(|e| work_err(&owner.display().to_string(), e))?;
+    if let Some(parent) = run_dir.parent() {
+        remove_abandoned(parent, run_dir);
+    }
+    Ok(())
+}
+
+/// A process killed outright (SIGKILL, power loss) leaves its run dir behind; remove those whose
+/// owner is gone, so that the temp dir does not fill with them.
+fn remove_abandoned(parent: &Path, ours: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_run_dir = entry.file_name().to_string_lossy().starts_with("filters-");
+        if !is_run_dir || path == ours {
+            continue;
+        }
+        let Ok(pid) = fs::read_to_string(path.join("owner.pid")) else {
+            continue;
+        };
+        let alive = Path::new("/proc").join(pid.trim()).exists();
+        if !alive && !pid.trim().is_empty() {
+            remove_run_dir(&path);
+        }
+    }
 }
 
 fn first_existing(candidates: &[&str], fallback: &str) -> PathBuf {

@@ -26,6 +26,10 @@ pub fn tests() -> Vec<(&'static str, TestFn)> {
             external_addresses_are_used_without_starting_anything,
         ),
         (
+            "supervision::an_abandoned_run_dir_is_removed_by_the_next_start",
+            an_abandoned_run_dir_is_removed_by_the_next_start,
+        ),
+        (
             "supervision::a_filter_that_cannot_start_is_retried_and_the_other_runs_from_a_private_dir",
             a_filter_that_cannot_start_is_retried_and_the_other_runs_from_a_private_dir,
         ),
@@ -191,7 +195,38 @@ fn a_filter_that_cannot_start_is_retried_and_the_other_runs_from_a_private_dir(
                 (_, Ok(v)) => assert!(v.details.contains("score"), "{v:?}"),
             }
         }
+        let run_dir = daemon_config(&private.join("data").join("filters")).run_dir;
+        assert!(
+            run_dir.is_dir(),
+            "the run dir {} exists while running",
+            run_dir.display()
+        );
         supervisor.shutdown().await;
+        assert!(
+            !run_dir.exists(),
+            "the run dir {} is removed on shutdown",
+            run_dir.display()
+        );
+        Ok(())
+    })
+}
+
+/// A run dir whose owner process is gone (killed outright) is removed by the next start.
+fn an_abandoned_run_dir_is_removed_by_the_next_start(harness: &Harness) -> Outcome {
+    harness.runtime.block_on(async {
+        let abandoned = daemon_config(&harness.work_dir().join("abandoned")).run_dir;
+        std::fs::create_dir_all(abandoned.join("spamassassin"))
+            .map_err(|e| format!("mkdir: {e}"))?;
+        // Beyond the default pid_max: no such process.
+        std::fs::write(abandoned.join("owner.pid"), "4194305").map_err(|e| format!("{e}"))?;
+        let own = FilterDaemons::start(DaemonConfig {
+            spamd_program: "/nonexistent/spamd".into(),
+            rspamd: DaemonSource::Off,
+            ..daemon_config(&harness.work_dir().join("sweeper"))
+        })
+        .await;
+        assert!(own.is_err(), "a nonexistent spamd cannot start");
+        assert!(!abandoned.exists(), "{} was removed", abandoned.display());
         Ok(())
     })
 }
