@@ -11,6 +11,7 @@ pub mod auth;
 pub mod error;
 mod handlers;
 mod login;
+pub mod health;
 pub mod openapi;
 pub mod params;
 pub mod state;
@@ -115,7 +116,7 @@ pub fn router(state: AppState) -> Router {
     let api = tower::Layer::layer(&middleware::from_fn(api_rules), api);
     Router::new()
         .route("/screenshots/{test}/{client}/{file}", get(shots::serve))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(health::healthz))
         .route(
             "/openapi.json",
             get(|| async { axum::Json(openapi::document()) }),

@@ -97,6 +97,8 @@ pub struct AppState {
     pub(crate) credentials: Arc<CredentialCache>,
     pub(crate) rate: Arc<RateLimiter>,
     pub(crate) logins: Arc<crate::login::LoginGuard>,
+    /// What `GET /healthz` reports; the service wiring keeps it current.
+    pub health: Arc<crate::health::Health>,
 }
 
 impl AppState {
@@ -119,7 +121,13 @@ impl AppState {
             credentials: Arc::new(CredentialCache::default()),
             rate: Arc::new(RateLimiter::default()),
             logins: Arc::new(crate::login::LoginGuard::default()),
+            health: Arc::default(),
         }
+    }
+
+    pub fn with_health(mut self, health: Arc<crate::health::Health>) -> AppState {
+        self.health = health;
+        self
     }
 
     pub fn with_smtp_probe(mut self, probe: Arc<dyn SmtpProbe>) -> AppState {

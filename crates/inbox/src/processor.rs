@@ -288,6 +288,15 @@ impl InboundProcessor {
             },
             Err(e) => {
                 tracing::warn!(inbound_id = row.id, test_id, client = profile.client, error = %e, "spam filter did not answer; its result stays empty and is retried");
+                // The caller sees why the verdict is missing instead of an unexplained empty one.
+                self.store
+                    .note_spam_pending(
+                        &test_id,
+                        &profile.client,
+                        &format!("no verdict yet: {e}"),
+                        chrono::Utc::now().timestamp(),
+                    )
+                    .await?;
                 return Ok(Step::Retry(e.to_string()));
             }
         };

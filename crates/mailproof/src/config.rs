@@ -68,11 +68,18 @@ impl Default for HttpLimits {
 pub struct SpamSettings {
     /// Start spamd and rspamd (offline, on loopback). Off, their profiles' results stay empty.
     pub daemons: bool,
+    /// The spamd and rspamd programs, when not in /usr/sbin or /usr/bin.
+    pub spamd_program: Option<PathBuf>,
+    pub rspamd_program: Option<PathBuf>,
 }
 
 impl Default for SpamSettings {
     fn default() -> Self {
-        SpamSettings { daemons: true }
+        SpamSettings {
+            daemons: true,
+            spamd_program: None,
+            rspamd_program: None,
+        }
     }
 }
 
@@ -90,6 +97,9 @@ pub struct RenderSettings {
     pub resource_wait: u64,
     /// Attempts before a screenshot is Bounced.
     pub max_attempts: i64,
+    /// Seconds each engine may take to start (per attempt; three attempts). A busy machine
+    /// needs more than an idle one.
+    pub start_timeout: u64,
 }
 
 impl Default for RenderSettings {
@@ -100,6 +110,7 @@ impl Default for RenderSettings {
             render_timeout: 30,
             resource_wait: 5,
             max_attempts: 3,
+            start_timeout: 60,
         }
     }
 }

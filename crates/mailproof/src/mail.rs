@@ -8,9 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use api::health::{Component, Health, State};
 use api::{SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 use inbox::{InboundProcessor, InboxConfig, InboxSink, SvcSender};
-use spam::{DaemonConfig, DnsMode, FilterDaemons, FilterProfiles, SpamFilters};
+use spam::{
+    DaemonConfig, DaemonState, DnsMode, FilterAddresses, FilterProfiles, FilterStatus,
+    FilterSupervisor, SpamFilters,
+};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
@@ -28,6 +32,8 @@ pub struct MailContext {
     /// The API's wake-up for new tests (svc sends); also woken when auto-inbox mail makes a test.
     pub work_ready: Arc<Notify>,
     pub stop: watch::Receiver<bool>,
+    /// Where the SMTP listener and the filters report their state (`GET /healthz`).
+    pub health: Arc<Health>,
 }
 
 pub struct MailService {
@@ -55,6 +61,7 @@ impl MailService {
             catalog,
             work_ready,
             stop: outer_stop,
+            health,
         } = ctx;
         let profiles_path = settings.resources.join("spam-filters.toml");
         let profiles = FilterProfiles::load(&profiles_path)?;
@@ -96,49 +103,98 @@ impl MailService {
             ..smtp::SmtpConfig::default()
         };
         let smtp_stop = stopped(stop_rx.clone());
+        health.set("smtp", "", Component::new(State::Ok));
+        let smtp_health = health.clone();
         tasks.push((
             "smtp listener",
             tokio::spawn(async move {
                 if let Err(e) = smtp::serve(smtp_listener, smtp_cfg, sink, smtp_stop).await {
                     tracing::error!(error = %e, "the SMTP listener failed");
+                    smtp_health.set(
+                        "smtp",
+                        "",
+                        Component::down(
+                            format!("the SMTP listener failed: {e}; restart the service"),
+                            None,
+                        ),
+                    );
                 }
             }),
         ));
 
         let filters_dir = settings.data_dir.join("filters");
         let start_filter_daemons = settings.spam.daemons;
+        let mut daemon_cfg = DaemonConfig::new(&filters_dir);
+        if let Some(program) = &settings.spam.spamd_program {
+            daemon_cfg.spamd_program = program.clone();
+        }
+        if let Some(program) = &settings.spam.rspamd_program {
+            daemon_cfg.rspamd_program = program.clone();
+        }
         let processor_store = store.clone();
-        let processor_stop = stop_rx.clone();
+        let mut processor_stop = stop_rx.clone();
         let processor_ready = work_ready.clone();
         tasks.push((
             "inbound processor",
             tokio::spawn(async move {
-                let daemons = if start_filter_daemons {
-                    start_daemons(filters_dir).await
+                let supervisor = if start_filter_daemons {
+                    Some(FilterSupervisor::start(daemon_cfg))
                 } else {
                     tracing::warn!("spam filter daemons are off ([spam] daemons = false): SpamAssassin and Rspamd results stay empty");
+                    for name in ["spamassassin", "rspamd"] {
+                        health.set(
+                            "filters",
+                            name,
+                            Component {
+                                state: State::Off,
+                                reason: Some("[spam] daemons = false in the configuration".into()),
+                                next_retry: None,
+                            },
+                        );
+                    }
                     None
                 };
-                let addresses = daemons
-                    .as_ref()
-                    .map(FilterDaemons::addresses)
-                    .unwrap_or_default();
                 let filters = Arc::new(SpamFilters::with_dns(
                     profiles,
-                    &addresses,
+                    &FilterAddresses::default(),
                     DnsMode::default(),
                 ));
-                InboundProcessor::new(
-                    processor_store,
-                    inbox_cfg,
-                    catalog,
-                    filters,
-                    processor_ready,
-                )
-                .run(inbound_ready, processor_stop)
-                .await;
-                if let Some(daemons) = daemons {
-                    daemons.shutdown().await;
+                if let Some(supervisor) = &supervisor {
+                    let mut status = supervisor.status();
+                    // Mail that came before the filters waits, stored, for their first start
+                    // (seconds), rather than being deferred with a backoff.
+                    let first = async {
+                        let settled = status
+                            .wait_for(|s| {
+                                report_filters(&health, s);
+                                s.spamd != DaemonState::Starting
+                                    && s.rspamd != DaemonState::Starting
+                            })
+                            .await
+                            .map(|now| now.clone());
+                        if let Ok(now) = settled {
+                            filters.update(&now);
+                        }
+                    };
+                    tokio::select! {
+                        () = first => {}
+                        () = stopped(processor_stop.clone()) => {}
+                    }
+                    follow_filters(status, filters.clone(), health.clone(), processor_stop.clone());
+                }
+                if !*processor_stop.borrow_and_update() {
+                    InboundProcessor::new(
+                        processor_store,
+                        inbox_cfg,
+                        catalog,
+                        filters,
+                        processor_ready,
+                    )
+                    .run(inbound_ready, processor_stop)
+                    .await;
+                }
+                if let Some(supervisor) = supervisor {
+                    supervisor.shutdown().await;
                 }
             }),
         ));
@@ -201,18 +257,46 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Starts spamd and rspamd; without them their profiles stay empty (and are retried), so a failure
-/// is logged loudly but does not stop the service.
-async fn start_daemons(work_dir: PathBuf) -> Option<FilterDaemons> {
-    match FilterDaemons::start(DaemonConfig::new(&work_dir)).await {
-        Ok(daemons) => {
-            tracing::info!(addresses = ?daemons.addresses(), "spam filter daemons ready");
-            Some(daemons)
+/// Keeps the scanners and `/healthz` in step with the daemons until `stop`.
+fn follow_filters(
+    mut status: watch::Receiver<FilterStatus>,
+    filters: Arc<SpamFilters>,
+    health: Arc<Health>,
+    stop: watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        let follow = async {
+            loop {
+                let now = status.borrow_and_update().clone();
+                filters.update(&now);
+                report_filters(&health, &now);
+                if status.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            () = follow => {}
+            () = stopped(stop) => {}
         }
-        Err(e) => {
-            tracing::error!(error = %e, "spam filter daemons did not start; SpamAssassin and Rspamd results stay empty until the service is restarted with them available");
-            None
-        }
+    });
+}
+
+fn report_filters(health: &Health, status: &FilterStatus) {
+    for (name, state) in [("spamassassin", &status.spamd), ("rspamd", &status.rspamd)] {
+        let component = match state {
+            DaemonState::Up(_) => Component::new(State::Ok),
+            DaemonState::Starting => Component::new(State::Starting),
+            DaemonState::Off => Component::new(State::Off),
+            DaemonState::Down { reason, retry_at } => Component::down(
+                reason.clone(),
+                retry_at
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()
+                    .and_then(|d| i64::try_from(d.as_secs()).ok()),
+            ),
+        };
+        health.set("filters", name, component);
     }
 }
 

@@ -21,7 +21,9 @@ async fn start_rendering(
     catalog: &Arc<Catalog>,
     work_ready: Arc<Notify>,
     stop: watch::Receiver<bool>,
+    health: &api::health::Health,
 ) -> anyhow::Result<Option<(Arc<render::Renderer>, tokio::task::JoinHandle<()>)>> {
+    use api::health::{Component, State};
     let rules_dir = settings.resources.join("rules");
     let rules = emulate::RuleBook::load(&rules_dir)
         .with_context(|| format!("in the client rules {}", rules_dir.display()))?;
@@ -33,6 +35,15 @@ async fn start_rendering(
         tracing::warn!(
             "no rendering engines configured ([render] engines = []): screenshots stay Pending"
         );
+        health.set(
+            "engines",
+            "",
+            Component {
+                state: State::Off,
+                reason: Some("[render] engines = [] in the configuration".into()),
+                next_retry: None,
+            },
+        );
         return Ok(None);
     }
     let mut cfg = render::RenderConfig::new(settings.data_dir.join("work").join("render"));
@@ -43,16 +54,30 @@ async fn start_rendering(
     cfg.net_policy = settings.fetch.clone();
     cfg.render_timeout = Duration::from_secs(r.render_timeout.max(1));
     cfg.resource_wait = Duration::from_secs(r.resource_wait);
+    cfg.start_timeout = Duration::from_secs(r.start_timeout.max(1));
     let fonts = settings.resources.join("fonts").join("fonts.conf");
     if fonts.is_file() {
         cfg.fonts_conf = Some(fonts);
     }
     let slots = cfg.slots_per_engine * cfg.engines.len();
     tracing::info!(engines = ?cfg.engines, slots_per_engine = cfg.slots_per_engine, "starting rendering engines");
-    let renderer =
-        Arc::new(render::Renderer::start(cfg).await.context(
-            "cannot start the rendering engines (run scripts/setup.sh to install them)",
-        )?);
+    let engines = cfg.engines.clone();
+    for engine in &engines {
+        health.set(
+            "engines",
+            &engine.to_string(),
+            Component::new(State::Starting),
+        );
+    }
+    // The error itself says what happened (a missing browser names scripts/setup.sh).
+    let renderer = Arc::new(
+        render::Renderer::start(cfg)
+            .await
+            .context("cannot start the rendering engines")?,
+    );
+    for engine in &engines {
+        health.set("engines", &engine.to_string(), Component::new(State::Ok));
+    }
     let worker = jobs::RenderWorker {
         store: store.clone(),
         blobs: blobs.clone(),
@@ -247,6 +272,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         failed_logins_per_key: settings.http_limits.failed_logins_per_key,
     };
     let (stop_tx, stop_rx) = watch::channel(false);
+    let health = Arc::new(api::health::Health::default());
     let smtp_listener = tokio::net::TcpListener::bind(settings.smtp)
         .await
         .with_context(|| format!("cannot listen for SMTP on {}", settings.smtp))?;
@@ -258,6 +284,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             catalog: catalog.clone(),
             work_ready: work_ready.clone(),
             stop: stop_rx.clone(),
+            health: health.clone(),
         },
         smtp_listener,
     )
@@ -270,7 +297,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         api_settings,
         work_ready.clone(),
     )
-    .with_smtp_probe(mail.smtp_probe.clone());
+    .with_smtp_probe(mail.smtp_probe.clone())
+    .with_health(health.clone());
 
     let rendering = start_rendering(
         &settings,
@@ -279,6 +307,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         &catalog,
         work_ready.clone(),
         stop_rx.clone(),
+        &health,
     )
     .await?;
     let retention = tokio::spawn(retention_loop(

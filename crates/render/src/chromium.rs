@@ -79,11 +79,14 @@ impl Chromium {
     pub(crate) async fn start(setup: &EngineSetup) -> Result<Chromium, RenderError> {
         let engine = Engine::Blink;
         let profile = tempdir::Dir::new(&setup.work_dir, "chromium")?;
-        let binary = PathBuf::from(CHROMIUM_BINARY);
+        let binary = setup
+            .program
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(CHROMIUM_BINARY));
         if !binary.is_file() {
-            return Err(RenderError::EngineStart {
+            return Err(RenderError::ProgramMissing {
                 engine,
-                reason: format!("{CHROMIUM_BINARY} not found"),
+                program: binary.display().to_string(),
             });
         }
         let (browser, ws_url) = Browser::spawn(
@@ -96,7 +99,8 @@ impl Chromium {
         )
         .await?;
         let pid = browser.pid();
-        let conn = Arc::new(Connection::open(engine, &ws_url, setup.command_timeout).await?);
+        // Start-up commands get the start timeout; see Firefox::start.
+        let conn = Arc::new(Connection::open(engine, &ws_url, setup.start_timeout).await?);
         let mut tabs = Vec::with_capacity(setup.slots);
         for _ in 0..setup.slots {
             let target = call(

@@ -17,6 +17,8 @@ pub(crate) struct EngineSetup {
     pub env: Vec<(String, String)>,
     pub start_timeout: Duration,
     pub command_timeout: Duration,
+    /// The browser program; `None` for the engine's usual one.
+    pub program: Option<PathBuf>,
     pub resource_wait: Duration,
 }
 

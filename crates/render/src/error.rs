@@ -7,11 +7,25 @@ pub enum RenderError {
     #[error("the {0} engine is not running in this renderer: add it to RenderConfig::engines")]
     EngineUnavailable(Engine),
 
-    #[error(
-        "the {engine} engine did not start: {reason}; if the browser is missing, install it \
-         with scripts/setup.sh"
-    )]
+    #[error("the {engine} engine did not start: {reason}")]
     EngineStart { engine: Engine, reason: String },
+
+    #[error(
+        "the {engine} engine's browser {program} is missing: install it with scripts/setup.sh"
+    )]
+    ProgramMissing { engine: Engine, program: String },
+
+    #[error(
+        "the {engine} engine is installed but did not get ready in {attempts} attempts of up to \
+         {timeout:?} each; last: {last}. The machine may be too busy: retry, or give it more time \
+         ([render] start_timeout)"
+    )]
+    NotReady {
+        engine: Engine,
+        attempts: u32,
+        timeout: std::time::Duration,
+        last: Box<RenderError>,
+    },
 
     #[error("the {engine} engine died during a render: {reason}")]
     EngineDied { engine: Engine, reason: String },
@@ -62,6 +76,18 @@ impl RenderError {
             RenderError::Webkit(e) => e.is_retryable(),
             _ => false,
         }
+    }
+
+    /// True when starting the engine again may work: everything but a missing program, a bad
+    /// configuration or a file-system problem.
+    pub fn is_start_retryable(&self) -> bool {
+        !matches!(
+            self,
+            RenderError::ProgramMissing { .. }
+                | RenderError::InvalidRequest(_)
+                | RenderError::EngineUnavailable(_)
+                | RenderError::Io { .. }
+        )
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> RenderError {

@@ -119,10 +119,13 @@ impl Firefox {
             "-remote-allow-system-access".into(),
             "about:blank".into(),
         ];
-        let binary = which(FIREFOX_BINARY).ok_or_else(|| RenderError::EngineStart {
-            engine,
-            reason: format!("{FIREFOX_BINARY} is not on PATH"),
-        })?;
+        let binary = match &setup.program {
+            Some(program) => program.clone(),
+            None => which(FIREFOX_BINARY).ok_or_else(|| RenderError::ProgramMissing {
+                engine,
+                program: format!("{FIREFOX_BINARY} (not on PATH)"),
+            })?,
+        };
         let mut env = setup.env.clone();
         env.push(("MOZ_CRASHREPORTER_DISABLE".into(), "1".into()));
         let (browser, ws_base) = Browser::spawn(
@@ -135,8 +138,10 @@ impl Firefox {
         )
         .await?;
         let pid = browser.pid();
+        // Until the tabs exist, commands may take as long as the start itself: a browser that
+        // has just printed its address can still be busy loading on a starved machine.
         let conn = Arc::new(
-            Connection::open(engine, &format!("{ws_base}/session"), setup.command_timeout).await?,
+            Connection::open(engine, &format!("{ws_base}/session"), setup.start_timeout).await?,
         );
         call(&conn, "session.new", json!({"capabilities": {}})).await?;
         call(
@@ -183,6 +188,7 @@ impl Firefox {
                 state: Mutex::new(TabState::default()),
             });
         }
+        conn.set_command_timeout(setup.command_timeout);
         tracing::info!(pid, slots = setup.slots, "Firefox ready");
         Ok(Firefox {
             running: Running::new(browser, conn, profile),

@@ -56,8 +56,13 @@ pub struct RenderConfig {
     pub render_timeout: Duration,
     /// How long a page may wait for its remote resources before it is shot as it is.
     pub resource_wait: Duration,
-    /// Time an engine may take to start.
+    /// Time an engine may take to start, per attempt (its first commands included).
     pub start_timeout: Duration,
+    /// Attempts to start each engine before giving up.
+    pub start_attempts: u32,
+    /// Browser programs to run instead of the usual ones (e.g. a wrapper script).
+    pub chromium_program: Option<PathBuf>,
+    pub firefox_program: Option<PathBuf>,
     /// fontconfig file the engines use (`FONTCONFIG_FILE`); `None` keeps the system's.
     pub fonts_conf: Option<PathBuf>,
     /// WebKit helper binary; `None` lets the webkit crate look for it.
@@ -76,7 +81,10 @@ impl RenderConfig {
             work_dir,
             render_timeout: Duration::from_secs(30),
             resource_wait: Duration::from_secs(5),
-            start_timeout: Duration::from_secs(30),
+            start_timeout: Duration::from_secs(60),
+            start_attempts: 3,
+            chromium_program: None,
+            firefox_program: None,
             fonts_conf: default_fonts_conf(),
             webkit_helper: None,
         }
@@ -263,8 +271,12 @@ impl Renderer {
                 // than the whole render's timeout, leaving time for the retry.
                 command_timeout: cfg.render_timeout.min(COMMAND_TIMEOUT),
                 resource_wait: cfg.resource_wait,
+                program: match engine {
+                    Engine::Blink => cfg.chromium_program.clone(),
+                    _ => cfg.firefox_program.clone(),
+                },
             };
-            let instance = Instance::start(engine, &setup).await?;
+            let instance = start_with_retries(engine, &setup, cfg.start_attempts).await?;
             pools.push(Pool {
                 engine,
                 setup,
@@ -438,6 +450,36 @@ impl Renderer {
         }
         if let Some(webkit) = self.webkit {
             webkit.engine.shutdown().await;
+        }
+    }
+}
+
+/// A first start on a busy machine can miss its timeout although the browser is fine: try again
+/// (a fresh process each time) before giving up, and then say what happened.
+async fn start_with_retries(
+    engine: Engine,
+    setup: &EngineSetup,
+    attempts: u32,
+) -> Result<Instance, RenderError> {
+    let attempts = attempts.max(1);
+    let mut attempt = 1;
+    loop {
+        match Instance::start(engine, setup).await {
+            Ok(instance) => return Ok(instance),
+            Err(e) if !e.is_start_retryable() => return Err(e),
+            Err(e) if attempt >= attempts => {
+                return Err(RenderError::NotReady {
+                    engine,
+                    attempts,
+                    timeout: setup.start_timeout,
+                    last: Box::new(e),
+                })
+            }
+            Err(e) => {
+                tracing::warn!(%engine, attempt, attempts, error = %e, "engine did not start; trying again");
+                tokio::time::sleep(Duration::from_secs(u64::from(attempt))).await;
+                attempt += 1;
+            }
         }
     }
 }

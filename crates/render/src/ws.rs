@@ -43,7 +43,8 @@ pub(crate) struct Connection {
     out: mpsc::UnboundedSender<Message>,
     routes: Arc<Mutex<Routes>>,
     next_id: AtomicU64,
-    command_timeout: Duration,
+    /// Milliseconds; long while the engine starts (a busy machine), short once it runs.
+    command_timeout_ms: AtomicU64,
     reader: tokio::task::JoinHandle<()>,
     writer: tokio::task::JoinHandle<()>,
 }
@@ -134,7 +135,7 @@ impl Connection {
             out,
             routes,
             next_id: AtomicU64::new(1),
-            command_timeout,
+            command_timeout_ms: AtomicU64::new(millis(command_timeout)),
             reader,
             writer,
         })
@@ -201,7 +202,8 @@ impl Connection {
             return Err(self.died("the websocket writer stopped"));
         }
         tracing::trace!(engine = %self.engine, id, method, "command sent");
-        match tokio::time::timeout(self.command_timeout, rx).await {
+        let command_timeout = self.command_timeout();
+        match tokio::time::timeout(command_timeout, rx).await {
             Ok(Ok(answer)) => {
                 tracing::trace!(engine = %self.engine, id, method, "answered");
                 Ok(answer)
@@ -221,10 +223,20 @@ impl Connection {
                 }
                 Err(RenderError::EngineHung {
                     engine: self.engine,
-                    what: format!("{method} got no answer within {:?}", self.command_timeout),
+                    what: format!("{method} got no answer within {command_timeout:?}"),
                 })
             }
         }
+    }
+
+    /// Bounds every later command (the start-up commands ran under a longer one).
+    pub(crate) fn set_command_timeout(&self, timeout: Duration) {
+        self.command_timeout_ms
+            .store(millis(timeout), Ordering::Relaxed);
+    }
+
+    fn command_timeout(&self) -> Duration {
+        Duration::from_millis(self.command_timeout_ms.load(Ordering::Relaxed))
     }
 
     fn died(&self, reason: &str) -> RenderError {
@@ -267,4 +279,8 @@ fn route(routes: &Mutex<Routes>, text: &str) {
     routes
         .subscribers
         .retain(|s| !((s.filter)(&message) && s.tx.send(message.clone()).is_err()));
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -36,6 +36,18 @@ pub enum SpamError {
         last: String,
         log: PathBuf,
     },
+    #[error("{daemon} started but cannot scan ({reason}); check that its user can read {config}, and see its log at {log}")]
+    DaemonCannotScan {
+        daemon: &'static str,
+        reason: String,
+        config: PathBuf,
+        log: PathBuf,
+    },
+    #[error("the {engine} filter is down: {reason}; the message is kept and scanned when the filter is back")]
+    EngineDown {
+        engine: &'static str,
+        reason: String,
+    },
     #[error("{daemon} exited during start-up ({status}); see its log at {log}")]
     DaemonExited {
         daemon: &'static str,

@@ -1,10 +1,11 @@
 //! The scanning API: every engine scans a message once, every profile judges the engine's score.
 
-use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::builtin::{BuiltinAnalyzer, DnsMode};
-use crate::daemons::FilterAddresses;
+use crate::daemons::{DaemonState, FilterAddresses, FilterStatus};
 use crate::profiles::{EngineKind, FilterProfile, FilterProfiles, FilterType};
 use crate::report::EngineReport;
 use crate::rspamd::RspamdClient;
@@ -44,17 +45,90 @@ pub struct Verdict {
 }
 
 enum Engine<T> {
-    Ready(T),
-    /// Not configured or could not be built; the reason is given to every scan.
+    Ready(SocketAddr, Arc<T>),
+    /// Not configured or could not be built; the reason is logged with every scan.
     Missing(String),
+    /// Supervised but not answering now; every scan says why and when it is tried again.
+    Down {
+        reason: String,
+        retry_at: Option<SystemTime>,
+    },
 }
 
-/// The profiles plus one client per engine. Cheap to share behind an `Arc`.
+impl<T> Clone for Engine<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Engine::Ready(addr, client) => Engine::Ready(*addr, client.clone()),
+            Engine::Missing(reason) => Engine::Missing(reason.clone()),
+            Engine::Down { reason, retry_at } => Engine::Down {
+                reason: reason.clone(),
+                retry_at: *retry_at,
+            },
+        }
+    }
+}
+
+/// The profiles plus one client per engine. Cheap to share behind an `Arc`; the engines follow
+/// the daemons' state through [`SpamFilters::update`].
 pub struct SpamFilters {
     profiles: FilterProfiles,
-    spamd: Engine<SpamdClient>,
-    rspamd: Engine<RspamdClient>,
+    spamd: RwLock<Engine<SpamdClient>>,
+    rspamd: RwLock<Engine<RspamdClient>>,
     builtin: BuiltinAnalyzer,
+}
+
+fn spamd_engine(addr: Option<SocketAddr>) -> Engine<SpamdClient> {
+    match addr {
+        Some(addr) => Engine::Ready(addr, Arc::new(SpamdClient::new(addr, SPAMD_TIMEOUT))),
+        None => Engine::Missing("no spamd address".into()),
+    }
+}
+
+fn rspamd_engine(addr: Option<SocketAddr>) -> Engine<RspamdClient> {
+    match addr {
+        Some(addr) => match RspamdClient::new(addr, RSPAMD_TIMEOUT) {
+            Ok(client) => Engine::Ready(addr, Arc::new(client)),
+            Err(e) => Engine::Missing(e.to_string()),
+        },
+        None => Engine::Missing("no rspamd address".into()),
+    }
+}
+
+/// The engine for a daemon's new state; an engine already talking to the same address is kept.
+fn follow<T>(
+    current: &RwLock<Engine<T>>,
+    state: &DaemonState,
+    make: fn(Option<SocketAddr>) -> Engine<T>,
+) {
+    let next = match state {
+        DaemonState::Up(addr) => {
+            let same = matches!(
+                &*current.read().unwrap_or_else(PoisonError::into_inner),
+                Engine::Ready(a, _) if a == addr
+            );
+            if same {
+                return;
+            }
+            make(Some(*addr))
+        }
+        DaemonState::Off => make(None),
+        DaemonState::Starting => Engine::Down {
+            reason: "it is starting".into(),
+            retry_at: None,
+        },
+        DaemonState::Down { reason, retry_at } => Engine::Down {
+            reason: reason.clone(),
+            retry_at: Some(*retry_at),
+        },
+    };
+    *current.write().unwrap_or_else(PoisonError::into_inner) = next;
+}
+
+impl<T> Engine<T> {
+    fn snapshot(lock: &RwLock<Engine<T>>) -> Engine<T> {
+        // The engine is replaced whole; a panic elsewhere cannot leave it half-written.
+        lock.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
 }
 
 impl SpamFilters {
@@ -68,23 +142,19 @@ impl SpamFilters {
         addresses: &FilterAddresses,
         dns: DnsMode,
     ) -> SpamFilters {
-        let spamd = match addresses.spamd {
-            Some(addr) => Engine::Ready(SpamdClient::new(addr, SPAMD_TIMEOUT)),
-            None => Engine::Missing("no spamd address".into()),
-        };
-        let rspamd = match addresses.rspamd {
-            Some(addr) => match RspamdClient::new(addr, RSPAMD_TIMEOUT) {
-                Ok(client) => Engine::Ready(client),
-                Err(e) => Engine::Missing(e.to_string()),
-            },
-            None => Engine::Missing("no rspamd address".into()),
-        };
         SpamFilters {
             profiles,
-            spamd,
-            rspamd,
+            spamd: RwLock::new(spamd_engine(addresses.spamd)),
+            rspamd: RwLock::new(rspamd_engine(addresses.rspamd)),
             builtin: BuiltinAnalyzer::new(dns),
         }
+    }
+
+    /// Follows the supervised daemons: scans go to the ones up, and a scan for one that is down
+    /// fails with [`SpamError::EngineDown`] saying why.
+    pub fn update(&self, status: &FilterStatus) {
+        follow(&self.spamd, &status.spamd, spamd_engine);
+        follow(&self.rspamd, &status.rspamd, rspamd_engine);
     }
 
     /// The spam clients of `GET /v5/spam/clients`, in file order.
@@ -168,13 +238,15 @@ impl SpamFilters {
             (message, None)
         };
         let result = match engine {
-            EngineKind::Spamassassin => match &self.spamd {
-                Engine::Ready(client) => client.scan(message).await,
-                Engine::Missing(reason) => Err(not_configured(engine, reason)),
+            EngineKind::Spamassassin => match Engine::snapshot(&self.spamd) {
+                Engine::Ready(_, client) => client.scan(message).await,
+                Engine::Missing(reason) => Err(not_configured(engine, &reason)),
+                Engine::Down { reason, retry_at } => Err(down(engine, &reason, retry_at)),
             },
-            EngineKind::Rspamd => match &self.rspamd {
-                Engine::Ready(client) => client.scan(message, env).await,
-                Engine::Missing(reason) => Err(not_configured(engine, reason)),
+            EngineKind::Rspamd => match Engine::snapshot(&self.rspamd) {
+                Engine::Ready(_, client) => client.scan(message, env).await,
+                Engine::Missing(reason) => Err(not_configured(engine, &reason)),
+                Engine::Down { reason, retry_at } => Err(down(engine, &reason, retry_at)),
             },
             EngineKind::Builtin => self.builtin.analyze(message, env).await,
         };
@@ -206,6 +278,18 @@ fn not_configured(engine: EngineKind, reason: &str) -> SpamError {
     tracing::debug!(engine = engine.as_str(), reason, "engine not configured");
     SpamError::EngineNotConfigured {
         engine: engine.as_str(),
+    }
+}
+
+fn down(engine: EngineKind, reason: &str, retry_at: Option<SystemTime>) -> SpamError {
+    let next = match retry_at.map(|t| t.duration_since(SystemTime::now())) {
+        Some(Ok(wait)) => format!(" (next start attempt in {} s)", wait.as_secs().max(1)),
+        Some(Err(_)) => " (being started again now)".to_string(),
+        None => String::new(),
+    };
+    SpamError::EngineDown {
+        engine: engine.as_str(),
+        reason: format!("{reason}{next}"),
     }
 }
 
@@ -243,6 +327,10 @@ impl SpamError {
                 timeout_ms: *timeout_ms,
             },
             SpamError::UnparsableMessage(reason) => SpamError::UnparsableMessage(reason.clone()),
+            SpamError::EngineDown { engine, reason } => SpamError::EngineDown {
+                engine,
+                reason: reason.clone(),
+            },
             other => SpamError::EngineProtocol {
                 engine: "unknown",
                 reason: other.to_string(),

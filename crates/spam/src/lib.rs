@@ -18,7 +18,10 @@ mod rspamd;
 mod spamd;
 
 pub use builtin::{BuiltinAnalyzer, DnsMode};
-pub use daemons::{DaemonConfig, DaemonSource, FilterAddresses, FilterDaemons};
+pub use daemons::{
+    DaemonConfig, DaemonSource, DaemonState, FilterAddresses, FilterDaemons, FilterStatus,
+    FilterSupervisor,
+};
 pub use error::SpamError;
 pub use filters::{Envelope, SpamFilters, Verdict, MAX_MESSAGE_BYTES, SPAMD_MAX_BYTES};
 pub use profiles::{EngineKind, FilterProfile, FilterProfiles, FilterType};

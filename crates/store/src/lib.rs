@@ -84,6 +84,12 @@ impl Store {
         Ok(Store { pool })
     }
 
+    /// One trivial query: the database answers (for `GET /healthz`).
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
     }

@@ -59,6 +59,27 @@ impl Store {
         Ok(res.rows_affected() > 0)
     }
 
+    /// Says in `details` why a filter has no verdict yet, leaving `spam` empty; a filter that
+    /// already answered is left alone. Returns whether a row changed.
+    pub async fn note_spam_pending(
+        &self,
+        test_id: &str,
+        client: &str,
+        details: &str,
+        now: i64,
+    ) -> Result<bool> {
+        let res = sqlx::query(
+            "UPDATE spam_results SET details = ?, updated_at = ? WHERE test_id = ? AND client = ? AND spam IS NULL",
+        )
+        .bind(details)
+        .bind(now)
+        .bind(test_id)
+        .bind(client)
+        .execute(&self.pool)
+        .await?;
+        Ok(res.rows_affected() > 0)
+    }
+
     /// Reserves a seed-list key for an account (spec §4.4 `GET /spam/seedlist`).
     pub async fn reserve_seed_key(&self, account_id: i64, key: &str, now: i64) -> Result<()> {
         sqlx::query("INSERT INTO seed_keys (key, account_id, created_at) VALUES (?, ?, ?)")

@@ -10,6 +10,7 @@ mod durability;
 mod email_tests;
 mod emulation;
 mod hardening_http;
+mod filters_anywhere;
 mod lists;
 mod protocol;
 mod rendering;

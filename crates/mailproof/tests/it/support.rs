@@ -319,11 +319,20 @@ impl std::ops::Deref for MailServer {
 
 impl MailServer {
     pub async fn start() -> MailServer {
+        MailServer::start_with("").await
+    }
+
+    /// With `extra` appended to the config file.
+    pub async fn start_with(extra: &str) -> MailServer {
+        MailServer::start_in(tempfile::tempdir().expect("temp dir"), extra).await
+    }
+
+    /// In `dir` (the data dir is `dir/data`), with `extra` appended to the config file.
+    pub async fn start_in(dir: tempfile::TempDir, extra: &str) -> MailServer {
         use std::os::unix::process::CommandExt as _;
-        let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("mailproof.toml");
         // Spam tests need the filters, not the browsers.
-        std::fs::write(&config, "[render]\nengines = []\n").expect("write config");
+        std::fs::write(&config, format!("[render]\nengines = []\n{extra}")).expect("write config");
         let mut child = Command::new(BIN)
             .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
             .arg("--data-dir")

@@ -5,5 +5,6 @@
 
 mod network;
 mod recovery;
+mod startup;
 mod support;
 mod variants;
