@@ -10,8 +10,8 @@
 pub mod auth;
 pub mod error;
 mod handlers;
-mod login;
 pub mod health;
+mod login;
 pub mod openapi;
 pub mod params;
 pub mod state;
