@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # The WebKit engine runs in a helper binary that must sit next to `mailproof`.
 cargo build --release -p mailproof -p webkit --bins
-exec target/release/mailproof serve "$@"
+exec "${CARGO_TARGET_DIR:-target}/release/mailproof" serve "$@"
