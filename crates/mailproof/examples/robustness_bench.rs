@@ -19,10 +19,7 @@
 //! clients stayed connected.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,7 +27,10 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "bench_service/mod.rs"]
+mod bench_service;
+
+use bench_service::{BenchService, BoxError};
 
 const ADMIN: &str = "bench-admin";
 const PASS: &str = "bench-password";
@@ -40,91 +40,6 @@ const VICTIMS: usize = 10;
 const TENANT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest wait for a stalled client to be cut off before it is counted as never cut off.
 const SLOW_WAIT: Duration = Duration::from_secs(75);
-
-struct Service {
-    child: std::process::Child,
-    base: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-fn mailproof_binary() -> Result<PathBuf, BoxError> {
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(|examples| examples.parent())
-        .ok_or("cannot locate the target directory")?;
-    let bin = profile_dir.join("mailproof");
-    if !bin.is_file() {
-        return Err(format!(
-            "{} is missing: build it first with `cargo build --release -p mailproof --bins`",
-            bin.display()
-        )
-        .into());
-    }
-    Ok(bin)
-}
-
-fn start_service() -> Result<Service, BoxError> {
-    let dir = tempfile::tempdir()?;
-    let config = dir.path().join("mailproof.toml");
-    std::fs::write(&config, "[render]\nengines = []\n[spam]\ndaemons = false\n")?;
-    let mut child = Command::new(mailproof_binary()?)
-        .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--config")
-        .arg(&config)
-        .env("MAILPROOF_API_KEY", ADMIN)
-        .env("MAILPROOF_PASSWORD", PASS)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(url) = line.strip_prefix("mailproof: listening on ") {
-                let _ = tx.send(url.to_string());
-            }
-        }
-    });
-    let base = rx
-        .recv_timeout(Duration::from_secs(120))
-        .map_err(|_| "mailproof serve did not report its address within 120 s")?;
-    Ok(Service {
-        child,
-        base,
-        _dir: dir,
-    })
-}
-
-fn add_account(service: &Service, key: &str) -> Result<(), BoxError> {
-    let out = Command::new(mailproof_binary()?)
-        .args(["accounts", "add", "--api-key", key, "--password", PASS])
-        .args(["--plan", "enterprise", "--rate-limit", "100000000"])
-        .arg("--data-dir")
-        .arg(service._dir.path().join("data"))
-        .stdout(Stdio::null())
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "mailproof accounts add {key} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(())
-}
 
 fn basic(user: &str, pass: &str) -> String {
     format!(
@@ -359,15 +274,20 @@ async fn main() -> Result<(), BoxError> {
             other => return Err(format!("unknown argument {other}; see the file header").into()),
         }
     }
-    let service = start_service()?;
-    let pid = service.child.id();
+    let service = BenchService::start(
+        "[render]\nengines = []\n[spam]\ndaemons = false\n",
+        ADMIN,
+        PASS,
+        "error",
+    )?;
+    let pid = service.pid();
     eprintln!("creating {} accounts ...", clients + VICTIMS + 1);
-    add_account(&service, TENANT)?;
+    service.add_account(TENANT, PASS)?;
     for v in 0..VICTIMS {
-        add_account(&service, &format!("victim-{v}"))?;
+        service.add_account(&format!("victim-{v}"), PASS)?;
     }
     for f in 0..clients {
-        add_account(&service, &format!("fresh-{f}"))?;
+        service.add_account(&format!("fresh-{f}"), PASS)?;
     }
     let base = service.base.clone();
     let board = Arc::new(Board {

@@ -8,10 +8,6 @@
 //! seed list over SMTP (`K` tests in flight at once) and polls `GET /v5/spam/tests/<id>` every
 //! 10 ms. Prints per-filter and all-filter latency (median, p95, max) and the tests per second.
 
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt as _;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,7 +15,10 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::TcpStream;
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "bench_service/mod.rs"]
+mod bench_service;
+
+use bench_service::{BenchService, BoxError};
 
 const KEY: &str = "bench-admin";
 const BENCH_KEY: &str = "bench-key";
@@ -34,101 +33,12 @@ Read the full notes on our blog.</p><p><a href=\"https://acme.example/notes\">Re
 <p style=\"font-size:12px;color:#666\">Acme Inc, 1 Main St. <a href=\"https://acme.example/unsub\">Unsubscribe</a></p>\
 </td></tr></table></body></html>";
 
-struct Service {
-    child: std::process::Child,
-    base: String,
-    smtp: std::net::SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        // The service runs in its own process group with its filter daemons: stop them all.
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-        let _ = self.child.wait();
-    }
-}
-
-fn mailproof_binary() -> Result<PathBuf, BoxError> {
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(|examples| examples.parent())
-        .ok_or("cannot locate the target directory")?;
-    let bin = profile_dir.join("mailproof");
-    if !bin.is_file() {
-        return Err(format!(
-            "{} is missing: build it first with `cargo build --release -p mailproof --bins`",
-            bin.display()
-        )
-        .into());
-    }
-    Ok(bin)
-}
-
-fn start_service() -> Result<Service, BoxError> {
-    let dir = tempfile::tempdir()?;
-    let config = dir.path().join("mailproof.toml");
-    std::fs::write(&config, "[render]\nengines = []\n")?;
-    let mut child = Command::new(mailproof_binary()?)
-        .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--config")
-        .arg(&config)
-        .env("MAILPROOF_API_KEY", KEY)
-        .env("MAILPROOF_PASSWORD", PASS)
-        .env("RUST_LOG", "warn")
-        .process_group(0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(rest) = line.strip_prefix("mailproof: ") {
-                let _ = tx.send(rest.to_string());
-            }
-        }
-    });
-    let mut smtp = None;
-    let base = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(120))
-            .map_err(|_| "mailproof serve did not report its addresses within 120 s")?;
-        if let Some(addr) = line.strip_prefix("smtp on ") {
-            smtp = Some(addr.parse()?);
-        } else if let Some(url) = line.strip_prefix("listening on ") {
-            break url.to_string();
-        }
-    };
-    // The first-start account has the default rate limit, which polling many tests every 10 ms
-    // would exceed: the bench runs as an account of its own without a practical limit.
-    let added = Command::new(mailproof_binary()?)
-        .args([
-            "accounts",
-            "add",
-            "--api-key",
-            BENCH_KEY,
-            "--password",
-            PASS,
-        ])
-        .args(["--plan", "enterprise", "--rate-limit", "100000000"])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .stdout(Stdio::null())
-        .status()?;
-    if !added.success() {
-        return Err(format!("mailproof accounts add failed ({added})").into());
-    }
-    Ok(Service {
-        child,
-        base,
-        smtp: smtp.ok_or("no `smtp on` line before the HTTP line")?,
-        _dir: dir,
-    })
+/// The service with the filter daemons, and an account of the bench's own: the first-start
+/// account has the default rate limit, which polling many tests every 10 ms would exceed.
+fn start_service() -> Result<BenchService, BoxError> {
+    let service = BenchService::start("[render]\nengines = []\n", KEY, PASS, "warn")?;
+    service.add_account(BENCH_KEY, PASS)?;
+    Ok(service)
 }
 
 async fn smtp_reply(conn: &mut AsyncBufReader<TcpStream>) -> Result<(u16, String), BoxError> {
