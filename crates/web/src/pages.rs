@@ -747,7 +747,7 @@ async fn client_markup(
             }
         }
         @if row.status == ScreenshotStatus::Complete {
-            figure.full {
+            figure.full tabindex="0" {
                 img id="full-shot" src=(src) alt={ "Screenshot of the email in " (name) ", " (variant_label(current)) };
                 figcaption { (name) " — " (variant_label(current)) }
             }
@@ -832,7 +832,7 @@ async fn compare_markup(
             p.error role="alert" { "Pick two or more clients on the test's page, then choose “Compare selected side by side”." }
         } @else {
             p.help { "Each screenshot is shown at its client's own width in CSS pixels, so all are at the same scale." }
-            div.compare {
+            div.compare tabindex="0" role="region" aria-label="Screenshots side by side" {
                 @for r in &chosen {
                     @let name = display_name(state, &r.client_id);
                     @let width = state.api.catalog.get(&r.client_id).map_or(600, |c| c.viewport.width);
