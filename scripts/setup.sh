@@ -67,3 +67,17 @@ if ! command -v cargo-nextest >/dev/null 2>&1 && ! cargo nextest --version >/dev
   echo "setup: cargo-nextest not found; installing it from crates.io"
   cargo install --locked cargo-nextest
 fi
+
+# axe-core (MPL-2.0), the accessibility checker the web interface's browser tests inject into each
+# page. Installed once to a fixed place, never at test time.
+AXE_DIR=/opt/mailproof/axe-core
+AXE_VERSION=4.10.3
+if [ ! -f "$AXE_DIR/node_modules/axe-core/axe.min.js" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup: npm is needed to install axe-core for the web tests (apt-get install -y npm)" >&2
+    exit 1
+  fi
+  echo "setup: installing axe-core $AXE_VERSION to $AXE_DIR"
+  mkdir -p "$AXE_DIR"
+  npm install --prefix "$AXE_DIR" --no-audit --no-fund --silent "axe-core@$AXE_VERSION"
+fi

@@ -113,23 +113,37 @@ pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<Option<Call
             "the Authorization header is not valid HTTP Basic: send 'Authorization: Basic <base64(api_key:password)>'",
         ));
     };
+    let address = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    check_credentials(state, user, pass, address)
+        .await
+        .map(Some)
+}
+
+/// Checks an API key and password however they arrived (a Basic header, the web sign-in form):
+/// the sandbox credentials, the verified-credential cache, failed-login limits for `address`, then
+/// argon2 through the bounded login guard.
+pub async fn check_credentials(
+    state: &AppState,
+    user: String,
+    pass: String,
+    address: Option<std::net::IpAddr>,
+) -> Result<Caller, ApiError> {
     if user == "sandbox" && pass == "sandbox" {
-        return Ok(Some(Caller::Sandbox));
+        return Ok(Caller::Sandbox);
     }
     let cache_key: [u8; 32] = Sha256::digest(format!("{user}\0{pass}").as_bytes()).into();
     if let Some((id, digest)) = state.credentials.get(&cache_key) {
         if let Some(account) = state.store.account_by_id(id).await? {
             if account.api_key == user && hash_digest(&account) == digest {
-                return Ok(Some(Caller::Account(account)));
+                return Ok(Caller::Account(account));
             }
         }
     }
     // Only credentials that need argon2 are limited: a client whose login is cached keeps working
     // while others storm its key or its address.
-    let address = parts
-        .extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
     let (per_address, per_key) = (
         state.settings.failed_logins_per_address,
         state.settings.failed_logins_per_key,
@@ -161,7 +175,7 @@ pub async fn authenticate(parts: &Parts, state: &AppState) -> Result<Option<Call
             state
                 .credentials
                 .put(cache_key, account.id, hash_digest(&account));
-            Ok(Some(Caller::Account(account)))
+            Ok(Caller::Account(account))
         }
         Verdict::WrongPassword => {
             state

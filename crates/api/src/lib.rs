@@ -9,7 +9,7 @@
 
 pub mod auth;
 pub mod error;
-mod handlers;
+pub mod handlers;
 pub mod health;
 mod login;
 pub mod openapi;

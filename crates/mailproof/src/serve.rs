@@ -326,7 +326,14 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         body_timeout: Duration::from_secs(settings.http_limits.body_timeout),
         max_connections: settings.http_limits.max_connections,
     };
-    crate::http::serve(listener, api::router(state), limits, shutdown_signal()).await;
+    // The web pages answer under `/`; everything else (the API under /v5, screenshots, health)
+    // falls through to the API's router, with its own error rules.
+    let web_options = web::WebOptions {
+        secure_cookies: state.settings.public_url.starts_with("https://"),
+        share_days: 7,
+    };
+    let router = web::router(state.clone(), web_options).fallback_service(api::router(state));
+    crate::http::serve(listener, router, limits, shutdown_signal()).await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = retention.await;

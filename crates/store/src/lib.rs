@@ -16,6 +16,7 @@ mod jobs;
 mod retention;
 mod spam;
 mod tests;
+mod web;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -32,6 +33,7 @@ pub use spam::{PendingSend, SpamRow, SpamUpdate};
 pub use tests::{
     ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, TestRow,
 };
+pub use web::{SessionRow, ShareRow, TestSummary};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -90,7 +90,7 @@ pub async fn test_info(
     Ok(Json(Value::Object(out)))
 }
 
-fn client_result(
+pub fn client_result(
     state: &AppState,
     test: &TestRow,
     row: &ClientRow,
@@ -326,7 +326,7 @@ pub async fn delete_email_test(
     delete_test(&state, &caller, &id, TestKind::Email).await
 }
 
-async fn stored_content(state: &AppState, test: &TestRow) -> ApiResult<String> {
+pub async fn stored_content(state: &AppState, test: &TestRow) -> ApiResult<String> {
     state.store.test_content(&test.id).await?.ok_or_else(|| {
         ApiError::new(
             ErrorName::NotFound,

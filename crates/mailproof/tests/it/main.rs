@@ -17,3 +17,4 @@ mod rendering;
 mod spam_e2e;
 mod spam_tests;
 mod tenancy;
+mod web_ui;

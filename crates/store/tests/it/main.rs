@@ -293,3 +293,5 @@ async fn retention_removes_mail_received_before_the_cutoff() {
         .collect();
     assert_eq!(left, vec![recent]);
 }
+
+mod web;

@@ -1,0 +1,217 @@
+//! mailproof's web interface: server-rendered pages (maud) on the API's own building blocks, served
+//! on the API's port under `/` while the API stays under `/v5`.
+//!
+//! Invariants:
+//! - No rule of the API is repeated here: sign-in goes through `api::auth::check_credentials`
+//!   (argon2 bounded, failed-login limits), test creation through `api::handlers::create`, and
+//!   ownership through the store's account-scoped lookups (another account's test is "not found").
+//! - Every state-changing form is a POST carrying the session's CSRF token.
+//! - Screenshots are shown through the API's presigned URLs, so local files and S3 both work.
+
+// Page handlers return a finished error page as `Err(Response)`; boxing it would only add an
+// allocation on the error path.
+#![allow(clippy::result_large_err)]
+
+mod newtest;
+mod pages;
+mod session;
+
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use maud::{html, Markup, DOCTYPE};
+
+pub use session::{secret_hash, SESSION_COOKIE};
+
+/// How the pages are served.
+#[derive(Clone, Debug)]
+pub struct WebOptions {
+    /// Mark cookies `Secure` (the public URL is https).
+    pub secure_cookies: bool,
+    /// Days a new share link lives unless the owner picks otherwise.
+    pub share_days: i64,
+}
+
+#[derive(Clone)]
+pub struct WebState {
+    pub api: api::AppState,
+    pub options: WebOptions,
+}
+
+/// Every page of the web interface. Mount it in front of `api::router` (as its fallback) so that
+/// both answer on one port.
+pub fn router(api: api::AppState, options: WebOptions) -> Router {
+    let max_body = api.settings.max_body_bytes;
+    let state = WebState { api, options };
+    Router::new()
+        .route("/", get(pages::home))
+        .route("/signin", get(pages::signin_form).post(pages::signin))
+        .route("/signout", post(pages::signout))
+        .route("/tests", get(pages::tests_list))
+        .route("/tests/new", get(newtest::form).post(newtest::submit))
+        .route("/tests/{id}", get(pages::test_page))
+        .route("/tests/{id}/status.json", get(pages::test_status))
+        .route("/tests/{id}/clients/{client}", get(pages::client_page))
+        .route("/tests/{id}/compare", get(pages::compare_page))
+        .route("/tests/{id}/content", get(pages::content_page))
+        .route("/tests/{id}/reprocess", post(pages::reprocess))
+        .route("/tests/{id}/shares", post(pages::create_share))
+        .route("/tests/{id}/shares/revoke", post(pages::revoke_share))
+        .route("/share/{token}", get(pages::shared_test))
+        .route("/share/{token}/status.json", get(pages::shared_status))
+        .route("/share/{token}/clients/{client}", get(pages::shared_client))
+        .route("/share/{token}/compare", get(pages::shared_compare))
+        .route("/static/app.js", get(app_js))
+        .route("/static/app.css", get(app_css))
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+const APP_JS: &str = include_str!("../static/app.js");
+const APP_CSS: &str = include_str!("../static/app.css");
+
+async fn app_js() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        APP_JS,
+    )
+        .into_response()
+}
+
+async fn app_css() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        APP_CSS,
+    )
+        .into_response()
+}
+
+pub(crate) fn pages_chrome(v: &session::Viewer) -> Chrome<'_> {
+    pages::chrome(v)
+}
+
+/// Who the page is for, as the layout shows it.
+pub(crate) enum Chrome<'a> {
+    /// Signed in: the API key (or the sandbox) and the sign-out form's token.
+    SignedIn {
+        who: &'a str,
+        sandbox: bool,
+        csrf: &'a str,
+    },
+    /// A shared proof or the sign-in page: nothing of any account.
+    Bare,
+}
+
+/// The frame of every page. `body_attrs` carries data for app.js (the polling URL).
+pub(crate) fn layout(
+    title: &str,
+    chrome: Chrome<'_>,
+    status_url: Option<&str>,
+    main: Markup,
+) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · mailproof" }
+                link rel="stylesheet" href="/static/app.css";
+                script src="/static/app.js" defer {}
+            }
+            body data-status-url=[status_url] {
+                a.skip href="#main" { "Skip to content" }
+                header.top {
+                    @match &chrome {
+                        Chrome::SignedIn { who, sandbox, csrf } => {
+                            a.brand href="/tests" { "mailproof" }
+                            nav aria-label="Main" {
+                                a href="/tests" { "Tests" }
+                                a href="/tests/new" { "New test" }
+                            }
+                            span.who { "Signed in as " strong { (who) } }
+                            form method="post" action="/signout" {
+                                input type="hidden" name="csrf" value=(csrf);
+                                button type="submit" { "Sign out" }
+                            }
+                            @if *sandbox {
+                                p.banner role="note" { "Sandbox: requests are checked and answered, but nothing is stored." }
+                            }
+                        }
+                        Chrome::Bare => {
+                            span.brand { "mailproof" }
+                        }
+                    }
+                }
+                main id="main" tabindex="-1" { (main) }
+            }
+        }
+    }
+}
+
+pub(crate) fn page(status: StatusCode, markup: Markup) -> Response {
+    (
+        status,
+        [
+            (header::CACHE_CONTROL, "no-store"),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        Html(markup.into_string()),
+    )
+        .into_response()
+}
+
+/// A page that only says what went wrong and what to do.
+pub(crate) fn page_error(status: StatusCode, title: &str, message: &str) -> Response {
+    page(
+        status,
+        layout(
+            title,
+            Chrome::Bare,
+            None,
+            html! {
+                h1 { (title) }
+                p { (message) }
+                p { a href="/tests" { "Back to your tests" } }
+            },
+        ),
+    )
+}
+
+pub(crate) fn not_found() -> Response {
+    page_error(
+        StatusCode::NOT_FOUND,
+        "Test not found",
+        "There is no such test on this account, or the link has expired or was revoked.",
+    )
+}
+
+pub(crate) fn internal(context: &str, cause: impl std::fmt::Display) -> Response {
+    tracing::error!(error = %cause, "{context}");
+    page_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "Something failed",
+        &format!("{context}; the failure was logged. Please retry in a moment."),
+    )
+}
+
+/// An API error as a page.
+pub(crate) fn api_error(e: &api::ApiError) -> Response {
+    let status = e.status.unwrap_or_else(|| e.name.status());
+    page_error(status, e.name.as_str(), &e.message)
+}
+
+/// `YYYY-MM-DD HH:MM UTC`.
+pub(crate) fn date(ts: i64) -> String {
+    chrono::DateTime::from_timestamp(ts, 0)
+        .map(|d| d.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|| ts.to_string())
+}

@@ -1,0 +1,317 @@
+//! The new-test form: pasted HTML, an uploaded `.eml`/`.html` file or a URL, clients from the
+//! catalog by category with the account's defaults preselected, image blocking and an optional
+//! spam test. The form becomes a §2.1 request body and goes through the API's own creation code,
+//! so its rules and messages are the API's; each error is shown beside the field it is about.
+
+use std::collections::HashSet;
+
+use api::handlers::create;
+use api::ErrorName;
+use axum::extract::{Multipart, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{html, Markup};
+use serde_json::{json, Map, Value};
+
+use crate::session::Viewer;
+use crate::{layout, page, WebState};
+
+/// What the person typed, to show the form again with an error.
+#[derive(Default)]
+struct Draft {
+    subject: String,
+    html: String,
+    url: String,
+    clients: Option<HashSet<String>>,
+    image_blocking: bool,
+    spam: bool,
+    spam_method: String,
+    csrf: String,
+    file_name: String,
+}
+
+/// Which field an API error is about.
+fn field_of(name: ErrorName) -> &'static str {
+    match name {
+        ErrorName::NoSubject => "subject",
+        ErrorName::NoSource | ErrorName::InvalidUrl | ErrorName::BadRequest => "source",
+        ErrorName::NoClients | ErrorName::InvalidClient | ErrorName::InvalidFreeClient => "clients",
+        ErrorName::InvalidSpamType | ErrorName::SmtpError | ErrorName::SmtpAuthenticationError => {
+            "spam"
+        }
+        _ => "form",
+    }
+}
+
+fn error_for<'a>(err: Option<&'a (String, String)>, field: &str) -> Option<&'a str> {
+    err.filter(|(f, _)| f == field).map(|(_, m)| m.as_str())
+}
+
+fn form_markup(
+    state: &WebState,
+    viewer: &Viewer,
+    d: &Draft,
+    err: Option<&(String, String)>,
+) -> Markup {
+    let rules = intake::ClientRules::new(&state.api.catalog, viewer.caller.account());
+    let defaults: HashSet<String> = rules.default_list().into_iter().collect();
+    let usable: Vec<&domain::Client> = state
+        .api
+        .catalog
+        .clients()
+        .iter()
+        .filter(|c| rules.usable(c))
+        .collect();
+    // An empty default list means every client (spec §4.3).
+    let checked = |id: &str| match &d.clients {
+        Some(set) => set.contains(id),
+        None => defaults.is_empty() || defaults.contains(id),
+    };
+    let e = |f: &str| error_for(err, f);
+    let described = |f: &str| e(f).map(|_| format!("err-{f}"));
+    html! {
+        h1 { "New email test" }
+        @if let Some(m) = e("form") { p.error role="alert" id="err-form" { (m) } }
+        form.stack method="post" action="/tests/new" enctype="multipart/form-data" novalidate {
+            input type="hidden" name="csrf" value=(viewer.csrf);
+            label for="subject" { "Subject" }
+            input id="subject" name="subject" type="text" value=(d.subject)
+                aria-invalid=[e("subject").map(|_| "true")] aria-describedby=[described("subject")];
+            @if let Some(m) = e("subject") { p.error id="err-subject" { (m) } }
+            fieldset aria-describedby=[described("source")] {
+                legend { "Email source (one of these)" }
+                label for="html" { "Paste HTML" }
+                textarea id="html" name="html" rows="8" { (d.html) }
+                label for="file" { "or upload an .eml or .html file" }
+                input id="file" name="file" type="file" accept=".eml,.html,.htm,message/rfc822,text/html";
+                @if !d.file_name.is_empty() { p.help { "Uploaded before: " (d.file_name) " (choose it again to resend)" } }
+                label for="url" { "or give a URL to fetch" }
+                input id="url" name="url" type="url" value=(d.url);
+                @if let Some(m) = e("source") { p.error id="err-source" { (m) } }
+            }
+            fieldset.clients aria-describedby=[described("clients")] {
+                legend { "Clients" }
+                p.help { "Your account's defaults are preselected." }
+                @if let Some(m) = e("clients") { p.error id="err-clients" { (m) } }
+                @for cat in [domain::Category::Application, domain::Category::Mobile, domain::Category::Web] {
+                    @let in_cat: Vec<&&domain::Client> = usable.iter().filter(|c| c.category == cat).collect();
+                    @if !in_cat.is_empty() {
+                        fieldset {
+                            legend { (cat.as_str()) }
+                            ul.checks {
+                                @for c in in_cat {
+                                    li {
+                                        input type="checkbox" name="clients" value=(c.id) id={ "cl-" (c.id) } checked[checked(&c.id)];
+                                        label for={ "cl-" (c.id) } { (c.display_name) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            div.check {
+                input type="checkbox" id="image_blocking" name="image_blocking" value="1" checked[d.image_blocking];
+                label for="image_blocking" { "Also take screenshots with images blocked" }
+            }
+            fieldset aria-describedby=[described("spam")] {
+                legend { "Spam test" }
+                div.check {
+                    input type="checkbox" id="spam" name="spam" value="1" checked[d.spam];
+                    label for="spam" { "Run the spam filters too" }
+                }
+                label for="spam_method" { "Method" }
+                select id="spam_method" name="spam_method" {
+                    option value="svc" selected[d.spam_method != "seed"] { "Sent by mailproof (svc)" }
+                    option value="seed" selected[d.spam_method == "seed"] { "I send it to seed addresses (seed)" }
+                }
+                @if let Some(m) = e("spam") { p.error id="err-spam" { (m) } }
+            }
+            button type="submit" { "Create test" }
+        }
+    }
+}
+
+pub async fn form(State(state): State<WebState>, viewer: Viewer) -> Response {
+    let main = form_markup(&state, &viewer, &Draft::default(), None);
+    page(
+        StatusCode::OK,
+        layout("New test", crate::pages_chrome(&viewer), None, main),
+    )
+}
+
+/// Subject and HTML of an uploaded file: an `.eml` is parsed as MIME (its first HTML part, or its
+/// text wrapped in HTML); anything else is taken as HTML.
+fn from_upload(name: &str, bytes: &[u8]) -> Result<(Option<String>, String), String> {
+    let lower = name.to_ascii_lowercase();
+    if lower.ends_with(".eml") {
+        let msg = mail_parser::MessageParser::default()
+            .parse(bytes)
+            .ok_or_else(|| format!("{name} is not a readable email message (.eml)"))?;
+        let subject = msg
+            .subject()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        let html = match msg.body_html(0) {
+            Some(h) => h.into_owned(),
+            None => {
+                let text = msg.body_text(0).unwrap_or_default();
+                format!(
+                    "<!DOCTYPE html><html><head><meta charset=\"utf-8\"></head><body><pre style=\"white-space:pre-wrap\">{}</pre></body></html>",
+                    maud::html! { (text) }.into_string()
+                )
+            }
+        };
+        return Ok((subject, html));
+    }
+    String::from_utf8(bytes.to_vec())
+        .map(|h| (None, h))
+        .map_err(|_| format!("{name} is not UTF-8 text; save it as UTF-8 HTML and upload it again"))
+}
+
+pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multipart) -> Response {
+    let mut d = Draft {
+        clients: Some(HashSet::new()),
+        ..Draft::default()
+    };
+    let mut upload: Option<(String, Vec<u8>)> = None;
+    let mut client_order: Vec<String> = Vec::new();
+    loop {
+        let field = match mp.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                return crate::page_error(
+                    StatusCode::BAD_REQUEST,
+                    "Form not read",
+                    &format!("The form could not be read ({e}); the file may be too large. Try a smaller file or paste the HTML."),
+                )
+            }
+        };
+        let name = field.name().unwrap_or("").to_string();
+        if name == "file" {
+            let file_name = field.file_name().unwrap_or("").to_string();
+            match field.bytes().await {
+                Ok(b) if !b.is_empty() => upload = Some((file_name, b.to_vec())),
+                Ok(_) => {}
+                Err(e) => {
+                    return crate::page_error(
+                        StatusCode::BAD_REQUEST,
+                        "File not read",
+                        &format!("The uploaded file could not be read ({e}); it may be too large."),
+                    )
+                }
+            }
+            continue;
+        }
+        let value = field.text().await.unwrap_or_default();
+        match name.as_str() {
+            "csrf" => d.csrf = value,
+            "subject" => d.subject = value,
+            "html" => d.html = value,
+            "url" => d.url = value,
+            "clients" => {
+                client_order.push(value.clone());
+                if let Some(s) = d.clients.as_mut() {
+                    s.insert(value);
+                }
+            }
+            "image_blocking" => d.image_blocking = true,
+            "spam" => d.spam = true,
+            "spam_method" => d.spam_method = value,
+            _ => {}
+        }
+    }
+    if let Err(r) = viewer.check_csrf(&d.csrf) {
+        return r;
+    }
+    let show = |d: &Draft, field: &str, message: String| {
+        let err = (field.to_string(), message);
+        page(
+            StatusCode::BAD_REQUEST,
+            layout(
+                "New test",
+                crate::pages_chrome(&viewer),
+                None,
+                form_markup(&state, &viewer, d, Some(&err)),
+            ),
+        )
+    };
+    let mut body = Map::new();
+    let mut subject = d.subject.trim().to_string();
+    let mut html_src = (!d.html.trim().is_empty()).then(|| d.html.clone());
+    if let Some((file_name, bytes)) = &upload {
+        d.file_name = file_name.clone();
+        match from_upload(file_name, bytes) {
+            Ok((file_subject, h)) => {
+                if subject.is_empty() {
+                    subject = file_subject.unwrap_or_default();
+                    d.subject = subject.clone();
+                }
+                html_src = html_src.or(Some(h));
+            }
+            Err(m) => return show(&d, "source", m),
+        }
+    }
+    body.insert("subject".into(), json!(subject));
+    if let Some(h) = html_src {
+        body.insert("html".into(), json!(h));
+    } else if !d.url.trim().is_empty() {
+        body.insert("url".into(), json!(d.url.trim()));
+    }
+    body.insert("clients".into(), json!(client_order));
+    if client_order.is_empty() {
+        // An empty list in the API means "my defaults"; a form with nothing ticked means none.
+        return show(&d, "clients", "Pick at least one client.".to_string());
+    }
+    body.insert("image_blocking".into(), json!(d.image_blocking));
+    if d.spam {
+        body.insert(
+            "spam".into(),
+            json!({"test_method": if d.spam_method.is_empty() { "svc" } else { d.spam_method.as_str() }}),
+        );
+    }
+    match create::create_email(&state.api, &viewer.caller, body).await {
+        Ok(Value::Object(resp)) => {
+            let id = resp.get("id").and_then(Value::as_str).unwrap_or_default();
+            if viewer.is_sandbox() {
+                let main = html! {
+                    h1 { "Checked, not stored" }
+                    p role="status" { "The sandbox accepted this test (it would have the id " code { (id) } "), but nothing was stored: sign in with your account to run tests." }
+                    p { a href="/tests/new" { "Back to the form" } }
+                };
+                return page(
+                    StatusCode::OK,
+                    layout("Checked", crate::pages_chrome(&viewer), None, main),
+                );
+            }
+            Redirect::to(&format!("/tests/{id}")).into_response()
+        }
+        Ok(_) => crate::internal("creating the test failed", "unexpected answer"),
+        Err(e) => show(&d, field_of(e.name), e.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_eml_upload_gives_its_subject_and_html_part() {
+        let eml = b"Subject: Spring sale\r\nMIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nplain\r\n--b\r\nContent-Type: text/html\r\n\r\n<p>Hello <b>sale</b></p>\r\n--b--\r\n";
+        let (subject, html) = from_upload("mail.EML", eml).expect("parsed");
+        assert_eq!(subject.as_deref(), Some("Spring sale"));
+        assert!(html.contains("<b>sale</b>"), "{html}");
+        let (subject, html) = from_upload("page.html", b"<p>x</p>").expect("html");
+        assert_eq!((subject, html.as_str()), (None, "<p>x</p>"));
+        assert!(from_upload("bad.html", &[0xff, 0xfe]).is_err());
+    }
+
+    #[test]
+    fn api_errors_land_next_to_their_field() {
+        assert_eq!(field_of(ErrorName::NoSubject), "subject");
+        assert_eq!(field_of(ErrorName::InvalidUrl), "source");
+        assert_eq!(field_of(ErrorName::InvalidClient), "clients");
+        assert_eq!(field_of(ErrorName::ServerError), "form");
+    }
+}

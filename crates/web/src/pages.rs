@@ -1,0 +1,1086 @@
+//! The pages: sign-in, the tests list, a test's page (grid, full view, side by side, spam,
+//! content), sharing, and the read-only shared proof.
+
+use std::collections::HashMap;
+
+use api::auth::Caller;
+use api::handlers::shots;
+use axum::extract::{Form, Path, Query, RawQuery, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Json;
+use domain::{Category, ScreenshotStatus, TestKind, Variant};
+use maud::{html, Markup};
+use serde::Deserialize;
+use serde_json::json;
+use store::{ClientRow, TestRow};
+
+use crate::session::{self, ClientAddr, Viewer};
+use crate::{date, internal, layout, not_found, page, Chrome, WebState};
+
+pub(crate) fn chrome(v: &Viewer) -> Chrome<'_> {
+    match &v.caller {
+        Caller::Account(a) => Chrome::SignedIn {
+            who: &a.api_key,
+            sandbox: false,
+            csrf: &v.csrf,
+        },
+        Caller::Sandbox => Chrome::SignedIn {
+            who: "sandbox",
+            sandbox: true,
+            csrf: &v.csrf,
+        },
+    }
+}
+
+pub async fn home(headers: axum::http::HeaderMap) -> Redirect {
+    if session::cookie(&headers, session::SESSION_COOKIE).is_some() {
+        Redirect::to("/tests")
+    } else {
+        Redirect::to("/signin")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sign in and out
+
+#[derive(Deserialize, Default)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+/// Only paths on this site: an absolute URL or `//host` would make sign-in an open redirect.
+fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
+        _ => "/tests".to_string(),
+    }
+}
+
+fn signin_markup(token: &str, next: &str, error: Option<&str>, api_key: &str) -> Markup {
+    layout(
+        "Sign in",
+        Chrome::Bare,
+        None,
+        html! {
+            h1 { "Sign in" }
+            p { "Use your account's API key and password. The sandbox credentials (sandbox / sandbox) let you try the pages; nothing is stored for them." }
+            @if let Some(e) = error {
+                p.error id="signin-error" role="alert" { (e) }
+            }
+            form.stack method="post" action="/signin" {
+                input type="hidden" name="csrf" value=(token);
+                input type="hidden" name="next" value=(next);
+                label for="api_key" { "API key" }
+                input id="api_key" name="api_key" type="text" autocomplete="username" required value=(api_key)
+                    aria-describedby=[error.map(|_| "signin-error")];
+                label for="password" { "Password" }
+                input id="password" name="password" type="password" autocomplete="current-password" required;
+                button type="submit" { "Sign in" }
+            }
+        },
+    )
+}
+
+pub async fn signin_form(State(state): State<WebState>, Query(q): Query<NextQuery>) -> Response {
+    let token = session::new_secret();
+    let next = safe_next(q.next.as_deref());
+    let mut resp = page(StatusCode::OK, signin_markup(&token, &next, None, ""));
+    set_cookie(
+        &mut resp,
+        &session::set_cookie(
+            session::SIGNIN_CSRF_COOKIE,
+            &token,
+            3600,
+            state.options.secure_cookies,
+        ),
+    );
+    resp
+}
+
+fn set_cookie(resp: &mut Response, value: &str) {
+    if let Ok(v) = header::HeaderValue::from_str(value) {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+}
+
+#[derive(Deserialize)]
+pub struct SigninForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    next: String,
+    #[serde(default)]
+    api_key: String,
+    #[serde(default)]
+    password: String,
+}
+
+pub async fn signin(
+    State(state): State<WebState>,
+    ClientAddr(address): ClientAddr,
+    headers: axum::http::HeaderMap,
+    Form(f): Form<SigninForm>,
+) -> Response {
+    let expected = session::cookie(&headers, session::SIGNIN_CSRF_COOKIE).unwrap_or_default();
+    if !session::token_matches(&expected, &f.csrf) {
+        return session::csrf_refused();
+    }
+    let next = safe_next(Some(&f.next));
+    let caller = match api::auth::check_credentials(
+        &state.api,
+        f.api_key.trim().to_string(),
+        f.password,
+        address,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            let status = e.name.status();
+            let text = if e.name == api::ErrorName::AccessDenied {
+                "Unknown API key or wrong password.".to_string()
+            } else {
+                e.message.clone()
+            };
+            return page(
+                status,
+                signin_markup(&expected, &next, Some(&text), f.api_key.trim()),
+            );
+        }
+    };
+    let id = session::new_secret();
+    let now = chrono::Utc::now().timestamp();
+    let account_id = caller.account().map(|a| a.id);
+    if let Err(e) = state
+        .api
+        .store
+        .create_session(
+            &session::secret_hash(&id),
+            account_id,
+            now,
+            now + session::SESSION_SECS,
+        )
+        .await
+    {
+        return internal("starting the session failed", e);
+    }
+    let mut resp = Redirect::to(&next).into_response();
+    let secure = state.options.secure_cookies;
+    set_cookie(
+        &mut resp,
+        &session::set_cookie(session::SESSION_COOKIE, &id, session::SESSION_SECS, secure),
+    );
+    set_cookie(
+        &mut resp,
+        &session::set_cookie(session::SIGNIN_CSRF_COOKIE, "", 0, secure),
+    );
+    resp
+}
+
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+pub async fn signout(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Form(f): Form<CsrfForm>,
+) -> Response {
+    if let Err(r) = viewer.check_csrf(&f.csrf) {
+        return r;
+    }
+    if let Err(e) = state.api.store.delete_session(&viewer.session_hash).await {
+        return internal("ending the session failed", e);
+    }
+    let mut resp = Redirect::to("/signin").into_response();
+    set_cookie(
+        &mut resp,
+        &session::set_cookie(session::SESSION_COOKIE, "", 0, state.options.secure_cookies),
+    );
+    resp
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests list
+
+const PAGE_SIZE: i64 = 20;
+
+pub async fn tests_list(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let mut form: HashMap<String, String> = HashMap::new();
+    for (k, v) in url::form_urlencoded::parse(raw.as_deref().unwrap_or("").as_bytes()) {
+        if matches!(k.as_ref(), "subject" | "from" | "to" | "type" | "page") && !v.trim().is_empty()
+        {
+            form.insert(k.into_owned(), v.into_owned());
+        }
+    }
+    // The API's own query parser: the same filters, the same messages.
+    let query = {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in &form {
+            q.append_pair(k, v);
+        }
+        q.append_pair("results", &PAGE_SIZE.to_string());
+        q.finish()
+    };
+    let enterprise = viewer
+        .caller
+        .account()
+        .is_none_or(|a| a.plan.is_enterprise());
+    let filter = api::handlers::lists::parse_query(Some(&query), None, enterprise);
+    let page_no: i64 = form.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+    let (error, rows, summaries) = match (&filter, viewer.caller.account()) {
+        (Err(e), _) => (Some(e.message.clone()), Vec::new(), HashMap::new()),
+        (Ok(_), None) => (None, Vec::new(), HashMap::new()),
+        (Ok(f), Some(a)) => {
+            let rows = match state.api.store.list_tests(a.id, f).await {
+                Ok(r) => r,
+                Err(e) => return internal("listing tests failed", e),
+            };
+            let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+            let summaries = match state.api.store.test_summaries(a.id, &ids).await {
+                Ok(s) => s,
+                Err(e) => return internal("reading test summaries failed", e),
+            };
+            (None, rows, summaries)
+        }
+    };
+    let link_for = |p: i64| {
+        let mut s = url::form_urlencoded::Serializer::new(String::new());
+        for (k, v) in &form {
+            if k != "page" {
+                s.append_pair(k, v);
+            }
+        }
+        s.append_pair("page", &p.to_string());
+        format!("/tests?{}", s.finish())
+    };
+    let val = |k: &str| form.get(k).cloned().unwrap_or_default();
+    let kind = val("type");
+    let main = html! {
+        h1 { "Tests" }
+        form.filters method="get" action="/tests" role="search" aria-label="Search tests" {
+            div { label for="q-subject" { "Subject contains" } input id="q-subject" name="subject" type="search" value=(val("subject")); }
+            div { label for="q-from" { "From" } input id="q-from" name="from" type="text" placeholder="2024-01-31 or yesterday" value=(val("from")) aria-describedby="date-help"; }
+            div { label for="q-to" { "To" } input id="q-to" name="to" type="text" placeholder="today" value=(val("to")) aria-describedby="date-help"; }
+            div {
+                label for="q-type" { "Kind" }
+                select id="q-type" name="type" {
+                    option value="" selected[kind.is_empty()] { "Email and spam" }
+                    option value="email-test" selected[kind == "email-test"] { "Email tests" }
+                    option value="spam-test" selected[kind == "spam-test"] { "Spam tests" }
+                }
+            }
+            button type="submit" { "Search" }
+            p.help id="date-help" { "Dates as in the API: YYYY-MM-DD, a Unix time, or words such as yesterday." }
+        }
+        @if let Some(e) = &error { p.error role="alert" { (e) } }
+        @if rows.is_empty() && error.is_none() {
+            p { "No tests match. " a href="/tests/new" { "Create one" } "." }
+        } @else if !rows.is_empty() {
+            table.list {
+                caption { "Newest first" }
+                thead { tr { th scope="col" { "Subject" } th scope="col" { "Date" } th scope="col" { "Kind" } th scope="col" { "Clients" } th scope="col" { "Progress" } } }
+                tbody {
+                    @for r in &rows {
+                        @let s = summaries.get(&r.id);
+                        tr {
+                            td { a href={ "/tests/" (r.id) } { (s.map_or("(removed)", |s| s.subject.as_str())) } }
+                            td { (date(r.created_at)) }
+                            td { (if r.kind == TestKind::Email { "Email" } else { "Spam" }) }
+                            td { (s.map_or(0, |s| s.clients)) }
+                            td {
+                                @if let Some(s) = s {
+                                    @let (done, total) = (s.finished + s.spam_answered, s.clients + s.spam_filters);
+                                    progress max=(total.max(1)) value=(done) aria-label={ "Progress of " (s.subject) } {}
+                                    " " (done) " / " (total)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        nav.pager aria-label="Pages" {
+            @if page_no > 1 { a href=(link_for(page_no - 1)) rel="prev" { "← Newer" } }
+            @if rows.len() as i64 == PAGE_SIZE { a href=(link_for(page_no + 1)) rel="next" { "Older →" } }
+        }
+    };
+    page(StatusCode::OK, layout("Tests", chrome(&viewer), None, main))
+}
+
+// ---------------------------------------------------------------------------------------------
+// A test's pages, for its owner and through a share link
+
+/// How a test is being looked at.
+struct Scope<'a> {
+    /// `/tests/<id>` or `/share/<token>`.
+    base: String,
+    test: TestRow,
+    /// The owner, signed in; `None` on a shared proof.
+    owner: Option<&'a Viewer>,
+}
+
+impl Scope<'_> {
+    fn chrome(&self) -> Chrome<'_> {
+        self.owner.map_or(Chrome::Bare, chrome)
+    }
+}
+
+async fn owned(state: &WebState, viewer: &Viewer, id: &str) -> Result<TestRow, Response> {
+    let Some(account) = viewer.caller.account() else {
+        return Err(not_found());
+    };
+    if domain::TestId::parse(id).is_none() {
+        return Err(not_found());
+    }
+    match state.api.store.test(account.id, id).await {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(not_found()),
+        Err(e) => Err(internal("reading the test failed", e)),
+    }
+}
+
+async fn shared(state: &WebState, token: &str) -> Result<TestRow, Response> {
+    let now = chrono::Utc::now().timestamp();
+    let share = match state
+        .api
+        .store
+        .live_share(&session::secret_hash(token), now)
+        .await
+    {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(not_found()),
+        Err(e) => return Err(internal("reading the share link failed", e)),
+    };
+    match state.api.store.test(share.account_id, &share.test_id).await {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(not_found()),
+        Err(e) => Err(internal("reading the test failed", e)),
+    }
+}
+
+fn status_label(s: ScreenshotStatus) -> &'static str {
+    s.as_str()
+}
+
+fn display_name(state: &WebState, id: &str) -> String {
+    state
+        .api
+        .catalog
+        .get(id)
+        .map_or_else(|| id.to_string(), |c| c.display_name.clone())
+}
+
+fn category(state: &WebState, id: &str) -> Option<Category> {
+    state.api.catalog.get(id).map(|c| c.category)
+}
+
+const CATEGORIES: [Category; 3] = [Category::Application, Category::Mobile, Category::Web];
+
+fn client_card(state: &WebState, scope: &Scope<'_>, r: &ClientRow, now: i64) -> Markup {
+    let name = display_name(state, &r.client_id);
+    let thumb = (r.status == ScreenshotStatus::Complete).then(|| {
+        shots::url(
+            &state.api.settings,
+            &scope.test.id,
+            &r.client_id,
+            "thumbnail",
+            now,
+        )
+    });
+    let cb = format!("cmp-{}", r.client_id);
+    html! {
+        li.card data-client=(r.client_id) data-status=(r.status.as_str()) {
+            a.shot href={ (scope.base) "/clients/" (r.client_id) } {
+                @if let Some(t) = &thumb {
+                    img src=(t) alt={ "Screenshot of the email in " (name) } loading="lazy";
+                } @else {
+                    span.placeholder aria-hidden="true" {}
+                }
+                span.name { (name) }
+            }
+            span.status { (status_label(r.status)) }
+            @if r.status == ScreenshotStatus::Bounced {
+                span.bounce { (r.bounce_message.clone().unwrap_or_default()) }
+            }
+            span.pick {
+                input type="checkbox" name="c" value=(r.client_id) id=(cb) form="compare";
+                label for=(cb) { "Compare" span.vh { " " (name) } }
+            }
+        }
+    }
+}
+
+fn spam_section(rows: &[store::SpamRow]) -> Markup {
+    html! {
+        section aria-labelledby="spam-h" id="spam" {
+            h2 id="spam-h" { "Spam filters" }
+            @if rows.is_empty() {
+                p { "This test has no spam test." }
+            } @else {
+                table.list {
+                    thead { tr { th scope="col" { "Filter" } th scope="col" { "Audience" } th scope="col" { "Verdict" } th scope="col" { "Details" } } }
+                    tbody {
+                        @for r in rows {
+                            tr data-filter=(r.client) {
+                                td { (r.client) }
+                                td { (r.kind) }
+                                td.verdict {
+                                    @match r.spam {
+                                        None => span.pending { "Waiting for the filter" },
+                                        Some(0) => span.pass { "Not spam" },
+                                        Some(_) => span.fail { "Spam" },
+                                    }
+                                }
+                                td {
+                                    @if r.details.trim().is_empty() { "—" } @else {
+                                        details {
+                                            summary { "Details" span.vh { " from " (r.client) } }
+                                            (readable_details(&r.details))
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Filter details as a list: JSON objects become name/value rows, other text keeps its lines.
+fn readable_details(details: &str) -> Markup {
+    match serde_json::from_str::<serde_json::Value>(details) {
+        Ok(serde_json::Value::Object(m)) => html! {
+            dl.details {
+                @for (k, v) in &m {
+                    dt { (k) }
+                    dd { @if let Some(s) = v.as_str() { (s) } @else { (v.to_string()) } }
+                }
+            }
+        },
+        _ => html! { pre.details { (details) } },
+    }
+}
+
+async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Response> {
+    let now = chrono::Utc::now().timestamp();
+    let t = &scope.test;
+    let clients = match state.api.store.test_clients(&t.id).await {
+        Ok(c) => c,
+        Err(e) => return Err(internal("reading the test's clients failed", e)),
+    };
+    let spam = match state.api.store.spam_results(&t.id).await {
+        Ok(s) => s,
+        Err(e) => return Err(internal("reading spam results failed", e)),
+    };
+    let finished = clients
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.status,
+                ScreenshotStatus::Complete | ScreenshotStatus::Bounced
+            )
+        })
+        .count();
+    let shares = match scope.owner.and_then(|v| v.caller.account()) {
+        Some(a) => match state.api.store.shares_of_test(a.id, &t.id).await {
+            Ok(s) => s,
+            Err(e) => return Err(internal("reading share links failed", e)),
+        },
+        None => Vec::new(),
+    };
+    Ok(html! {
+        h1 { (t.subject) }
+        p.meta {
+            (if t.kind == TestKind::Email { "Email test" } else { "Spam test" })
+            ", created " (date(t.created_at))
+            @if t.image_blocking { ", with image blocking" }
+        }
+        @if t.kind == TestKind::Email {
+            div.progress {
+                label for="progress" { "Screenshots finished" }
+                progress id="progress" max=(clients.len().max(1)) value=(finished) {}
+                span id="progress-text" aria-live="polite" { (finished) " of " (clients.len()) }
+            }
+            @if scope.owner.is_some() {
+                nav.tabs aria-label="Content" {
+                    a href={ (scope.base) "/content?view=source" } { "Source" }
+                    a href={ (scope.base) "/content?view=inlinecss" } { "CSS inlined" }
+                    a href={ (scope.base) "/content?view=text" } { "Text version" }
+                }
+            }
+            form id="compare" method="get" action={ (scope.base) "/compare" } {
+                button type="submit" { "Compare selected side by side" }
+            }
+            @for cat in CATEGORIES {
+                @let in_cat: Vec<&ClientRow> = clients.iter().filter(|c| category(state, &c.client_id) == Some(cat)).collect();
+                @if !in_cat.is_empty() {
+                    section aria-labelledby={ "cat-" (cat.as_str()) } {
+                        h2 id={ "cat-" (cat.as_str()) } { (cat.as_str()) }
+                        ul.grid {
+                            @for r in in_cat { (client_card(state, scope, r, now)) }
+                        }
+                    }
+                }
+            }
+        }
+        (spam_section(&spam))
+        @if let Some(v) = scope.owner {
+            section aria-labelledby="share-h" id="share" {
+                h2 id="share-h" { "Share a proof" }
+                p { "A read-only link to this test's results. It works without signing in and shows nothing else of your account." }
+                form.inline method="post" action={ (scope.base) "/shares" } {
+                    input type="hidden" name="csrf" value=(v.csrf);
+                    label for="share-days" { "Expires after (days)" }
+                    input id="share-days" name="days" type="number" min="1" max="365" value=(state.options.share_days);
+                    button type="submit" { "Create share link" }
+                }
+                @if !shares.is_empty() {
+                    table.list {
+                        thead { tr { th scope="col" { "Created" } th scope="col" { "Expires" } th scope="col" { "State" } th scope="col" { span.vh { "Action" } } } }
+                        tbody {
+                            @for s in &shares {
+                                tr {
+                                    td { (date(s.created_at)) }
+                                    td { (date(s.expires_at)) }
+                                    td { @if s.revoked_at.is_some() { "Revoked" } @else if s.expires_at < now { "Expired" } @else { "Active" } }
+                                    td {
+                                        @if s.revoked_at.is_none() && s.expires_at >= now {
+                                            form method="post" action={ (scope.base) "/shares/revoke" } {
+                                                input type="hidden" name="csrf" value=(v.csrf);
+                                                input type="hidden" name="share" value=(s.token_hash);
+                                                button type="submit" { "Revoke" span.vh { " the link created " (date(s.created_at)) } }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+async fn render_test(state: &WebState, scope: Scope<'_>) -> Response {
+    match test_markup(state, &scope).await {
+        Ok(main) => {
+            let poll = format!("{}/status.json", scope.base);
+            page(
+                StatusCode::OK,
+                layout(&scope.test.subject, scope.chrome(), Some(&poll), main),
+            )
+        }
+        Err(r) => r,
+    }
+}
+
+pub async fn test_page(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Response {
+    let test = match owned(&state, &viewer, &id).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let scope = Scope {
+        base: format!("/tests/{}", test.id),
+        test,
+        owner: Some(&viewer),
+    };
+    render_test(&state, scope).await
+}
+
+pub async fn shared_test(State(state): State<WebState>, Path(token): Path<String>) -> Response {
+    let test = match shared(&state, &token).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let scope = Scope {
+        base: format!("/share/{token}"),
+        test,
+        owner: None,
+    };
+    render_test(&state, scope).await
+}
+
+/// What app.js polls: each client's status and, once complete, its thumbnail.
+async fn status_json(state: &WebState, test: &TestRow) -> Response {
+    let now = chrono::Utc::now().timestamp();
+    let clients = match state.api.store.test_clients(&test.id).await {
+        Ok(c) => c,
+        Err(e) => return internal("reading the test's clients failed", e),
+    };
+    let finished = clients
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.status,
+                ScreenshotStatus::Complete | ScreenshotStatus::Bounced
+            )
+        })
+        .count();
+    let list: Vec<_> = clients
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.client_id,
+                "name": display_name(state, &c.client_id),
+                "status": c.status.as_str(),
+                "thumbnail": (c.status == ScreenshotStatus::Complete)
+                    .then(|| shots::url(&state.api.settings, &test.id, &c.client_id, "thumbnail", now)),
+                "message": c.bounce_message,
+            })
+        })
+        .collect();
+    (
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(json!({"total": clients.len(), "finished": finished, "clients": list})),
+    )
+        .into_response()
+}
+
+pub async fn test_status(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+) -> Response {
+    match owned(&state, &viewer, &id).await {
+        Ok(t) => status_json(&state, &t).await,
+        Err(r) => r,
+    }
+}
+
+pub async fn shared_status(State(state): State<WebState>, Path(token): Path<String>) -> Response {
+    match shared(&state, &token).await {
+        Ok(t) => status_json(&state, &t).await,
+        Err(r) => r,
+    }
+}
+
+#[derive(Deserialize, Default)]
+pub struct VariantQuery {
+    variant: Option<String>,
+}
+
+fn variant_label(v: Variant) -> &'static str {
+    match v {
+        Variant::Default => "Default",
+        Variant::NoImages => "Images off",
+        Variant::Horizontal => "Landscape",
+        Variant::HorizontalNoImages => "Landscape, images off",
+    }
+}
+
+async fn client_markup(
+    state: &WebState,
+    scope: &Scope<'_>,
+    client: &str,
+    variant: Option<&str>,
+) -> Result<Markup, Response> {
+    let rows = match state.api.store.test_clients(&scope.test.id).await {
+        Ok(c) => c,
+        Err(e) => return Err(internal("reading the test's clients failed", e)),
+    };
+    let Some(row) = rows.iter().find(|r| r.client_id == client) else {
+        return Err(not_found());
+    };
+    let current = variant
+        .and_then(Variant::parse)
+        .filter(|v| row.variants.contains(v))
+        .unwrap_or(Variant::Default);
+    let name = display_name(state, client);
+    let profile = state.api.catalog.get(client);
+    let engine = row
+        .engine
+        .clone()
+        .or_else(|| profile.map(|c| c.engine.as_str().to_string()))
+        .unwrap_or_default();
+    let rules = row
+        .rule_set
+        .clone()
+        .or_else(|| profile.map(|c| c.rules.clone()))
+        .unwrap_or_default();
+    let now = chrono::Utc::now().timestamp();
+    let src = shots::url(
+        &state.api.settings,
+        &scope.test.id,
+        client,
+        current.as_str(),
+        now,
+    );
+    Ok(html! {
+        p { a href=(scope.base) { "← All clients of “" (scope.test.subject) "”" } }
+        h1 { (name) }
+        dl.meta {
+            dt { "Status" } dd id="client-status" { (row.status.as_str()) @if let Some(m) = &row.bounce_message { " — " (m) } }
+            dt { "Engine" } dd { (engine) }
+            dt { "Rule set" } dd { (rules) }
+        }
+        nav.variants aria-label="Variants" {
+            @for (i, v) in row.variants.iter().enumerate() {
+                a href={ (scope.base) "/clients/" (client) "?variant=" (v.as_str()) }
+                    data-key=(i + 1)
+                    aria-current=[(*v == current).then_some("page")] {
+                    (variant_label(*v)) " " kbd { (i + 1) }
+                }
+            }
+        }
+        p.help { "Keys 1–" (row.variants.len()) " or ← → switch variants." }
+        @if let Some(v) = scope.owner {
+            form.inline method="post" action={ (scope.base) "/reprocess" } {
+                input type="hidden" name="csrf" value=(v.csrf);
+                input type="hidden" name="client" value=(client);
+                button type="submit" { "Reprocess this client" }
+                " " span.help { (scope.test.reprocesses_left) " reprocesses left for this test" }
+            }
+        }
+        @if row.status == ScreenshotStatus::Complete {
+            figure.full tabindex="0" {
+                img id="full-shot" src=(src) alt={ "Screenshot of the email in " (name) ", " (variant_label(current)) };
+                figcaption { (name) " — " (variant_label(current)) }
+            }
+        } @else {
+            p.status { "The screenshot is " (row.status.as_str()) "." }
+        }
+    })
+}
+
+async fn render_client(
+    state: &WebState,
+    scope: Scope<'_>,
+    client: &str,
+    q: VariantQuery,
+) -> Response {
+    match client_markup(state, &scope, client, q.variant.as_deref()).await {
+        Ok(main) => page(
+            StatusCode::OK,
+            layout(&display_name(state, client), scope.chrome(), None, main),
+        ),
+        Err(r) => r,
+    }
+}
+
+pub async fn client_page(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path((id, client)): Path<(String, String)>,
+    Query(q): Query<VariantQuery>,
+) -> Response {
+    let test = match owned(&state, &viewer, &id).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let scope = Scope {
+        base: format!("/tests/{}", test.id),
+        test,
+        owner: Some(&viewer),
+    };
+    render_client(&state, scope, &client, q).await
+}
+
+pub async fn shared_client(
+    State(state): State<WebState>,
+    Path((token, client)): Path<(String, String)>,
+    Query(q): Query<VariantQuery>,
+) -> Response {
+    let test = match shared(&state, &token).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let scope = Scope {
+        base: format!("/share/{token}"),
+        test,
+        owner: None,
+    };
+    render_client(&state, scope, &client, q).await
+}
+
+async fn compare_markup(
+    state: &WebState,
+    scope: &Scope<'_>,
+    raw: Option<&str>,
+) -> Result<Markup, Response> {
+    let picked: Vec<String> = url::form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .filter(|(k, _)| k == "c")
+        .map(|(_, v)| v.into_owned())
+        .collect();
+    let rows = match state.api.store.test_clients(&scope.test.id).await {
+        Ok(c) => c,
+        Err(e) => return Err(internal("reading the test's clients failed", e)),
+    };
+    let chosen: Vec<&ClientRow> = picked
+        .iter()
+        .filter_map(|p| rows.iter().find(|r| &r.client_id == p))
+        .collect();
+    let now = chrono::Utc::now().timestamp();
+    Ok(html! {
+        p { a href=(scope.base) { "← All clients of “" (scope.test.subject) "”" } }
+        h1 { "Side by side" }
+        @if chosen.len() < 2 {
+            p.error role="alert" { "Pick two or more clients on the test's page, then choose “Compare selected side by side”." }
+        } @else {
+            p.help { "Each screenshot is shown at its client's own width in CSS pixels, so all are at the same scale." }
+            div.compare tabindex="0" role="region" aria-label="Screenshots side by side" {
+                @for r in &chosen {
+                    @let name = display_name(state, &r.client_id);
+                    @let width = state.api.catalog.get(&r.client_id).map_or(600, |c| c.viewport.width);
+                    figure data-client=(r.client_id) {
+                        figcaption { (name) " — " (r.status.as_str()) }
+                        @if r.status == ScreenshotStatus::Complete {
+                            img src=(shots::url(&state.api.settings, &scope.test.id, &r.client_id, "default", now))
+                                width=(width) style={ "width:" (width) "px" }
+                                alt={ "Screenshot of the email in " (name) };
+                        } @else {
+                            p { "No screenshot yet." }
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+async fn render_compare(state: &WebState, scope: Scope<'_>, raw: Option<&str>) -> Response {
+    match compare_markup(state, &scope, raw).await {
+        Ok(main) => page(
+            StatusCode::OK,
+            layout("Side by side", scope.chrome(), None, main),
+        ),
+        Err(r) => r,
+    }
+}
+
+pub async fn compare_page(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let test = match owned(&state, &viewer, &id).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let scope = Scope {
+        base: format!("/tests/{}", test.id),
+        test,
+        owner: Some(&viewer),
+    };
+    render_compare(&state, scope, raw.as_deref()).await
+}
+
+pub async fn shared_compare(
+    State(state): State<WebState>,
+    Path(token): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let test = match shared(&state, &token).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let scope = Scope {
+        base: format!("/share/{token}"),
+        test,
+        owner: None,
+    };
+    render_compare(&state, scope, raw.as_deref()).await
+}
+
+#[derive(Deserialize, Default)]
+pub struct ContentQuery {
+    view: Option<String>,
+}
+
+pub async fn content_page(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Query(q): Query<ContentQuery>,
+) -> Response {
+    let test = match owned(&state, &viewer, &id).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let html_src = match api::handlers::email::stored_content(&state.api, &test).await {
+        Ok(h) => h,
+        Err(e) => return crate::api_error(&e),
+    };
+    let view = q.view.as_deref().unwrap_or("source");
+    let (title, body) = match view {
+        "inlinecss" => {
+            let inlined =
+                tokio::task::spawn_blocking(move || content::inline::inline_css(&html_src)).await;
+            match inlined {
+                Ok(Ok(s)) => ("CSS inlined", s),
+                Ok(Err(e)) => ("CSS inlined", format!("The CSS could not be inlined: {e}")),
+                Err(e) => return internal("CSS inlining failed", e),
+            }
+        }
+        "text" => {
+            match tokio::task::spawn_blocking(move || content::text::text_only(&html_src)).await {
+                Ok(s) => ("Text version", s),
+                Err(e) => return internal("text conversion failed", e),
+            }
+        }
+        _ => ("Source", html_src),
+    };
+    let base = format!("/tests/{}", test.id);
+    let main = html! {
+        p { a href=(base) { "← Back to “" (test.subject) "”" } }
+        h1 { (title) }
+        nav.tabs aria-label="Content" {
+            a href={ (base) "/content?view=source" } aria-current=[(title == "Source").then_some("page")] { "Source" }
+            a href={ (base) "/content?view=inlinecss" } aria-current=[(title == "CSS inlined").then_some("page")] { "CSS inlined" }
+            a href={ (base) "/content?view=text" } aria-current=[(title == "Text version").then_some("page")] { "Text version" }
+        }
+        pre.content tabindex="0" aria-label=(title) { (body) }
+    };
+    page(StatusCode::OK, layout(title, chrome(&viewer), None, main))
+}
+
+#[derive(Deserialize)]
+pub struct ReprocessForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    client: String,
+}
+
+pub async fn reprocess(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Form(f): Form<ReprocessForm>,
+) -> Response {
+    if let Err(r) = viewer.check_csrf(&f.csrf) {
+        return r;
+    }
+    let test = match owned(&state, &viewer, &id).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let now = chrono::Utc::now().timestamp();
+    match state
+        .api
+        .store
+        .reprocess(&test.id, std::slice::from_ref(&f.client), now)
+        .await
+    {
+        Ok(outcomes) => {
+            if let Some((_, store::ReprocessOutcome::Refused { reason, .. })) = outcomes.first() {
+                return crate::page_error(StatusCode::FORBIDDEN, "Not reprocessed", reason);
+            }
+            state.api.work_ready.notify_waiters();
+            Redirect::to(&format!("/tests/{}/clients/{}", test.id, f.client)).into_response()
+        }
+        Err(e) => internal("queueing the reprocess failed", e),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ShareForm {
+    #[serde(default)]
+    csrf: String,
+    days: Option<String>,
+}
+
+pub async fn create_share(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Form(f): Form<ShareForm>,
+) -> Response {
+    if let Err(r) = viewer.check_csrf(&f.csrf) {
+        return r;
+    }
+    let test = match owned(&state, &viewer, &id).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let days = f
+        .days
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map_or(Some(state.options.share_days), |d| d.parse::<i64>().ok())
+        .filter(|d| (1..=365).contains(d));
+    let Some(days) = days else {
+        return crate::page_error(
+            StatusCode::BAD_REQUEST,
+            "Share link not created",
+            "The expiry must be a whole number of days from 1 to 365.",
+        );
+    };
+    let token = session::new_secret();
+    let now = chrono::Utc::now().timestamp();
+    if let Err(e) = state
+        .api
+        .store
+        .create_share(
+            &session::secret_hash(&token),
+            &test.id,
+            test.account_id,
+            now,
+            now + days * 86_400,
+        )
+        .await
+    {
+        return internal("creating the share link failed", e);
+    }
+    let link = format!("{}/share/{token}", state.api.settings.public_url);
+    let main = html! {
+        h1 { "Share link created" }
+        p { "Anyone with this link can see the results of “" (test.subject) "” until " (date(now + days * 86_400)) ". It is shown only now: copy it." }
+        p { label for="share-link" { "Link" } input id="share-link" type="text" readonly value=(link) size="60"; }
+        p { a id="share-open" href=(link) { "Open the shared proof" } }
+        p { a href={ "/tests/" (test.id) "#share" } { "Back to the test" } }
+    };
+    page(
+        StatusCode::OK,
+        layout("Share link created", chrome(&viewer), None, main),
+    )
+}
+
+#[derive(Deserialize)]
+pub struct RevokeForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    share: String,
+}
+
+pub async fn revoke_share(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Form(f): Form<RevokeForm>,
+) -> Response {
+    if let Err(r) = viewer.check_csrf(&f.csrf) {
+        return r;
+    }
+    let test = match owned(&state, &viewer, &id).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let now = chrono::Utc::now().timestamp();
+    match state
+        .api
+        .store
+        .revoke_share(test.account_id, &f.share, now)
+        .await
+    {
+        Ok(_) => Redirect::to(&format!("/tests/{}#share", test.id)).into_response(),
+        Err(e) => internal("revoking the share link failed", e),
+    }
+}

@@ -1,0 +1,192 @@
+//! Sign-in sessions and CSRF tokens: a 128-bit random cookie whose SHA-256 is the stored row,
+//! and a per-session CSRF token derived from it with the service's signing key (nothing more to
+//! store, and it ends with the session).
+
+use std::net::SocketAddr;
+
+use api::auth::Caller;
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Redirect, Response};
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+use crate::{page_error, WebState};
+
+pub const SESSION_COOKIE: &str = "mp_session";
+/// The sign-in form's own CSRF cookie (double submit): there is no session yet to derive one from.
+pub const SIGNIN_CSRF_COOKIE: &str = "mp_signin";
+/// How long a sign-in lasts.
+pub const SESSION_SECS: i64 = 12 * 3600;
+
+/// 128 random bits, hex-encoded.
+pub fn new_secret() -> String {
+    let mut b = [0u8; 16];
+    rand::thread_rng().fill_bytes(&mut b);
+    hex::encode(b)
+}
+
+/// What is stored for a session id or share token.
+pub fn secret_hash(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// The CSRF token of a session.
+pub fn csrf_for(key: &[u8], session: &str) -> String {
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    mac.update(b"web-csrf\0");
+    mac.update(session.as_bytes());
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// Constant-time comparison of a submitted token with the expected one; an empty token never
+/// matches.
+pub fn token_matches(expected: &str, given: &str) -> bool {
+    !expected.is_empty()
+        && expected.len() == given.len()
+        && expected
+            .bytes()
+            .zip(given.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v.to_string())
+}
+
+/// A `Set-Cookie` value: always `HttpOnly`, `SameSite=Lax` and path `/`; `Secure` when the public
+/// URL is https.
+pub fn set_cookie(name: &str, value: &str, max_age: i64, secure: bool) -> String {
+    format!(
+        "{name}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{}",
+        if secure { "; Secure" } else { "" }
+    )
+}
+
+/// A signed-in person: who they are to the API, and the CSRF token their forms carry.
+pub struct Viewer {
+    pub caller: Caller,
+    pub session_hash: String,
+    pub csrf: String,
+}
+
+impl Viewer {
+    pub fn is_sandbox(&self) -> bool {
+        matches!(self.caller, Caller::Sandbox)
+    }
+
+    /// Checks a submitted form's CSRF token; the refusal is the 403 page.
+    pub fn check_csrf(&self, given: &str) -> Result<(), Response> {
+        if token_matches(&self.csrf, given) {
+            Ok(())
+        } else {
+            Err(csrf_refused())
+        }
+    }
+}
+
+pub fn csrf_refused() -> Response {
+    page_error(
+        axum::http::StatusCode::FORBIDDEN,
+        "Form refused",
+        "The form was sent without its security token, or with a stale one. Go back, reload the page and send it again.",
+    )
+}
+
+/// The client address, for the API's failed-login limits.
+pub struct ClientAddr(pub Option<std::net::IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(ClientAddr(
+            parts
+                .extensions
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip()),
+        ))
+    }
+}
+
+impl FromRequestParts<WebState> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &WebState) -> Result<Viewer, Response> {
+        let to_signin = || {
+            let next = parts
+                .uri
+                .path_and_query()
+                .map(|p| p.as_str())
+                .unwrap_or("/");
+            let q: String = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("next", next)
+                .finish();
+            Redirect::to(&format!("/signin?{q}")).into_response()
+        };
+        let Some(id) = cookie(&parts.headers, SESSION_COOKIE) else {
+            return Err(to_signin());
+        };
+        let hash = secret_hash(&id);
+        let now = chrono::Utc::now().timestamp();
+        let session = match state.api.store.session(&hash, now).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return Err(to_signin()),
+            Err(e) => return Err(crate::internal("reading the session failed", e)),
+        };
+        let caller = match session.account_id {
+            None => Caller::Sandbox,
+            Some(account_id) => match state.api.store.account_by_id(account_id).await {
+                Ok(Some(a)) => Caller::Account(a),
+                Ok(None) => return Err(to_signin()),
+                Err(e) => return Err(crate::internal("reading the account failed", e)),
+            },
+        };
+        Ok(Viewer {
+            caller,
+            csrf: csrf_for(&state.api.settings.signing_key, &id),
+            session_hash: hash,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csrf_tokens_are_per_session_and_never_match_empty() {
+        let a = csrf_for(b"key", "s1");
+        assert_ne!(a, csrf_for(b"key", "s2"));
+        assert_ne!(a, csrf_for(b"other", "s1"));
+        assert!(token_matches(&a, &a.clone()));
+        assert!(!token_matches(&a, ""));
+        assert!(!token_matches("", ""));
+    }
+
+    #[test]
+    fn cookies_are_read_by_exact_name() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            "x_mp_session=no; mp_session=abc; other=1"
+                .parse()
+                .expect("header"),
+        );
+        assert_eq!(cookie(&h, SESSION_COOKIE).as_deref(), Some("abc"));
+        assert!(set_cookie("a", "b", 5, true).ends_with("; Secure"));
+        assert!(set_cookie("a", "b", 5, false).contains("HttpOnly; SameSite=Lax"));
+    }
+}
