@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use api::{SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
+use content::netpolicy::ResolveError;
 use inbox::{InboundProcessor, InboxConfig, InboxSink, SvcSender};
 use spam::{DaemonConfig, DnsMode, FilterDaemons, FilterProfiles, SpamFilters};
 use tokio::sync::{watch, Notify};
@@ -161,6 +162,7 @@ impl MailService {
             spam_clients,
             smtp_probe: Arc::new(CallerSmtp {
                 seed_domain: settings.seed_domain,
+                policy: settings.fetch,
             }),
             stop: stop_tx,
             tasks,
@@ -258,6 +260,8 @@ fn loopback(bound: SocketAddr) -> SocketAddr {
 /// The `smtp` method: the test message goes through the caller's own SMTP server.
 struct CallerSmtp {
     seed_domain: String,
+    /// The caller's host is reached only where a `url` source could be fetched from.
+    policy: content::netpolicy::NetPolicy,
 }
 
 #[async_trait::async_trait]
@@ -290,6 +294,7 @@ impl SmtpProbe for CallerSmtp {
         };
         smtp::send_via(
             &info,
+            &self.policy,
             inbox::bare_address(&from),
             &req.recipients,
             &message,
@@ -297,9 +302,13 @@ impl SmtpProbe for CallerSmtp {
         )
         .await
         .map_err(|e| match e {
-            smtp::SendError::Connect { .. } | smtp::SendError::Timeout { .. } => {
-                SmtpSendError::Connect(e.to_string())
-            }
+            smtp::SendError::Host(
+                ResolveError::RefusedAddress { .. } | ResolveError::RefusedHost { .. },
+            ) => SmtpSendError::Refused(e.to_string()),
+            smtp::SendError::Host(ResolveError::Unresolved { .. })
+            | smtp::SendError::NoSession { .. }
+            | smtp::SendError::Connect { .. }
+            | smtp::SendError::Timeout { .. } => SmtpSendError::Connect(e.to_string()),
             smtp::SendError::Auth { .. } => SmtpSendError::Auth(e.to_string()),
             _ => SmtpSendError::Other(e.to_string()),
         })

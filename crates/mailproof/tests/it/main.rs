@@ -14,4 +14,5 @@ mod protocol;
 mod rendering;
 mod spam_e2e;
 mod spam_tests;
+mod ssrf;
 mod tenancy;
