@@ -12,6 +12,7 @@ mod emulation;
 mod lists;
 mod protocol;
 mod rendering;
+mod reprocess_quota;
 mod spam_e2e;
 mod spam_tests;
 mod ssrf;
