@@ -361,7 +361,11 @@ class Server:
 
     def start(self, timeout=60):
         env = dict(os.environ, MAILPROOF_API_KEY=self.api_key, MAILPROOF_PASSWORD=self.password)
-        cmd = [self.binary, "serve", "--data-dir", self.data_dir,
+        # Operator configuration, not API: admit the SMTP helper's loopback address only.
+        config = os.path.join(self.workdir, "mailproof.toml")
+        with open(config, "w") as f:
+            f.write(f'[fetch]\nallow = ["{SMTP_HELPER_HOST}/32"]\n')
+        cmd = [self.binary, "serve", "--data-dir", self.data_dir, "--config", config,
                "--http", f"127.0.0.1:{self.http_port}", "--smtp", f"127.0.0.1:{self.smtp_port}",
                "--public-url", self.public_url, "--inbox-domain", INBOX_DOMAIN]
         with open(os.path.join(self.workdir, "stdout.log"), "wb") as out, \
@@ -1249,6 +1253,11 @@ def check_spam_tests(ctx, r):
         require("BadRequest" in names.values(), f"no BadRequest among {names}")
 
 
+# The SMTP helper stands for a caller's server. It listens on 127.0.0.2, the one non-public address
+# the server's network policy is configured to admit (see Server.start), so 127.0.0.1 and the rest
+# stay refused for `url` sources and `smtp_info` hosts alike.
+SMTP_HELPER_HOST = "127.0.0.2"
+
 SMTP_HELPER = r'''
 import signal, sys
 from aiosmtpd.controller import Controller
@@ -1260,7 +1269,7 @@ class Handler:
 def auth(server, session, envelope, mechanism, data):
     ok = isinstance(data, LoginPassword) and USERS.get(data.login) == data.password
     return AuthResult(success=ok, handled=False)
-ctl = Controller(Handler(), hostname="127.0.0.1", port=int(sys.argv[1]), authenticator=auth,
+ctl = Controller(Handler(), hostname=sys.argv[2], port=int(sys.argv[1]), authenticator=auth,
                  auth_required=True, auth_require_tls=False, server_hostname="probe.local")
 ctl.start()
 print("ready", flush=True)
@@ -1286,7 +1295,8 @@ def auth_smtp_server(workdir):
     with open(script, "w") as f:
         f.write(SMTP_HELPER)
     port = free_port()
-    proc = subprocess.Popen([py, script, str(port)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([py, script, str(port), SMTP_HELPER_HOST], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 10)
         yield port if ready and proc.stdout.readline().strip() == b"ready" else None
@@ -1302,7 +1312,8 @@ def auth_smtp_server(workdir):
 def check_smtp_auth(ctx, r):
     def body(password):
         return {"subject": "smtp auth", "html": HTML, "test_method": "smtp",
-                "smtp_info": {"host": "127.0.0.1", "port": port, "secure": "", "username": "test", "password": password}}
+                "smtp_info": {"host": SMTP_HELPER_HOST, "port": port, "secure": "", "username": "test",
+                              "password": password}}
 
     with auth_smtp_server(ctx.server.workdir) as port:
         with r.case("spam.smtp_valid_credentials_accepted"):

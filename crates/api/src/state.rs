@@ -57,6 +57,8 @@ impl std::fmt::Debug for SmtpSendRequest {
 
 #[derive(Clone, Debug)]
 pub enum SmtpSendError {
+    /// The host is not one the network policy lets the service connect to; nothing was sent.
+    Refused(String),
     /// Unknown host, refused connection, TLS failure.
     Connect(String),
     /// The server refused the credentials.

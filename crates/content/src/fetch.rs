@@ -7,7 +7,7 @@
 //! rebinding gap). Redirects are followed here, one hop at a time, each hop checked the same way.
 //! Proxies from the environment are ignored, since a proxy would connect on our behalf unchecked.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use encoding_rs::Encoding;
@@ -16,7 +16,7 @@ use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE, LOCATION};
 use url::{Host, Url};
 
 use crate::decode::to_utf8;
-use crate::netpolicy::NetPolicy;
+use crate::netpolicy::{resolve_permitted, NetPolicy, ResolveError};
 
 /// A fetched email source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,7 +208,7 @@ fn checked_url(url: &str, policy: &NetPolicy) -> Result<Url, FetchError> {
     Ok(parsed)
 }
 
-/// Resolves host names like the system does, then keeps only the addresses the policy permits.
+/// Hands the HTTP client only the addresses [`resolve_permitted`] keeps.
 struct CheckedResolver {
     policy: Arc<NetPolicy>,
 }
@@ -218,30 +218,15 @@ impl Resolve for CheckedResolver {
         let policy = Arc::clone(&self.policy);
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+            let permitted = resolve_permitted(&host, 0, &policy)
                 .await
-                .map_err(|e| FetchError::UnresolvedHost {
-                    host: host.clone(),
-                    reason: e.to_string(),
-                })?
-                .collect();
-            let permitted: Vec<SocketAddr> = found
-                .iter()
-                .copied()
-                .filter(|addr| policy.permits(addr.ip()))
-                .collect();
-            if permitted.is_empty() {
-                let error = if found.is_empty() {
-                    FetchError::UnresolvedHost {
-                        host,
-                        reason: "it has no addresses".to_owned(),
+                .map_err(|e| match e {
+                    ResolveError::RefusedAddress { host } => FetchError::RefusedAddress { host },
+                    ResolveError::RefusedHost { host } => FetchError::RefusedHost { host },
+                    ResolveError::Unresolved { host, reason } => {
+                        FetchError::UnresolvedHost { host, reason }
                     }
-                } else {
-                    tracing::info!(%host, ?found, "refused host resolving to internal addresses");
-                    FetchError::RefusedHost { host }
-                };
-                return Err(error.into());
-            }
+                })?;
             let addrs: Addrs = Box::new(permitted.into_iter());
             Ok(addrs)
         })
@@ -395,6 +380,7 @@ fn meta_charset(body: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::net::SocketAddr;
     use std::time::Duration;
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

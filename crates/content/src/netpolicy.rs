@@ -3,8 +3,11 @@
 //! A URL source or an image in an email is chosen by the caller, so fetching it must not become a
 //! way into the service's own network (SSRF). Only public unicast addresses are reachable, unless
 //! the operator's allow-list admits more (tests admit loopback this way).
+//!
+//! [`resolve_permitted`] is the one place where a caller-given host becomes addresses to connect
+//! to: the URL fetcher and the SMTP sender both connect only to what it returns.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use ipnet::IpNet;
@@ -42,6 +45,81 @@ impl NetPolicy {
         let ip = canonical(ip);
         is_public(ip) || self.allow.iter().any(|net| net.contains(&ip))
     }
+}
+
+/// Why a caller-given host may not be connected to. The messages name the host and say what the
+/// caller can do; they never depend on whether anything listens there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// The host is an IP address literal the policy does not permit.
+    #[error(
+        "refused: {host} is a private, loopback or otherwise internal address; give a host on \
+         the public internet"
+    )]
+    RefusedAddress { host: String },
+    /// The host is a name (or a numeric spelling only the resolver understands, such as
+    /// `2130706433`) whose every address the policy refuses.
+    #[error(
+        "refused: {host} resolves only to private, loopback or otherwise internal addresses; give \
+         a host on the public internet"
+    )]
+    RefusedHost { host: String },
+    #[error("the host name {host} could not be resolved ({reason}); check the host name")]
+    Unresolved { host: String, reason: String },
+}
+
+/// Resolves `host` (a name, an IP literal, or a bracketed IPv6 literal such as `[::1]`) the way the
+/// system resolver does and keeps only the addresses `policy` permits, each with `port`.
+///
+/// Connecting to exactly the returned addresses (never resolving `host` again) is what closes the
+/// gap between the check and the connection (DNS rebinding). An IP literal is judged without any
+/// lookup; everything else goes through `getaddrinfo`, which also turns the odd IPv4 spellings
+/// (`127.1`, `2130706433`, `0x7f000001`) into the address they denote, so they are judged too.
+pub async fn resolve_permitted(
+    host: &str,
+    port: u16,
+    policy: &NetPolicy,
+) -> Result<Vec<SocketAddr>, ResolveError> {
+    let literal = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+        .parse::<IpAddr>();
+    if let Ok(ip) = literal {
+        return if policy.permits(ip) {
+            Ok(vec![SocketAddr::new(ip, port)])
+        } else {
+            Err(ResolveError::RefusedAddress {
+                host: ip.to_string(),
+            })
+        };
+    }
+    let unresolved = |reason: String| ResolveError::Unresolved {
+        host: host.to_owned(),
+        reason,
+    };
+    if host.is_empty() {
+        return Err(unresolved("it is empty".to_owned()));
+    }
+    let found: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| unresolved(e.to_string()))?
+        .collect();
+    let permitted: Vec<SocketAddr> = found
+        .iter()
+        .copied()
+        .filter(|addr| policy.permits(addr.ip()))
+        .collect();
+    if permitted.is_empty() {
+        if found.is_empty() {
+            return Err(unresolved("it has no addresses".to_owned()));
+        }
+        tracing::info!(%host, ?found, "refused host resolving to internal addresses");
+        return Err(ResolveError::RefusedHost {
+            host: host.to_owned(),
+        });
+    }
+    Ok(permitted)
 }
 
 /// IPv4-mapped IPv6 addresses (`::ffff:127.0.0.1`) are judged as the IPv4 address they carry.
@@ -153,5 +231,82 @@ mod tests {
         assert!(p.permits(ip("127.0.0.1")));
         assert!(!p.permits(ip("127.0.0.2")));
         assert!(!p.permits(ip("10.0.0.1")));
+    }
+
+    fn loopback_allowed() -> NetPolicy {
+        NetPolicy {
+            allow: vec![
+                "127.0.0.1/32".parse().expect("net"),
+                "::1/128".parse().expect("net"),
+            ],
+            ..NetPolicy::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn every_spelling_of_an_internal_address_is_refused_before_connecting() {
+        let p = NetPolicy::default();
+        for host in [
+            "127.0.0.1",
+            "[::1]",
+            "::1",
+            "[::ffff:127.0.0.1]",
+            "10.0.0.1",
+        ] {
+            let e = resolve_permitted(host, 25, &p).await.expect_err(host);
+            assert!(
+                matches!(e, ResolveError::RefusedAddress { .. }),
+                "{host}: {e}"
+            );
+            assert!(e.to_string().starts_with("refused: "), "{e}");
+        }
+        // Spellings only the system resolver understands are judged by what they resolve to.
+        for host in ["127.1", "2130706433", "0x7f000001", "localhost"] {
+            let e = resolve_permitted(host, 25, &p).await.expect_err(host);
+            assert_eq!(
+                e,
+                ResolveError::RefusedHost {
+                    host: host.to_owned()
+                },
+                "{host}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn only_permitted_addresses_are_returned_with_the_port() {
+        let p = loopback_allowed();
+        for host in [
+            "127.0.0.1",
+            "127.1",
+            "2130706433",
+            "0x7f000001",
+            "localhost",
+        ] {
+            let addrs = resolve_permitted(host, 2525, &p).await.expect(host);
+            assert!(!addrs.is_empty(), "{host}");
+            assert!(
+                addrs
+                    .iter()
+                    .all(|a| a.port() == 2525 && p.permits(a.ip()) && a.ip().is_loopback()),
+                "{host}: {addrs:?}"
+            );
+        }
+        let addrs = resolve_permitted("[::1]", 25, &p).await.expect("[::1]");
+        assert_eq!(addrs, vec!["[::1]:25".parse().expect("addr")]);
+        // The allow-list admits 127.0.0.1 only, not the rest of 127.0.0.0/8.
+        let e = resolve_permitted("127.0.0.2", 25, &p)
+            .await
+            .expect_err("127.0.0.2");
+        assert!(matches!(e, ResolveError::RefusedAddress { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn unresolvable_and_empty_hosts_are_reported() {
+        let p = NetPolicy::default();
+        for host in ["no-such-host.invalid", ""] {
+            let e = resolve_permitted(host, 25, &p).await.expect_err(host);
+            assert!(matches!(e, ResolveError::Unresolved { .. }), "{host}: {e}");
+        }
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use api::health::{Component, Health, State};
 use api::{SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
+use content::netpolicy::ResolveError;
 use inbox::{InboundProcessor, InboxConfig, InboxSink, SvcSender};
 use spam::{
     DaemonConfig, DaemonState, DnsMode, FilterAddresses, FilterProfiles, FilterStatus,
@@ -217,6 +218,7 @@ impl MailService {
             spam_clients,
             smtp_probe: Arc::new(CallerSmtp {
                 seed_domain: settings.seed_domain,
+                policy: settings.fetch,
             }),
             stop: stop_tx,
             tasks,
@@ -342,6 +344,8 @@ fn loopback(bound: SocketAddr) -> SocketAddr {
 /// The `smtp` method: the test message goes through the caller's own SMTP server.
 struct CallerSmtp {
     seed_domain: String,
+    /// The caller's host is reached only where a `url` source could be fetched from.
+    policy: content::netpolicy::NetPolicy,
 }
 
 #[async_trait::async_trait]
@@ -374,6 +378,7 @@ impl SmtpProbe for CallerSmtp {
         };
         smtp::send_via(
             &info,
+            &self.policy,
             inbox::bare_address(&from),
             &req.recipients,
             &message,
@@ -381,9 +386,13 @@ impl SmtpProbe for CallerSmtp {
         )
         .await
         .map_err(|e| match e {
-            smtp::SendError::Connect { .. } | smtp::SendError::Timeout { .. } => {
-                SmtpSendError::Connect(e.to_string())
-            }
+            smtp::SendError::Host(
+                ResolveError::RefusedAddress { .. } | ResolveError::RefusedHost { .. },
+            ) => SmtpSendError::Refused(e.to_string()),
+            smtp::SendError::Host(ResolveError::Unresolved { .. })
+            | smtp::SendError::NoSession { .. }
+            | smtp::SendError::Connect { .. }
+            | smtp::SendError::Timeout { .. } => SmtpSendError::Connect(e.to_string()),
             smtp::SendError::Auth { .. } => SmtpSendError::Auth(e.to_string()),
             _ => SmtpSendError::Other(e.to_string()),
         })

@@ -40,8 +40,8 @@ pub enum SmtpError {
     DkimSign(String),
 }
 
-/// Why an outbound send failed. `Connect` maps to the API's `SMTPError`, `Auth` to
-/// `SMTPAuthenticationError`.
+/// Why an outbound send failed. `Host`, `NoSession` and `Connect` map to the API's `SMTPError`,
+/// `Auth` to `SMTPAuthenticationError`.
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
     #[error("cannot reach the SMTP server {host}:{port}: {reason}; check the host, port and secure setting")]
@@ -50,6 +50,17 @@ pub enum SendError {
         port: u16,
         reason: String,
     },
+    /// The host may not be connected to (not public and not allow-listed) or did not resolve.
+    #[error(transparent)]
+    Host(content::netpolicy::ResolveError),
+    /// Nothing at the address gave a usable SMTP session. Deliberately one message for every
+    /// cause, so that a closed port and an open port of another service look alike.
+    #[error(
+        "no SMTP session could be opened with {host}:{port}: nothing there completed an SMTP \
+         greeting (and the TLS handshake, if `secure` asks for one); check the host, port and \
+         secure setting"
+    )]
+    NoSession { host: String, port: u16 },
     #[error("the SMTP server {host}:{port} refused the credentials: {reason}; check username and password")]
     Auth {
         host: String,

@@ -5,11 +5,14 @@ use std::error::Error as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use content::netpolicy::{resolve_permitted, NetPolicy, ResolveError};
 use lettre::address::{Address, Envelope};
-use lettre::transport::smtp::authentication::Credentials;
-use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::transport::smtp::authentication::{Credentials, DEFAULT_MECHANISMS};
+use lettre::transport::smtp::client::{AsyncSmtpConnection, Tls, TlsParameters};
+use lettre::transport::smtp::extension::ClientId;
 use lettre::transport::smtp::Error as LettreError;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+use tokio::time::{timeout_at, Instant};
 
 use crate::error::SendError;
 
@@ -70,36 +73,119 @@ const AUTH_FAILURE_CODES: [u16; 4] = [530, 534, 535, 538];
 
 /// Sends `message` as is (no header is added) through the caller's server, with our envelope.
 ///
-/// Connection, DNS and TLS problems are [`SendError::Connect`]; refused credentials (or a server that
-/// demands them) are [`SendError::Auth`]; any other refusal is [`SendError::Rejected`]. The whole
-/// exchange is bounded by `timeout`.
+/// The host is resolved once, under `policy`, and only the permitted addresses are connected to
+/// (the host name is kept for TLS verification), so a caller cannot make the service talk SMTP
+/// to its own network: a refused host is [`SendError::Host`], and nothing is connected to.
+///
+/// Every failure before an SMTP session exists (refused or reset connection, timeout, a service
+/// that does not speak SMTP, a failed TLS handshake or STARTTLS) is the same
+/// [`SendError::NoSession`], so the answer does not tell a closed port from an open one; the cause
+/// is logged for the operator. After that, refused credentials (or a server that demands them) are
+/// [`SendError::Auth`] and any other refusal is [`SendError::Rejected`]. The whole exchange,
+/// resolution included, is bounded by `timeout`.
 pub async fn send_via(
     info: &SmtpInfo,
+    policy: &NetPolicy,
     mail_from: &str,
     rcpt_to: &[String],
     message: &[u8],
     timeout: Duration,
 ) -> Result<(), SendError> {
     let envelope = envelope(mail_from, rcpt_to)?;
-    let tls = match info.secure {
-        Secure::None => Tls::None,
-        Secure::Ssl => Tls::Wrapper(tls_parameters(info)?),
-        Secure::Tls => Tls::Required(tls_parameters(info)?),
+    let tls_parameters = match info.secure {
+        Secure::None => None,
+        Secure::Ssl | Secure::Tls => Some(tls_parameters(info)?),
     };
-    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(info.host.as_str())
-        .port(info.port)
-        .tls(tls)
-        .timeout(Some(timeout));
-    if let Some(username) = &info.username {
-        let password = info.password.clone().unwrap_or_default();
-        builder = builder.credentials(Credentials::new(username.clone(), password));
-    }
-    let transport = builder.build();
-    tracing::info!(host = %info.host, port = info.port, secure = ?info.secure, rcpts = rcpt_to.len(), "sending through a caller's SMTP server");
-    send(
-        &transport, &envelope, message, timeout, &info.host, info.port,
+    let deadline = Instant::now() + timeout;
+    let addrs = match timeout_at(deadline, resolve_permitted(&info.host, info.port, policy)).await {
+        Ok(Ok(addrs)) => addrs,
+        Ok(Err(refused)) => return Err(SendError::Host(refused)),
+        Err(_) => {
+            return Err(SendError::Host(ResolveError::Unresolved {
+                host: info.host.clone(),
+                reason: format!("the lookup took longer than {} s", timeout.as_secs()),
+            }))
+        }
+    };
+    tracing::info!(host = %info.host, ?addrs, secure = ?info.secure, rcpts = rcpt_to.len(), "sending through a caller's SMTP server");
+    let no_session = |cause: &dyn std::fmt::Display| {
+        tracing::info!(host = %info.host, port = info.port, %cause, "no SMTP session with a caller's server");
+        SendError::NoSession {
+            host: info.host.clone(),
+            port: info.port,
+        }
+    };
+    let mut conn = match timeout_at(
+        deadline,
+        open_session(&addrs, info.secure, tls_parameters, timeout),
     )
     .await
+    {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(err)) => return Err(no_session(&error_chain(&err))),
+        Err(_) => return Err(no_session(&format!("no session within {timeout:?}"))),
+    };
+    let sent = timeout_at(deadline, async {
+        if let Some(username) = &info.username {
+            let password = info.password.clone().unwrap_or_default();
+            conn.auth(
+                DEFAULT_MECHANISMS,
+                &Credentials::new(username.clone(), password),
+            )
+            .await?;
+        }
+        conn.send(&envelope, strip_final_crlf(message)).await
+    })
+    .await;
+    // QUIT politely, but a server that stops answering must not hold the caller.
+    let _ = tokio::time::timeout(QUIT_GRACE, conn.abort()).await;
+    let (host, port) = (info.host.as_str(), info.port);
+    match sent {
+        Ok(Ok(response)) => {
+            tracing::info!(host, port, code = %response.code(), "message accepted");
+            Ok(())
+        }
+        Ok(Err(err)) => {
+            let mapped = classify(&err, host, port, timeout);
+            tracing::info!(host, port, error = %mapped, "sending failed");
+            Err(mapped)
+        }
+        Err(_) => Err(SendError::Timeout {
+            host: host.to_owned(),
+            port,
+            seconds: timeout.as_secs(),
+        }),
+    }
+}
+
+/// How long the closing QUIT may take.
+const QUIT_GRACE: Duration = Duration::from_secs(5);
+
+/// Connects to the first of `addrs` that accepts, reads the greeting and says EHLO, with TLS from
+/// the first byte (`Ssl`) or after STARTTLS (`Tls`): everything up to a usable SMTP session.
+async fn open_session(
+    addrs: &[SocketAddr],
+    secure: Secure,
+    tls_parameters: Option<TlsParameters>,
+    timeout: Duration,
+) -> Result<AsyncSmtpConnection, LettreError> {
+    let hello = ClientId::default();
+    let wrapper = match secure {
+        Secure::Ssl => tls_parameters.clone(),
+        Secure::None | Secure::Tls => None,
+    };
+    let mut conn =
+        AsyncSmtpConnection::connect_tokio1(addrs, Some(timeout), &hello, wrapper, None).await?;
+    if let (Secure::Tls, Some(parameters)) = (secure, tls_parameters) {
+        conn.starttls(parameters, &hello).await?;
+    }
+    Ok(conn)
+}
+
+/// lettre always ends the data with CRLF "." CRLF; a message that already ends in CRLF would gain
+/// an empty line, so it is handed over without its last line break.
+fn strip_final_crlf(message: &[u8]) -> &[u8] {
+    message.strip_suffix(b"\r\n").unwrap_or(message)
 }
 
 /// Hands a message to our own inbound listener at `addr` over plain SMTP (the `svc` method), so it
@@ -137,9 +223,7 @@ async fn send(
     host: &str,
     port: u16,
 ) -> Result<(), SendError> {
-    // lettre always ends the data with CRLF "." CRLF; a message that already ends in CRLF would gain
-    // an empty line, so hand it over without its last line break.
-    let message = message.strip_suffix(b"\r\n").unwrap_or(message);
+    let message = strip_final_crlf(message);
     match tokio::time::timeout(timeout, transport.send_raw(envelope, message)).await {
         Ok(Ok(response)) => {
             tracing::info!(host, port, code = %response.code(), "message accepted");

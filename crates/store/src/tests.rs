@@ -414,8 +414,9 @@ impl Store {
         Ok(res.rows_affected())
     }
 
-    /// Queues a new rendering of each named client, spending one reprocess each. Clients not in
-    /// the test, bounced clients and an exhausted quota are refused with a reason.
+    /// Queues a new rendering of each named client, spending one reprocess each (a client named
+    /// more than once counts once). Clients not in the test, bounced clients and an exhausted quota
+    /// are refused with a reason.
     pub async fn reprocess(
         &self,
         test_id: &str,
@@ -431,7 +432,12 @@ impl Store {
                 .fetch_one(&mut *tx)
                 .await?;
         let mut out = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for client in clients {
+            // A client named twice is one reprocess: queued once, paid for once.
+            if !seen.insert(client.as_str()) {
+                continue;
+            }
             let status: Option<String> = sqlx::query_scalar(
                 "SELECT status FROM test_clients WHERE test_id = ? AND client_id = ?",
             )

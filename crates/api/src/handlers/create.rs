@@ -289,9 +289,13 @@ async fn send_through_callers_smtp(
     };
     match probe.send_test(req).await {
         Ok(()) => Ok(()),
+        Err(SmtpSendError::Refused(m)) => Err(ApiError::new(
+            ErrorName::SmtpError,
+            format!("smtp_info `host` was not contacted: {m}"),
+        )),
         Err(SmtpSendError::Connect(m)) => Err(ApiError::new(
             ErrorName::SmtpError,
-            format!("could not reach the SMTP server in smtp_info: {m}; check `host`, `port` and `secure`"),
+            format!("could not reach the SMTP server in smtp_info: {m}"),
         )),
         Err(SmtpSendError::Auth(m)) => Err(ApiError::new(
             ErrorName::SmtpAuthenticationError,

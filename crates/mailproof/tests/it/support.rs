@@ -331,8 +331,13 @@ impl MailServer {
     pub async fn start_in(dir: tempfile::TempDir, extra: &str) -> MailServer {
         use std::os::unix::process::CommandExt as _;
         let config = dir.path().join("mailproof.toml");
-        // Spam tests need the filters, not the browsers.
-        std::fs::write(&config, format!("[render]\nengines = []\n{extra}")).expect("write config");
+        // Spam tests need the filters, not the browsers. The `smtp` method's test relay listens
+        // on loopback, which the network policy admits only when allow-listed.
+        std::fs::write(
+            &config,
+            format!("[render]\nengines = []\n[fetch]\nallow = [\"127.0.0.1/32\"]\n{extra}"),
+        )
+        .expect("write config");
         let mut child = Command::new(BIN)
             .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
             .arg("--data-dir")

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use content::netpolicy::{NetPolicy, ResolveError};
 use smtp::{Secure, SendError, SmtpInfo};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -93,6 +94,14 @@ fn plain_info(host: &str, port: u16) -> SmtpInfo {
     }
 }
 
+/// The test servers listen on 127.0.0.1, which only an allow-list admits.
+fn loopback_allowed() -> NetPolicy {
+    NetPolicy {
+        allow: vec!["127.0.0.1/32".parse().expect("network")],
+        ..NetPolicy::default()
+    }
+}
+
 fn test_message() -> Vec<u8> {
     smtp::build_message(
         "Outbound test",
@@ -109,6 +118,7 @@ async fn send_to(info: &SmtpInfo, rcpt: &str) -> Result<Vec<u8>, SendError> {
     let message = test_message();
     smtp::send_via(
         info,
+        &loopback_allowed(),
         "bounce@acme.example",
         &[rcpt.to_owned()],
         &message,
@@ -172,16 +182,19 @@ async fn refused_recipient_is_a_rejection_with_the_servers_code() {
 }
 
 #[tokio::test]
-async fn unresolvable_host_is_a_connect_error() {
+async fn unresolvable_host_is_a_host_error() {
     let err = send_to(&plain_info("no-such-host.invalid", 25), "jane@example.org")
         .await
         .expect_err("the host does not exist");
-    assert!(matches!(err, SendError::Connect { .. }), "{err:?}");
+    assert!(
+        matches!(err, SendError::Host(ResolveError::Unresolved { .. })),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("no-such-host.invalid"), "{err}");
 }
 
 #[tokio::test]
-async fn tls_settings_the_server_cannot_meet_are_connect_errors() {
+async fn tls_settings_the_server_cannot_meet_open_no_session() {
     let server = AuthServer::start().await;
     for secure in [Secure::Ssl, Secure::Tls] {
         let info = SmtpInfo {
@@ -192,36 +205,117 @@ async fn tls_settings_the_server_cannot_meet_are_connect_errors() {
             .await
             .expect_err("the server speaks no TLS");
         assert!(
-            matches!(err, SendError::Connect { .. }),
+            matches!(err, SendError::NoSession { .. }),
             "{secure:?}: {err:?}"
         );
     }
 }
 
+/// What a test listener does with each connection it accepts.
+#[derive(Clone, Copy)]
+enum Behaviour {
+    /// Answers like a web server and hangs up.
+    Garbage,
+    /// Says nothing and keeps the connection open.
+    Silent,
+}
+
+async fn send_plain(port: u16, timeout: Duration) -> SendError {
+    smtp::send_via(
+        &plain_info("127.0.0.1", port),
+        &loopback_allowed(),
+        "b@acme.example",
+        &["j@example.org".to_owned()],
+        b"x",
+        timeout,
+    )
+    .await
+    .expect_err("nothing there speaks SMTP")
+}
+
 #[tokio::test]
-async fn silent_server_is_a_timeout() {
+async fn closed_silent_and_non_smtp_ports_give_the_same_error() {
+    use tokio::io::AsyncWriteExt as _;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let port = listener.local_addr().expect("addr").port();
-    // Accept and then say nothing.
-    let holder = tokio::spawn(async move {
-        let conn = listener.accept().await;
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        drop(conn);
+    let (mode_tx, mode_rx) = tokio::sync::watch::channel(Behaviour::Garbage);
+    let server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let behaviour = *mode_rx.borrow();
+            match behaviour {
+                Behaviour::Garbage => {
+                    let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+                }
+                Behaviour::Silent => held.push(conn),
+            }
+        }
     });
-    let info = plain_info("127.0.0.1", port);
-    let err = smtp::send_via(
-        &info,
-        "b@acme.example",
-        &["j@example.org".to_owned()],
-        b"x",
-        Duration::from_millis(500),
-    )
-    .await
-    .expect_err("no greeting comes");
-    assert!(matches!(err, SendError::Timeout { .. }), "{err:?}");
-    holder.abort();
+    let short = Duration::from_millis(500);
+    let garbage = send_plain(port, short).await;
+    mode_tx.send(Behaviour::Silent).expect("listener runs");
+    let silent = send_plain(port, short).await;
+    server.abort();
+    let _ = server.await;
+    let closed = send_plain(port, short).await;
+    for err in [&garbage, &silent, &closed] {
+        assert!(matches!(err, SendError::NoSession { .. }), "{err:?}");
+    }
+    assert_eq!(garbage.to_string(), closed.to_string());
+    assert_eq!(silent.to_string(), closed.to_string());
+}
+
+#[tokio::test]
+async fn internal_hosts_are_refused_before_any_connection() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&accepted);
+    let server = tokio::spawn(async move {
+        while listener.accept().await.is_ok() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    for host in [
+        "127.0.0.1",
+        "127.1",
+        "2130706433",
+        "0x7f000001",
+        "[::ffff:127.0.0.1]",
+        "[::1]",
+        "localhost",
+        "10.0.0.1",
+    ] {
+        let err = smtp::send_via(
+            &plain_info(host, port),
+            &NetPolicy::default(),
+            "b@acme.example",
+            &["j@example.org".to_owned()],
+            b"x",
+            TIMEOUT,
+        )
+        .await
+        .expect_err("an internal host is refused");
+        assert!(
+            matches!(
+                err,
+                SendError::Host(
+                    ResolveError::RefusedAddress { .. } | ResolveError::RefusedHost { .. }
+                )
+            ),
+            "{host}: {err:?}"
+        );
+    }
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a refused host was connected to"
+    );
+    server.abort();
 }
 
 #[tokio::test]
@@ -229,6 +323,7 @@ async fn bad_envelope_address_is_refused_before_connecting() {
     let info = plain_info("127.0.0.1", 9);
     let err = smtp::send_via(
         &info,
+        &loopback_allowed(),
         "not an address",
         &["j@example.org".to_owned()],
         b"x",

@@ -294,4 +294,22 @@ async fn retention_removes_mail_received_before_the_cutoff() {
     assert_eq!(left, vec![recent]);
 }
 
+#[tokio::test]
+async fn a_client_named_twice_in_one_reprocess_is_queued_and_paid_for_once() {
+    use store::ReprocessOutcome::Queued;
+    let (_dir, store, id) = store_with_test(vec![Variant::Default]).await;
+    let named = ["c1".to_owned(), "c1".to_owned(), "c1".to_owned()];
+    let outcomes = store
+        .reprocess(&id, &named, 2_000)
+        .await
+        .expect("reprocess");
+    assert_eq!(outcomes, vec![("c1".to_owned(), Queued { remaining: 1 })]);
+    // The second reprocess of the quota of 2 is still there.
+    let outcomes = store
+        .reprocess(&id, &["c1".to_owned()], 2_001)
+        .await
+        .expect("reprocess");
+    assert_eq!(outcomes, vec![("c1".to_owned(), Queued { remaining: 0 })]);
+}
+
 mod web;
