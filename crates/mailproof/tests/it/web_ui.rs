@@ -109,6 +109,14 @@ impl Browser {
     }
 
     async fn call(&mut self, method: &str, params: Value) -> Value {
+        match self.try_call(method, params).await {
+            Ok(result) => result,
+            Err(error) => panic!("{method} failed: {error}"),
+        }
+    }
+
+    /// A CDP command's result, or the error the browser answered (e.g. while a page navigates).
+    async fn try_call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let msg = json!({"id": id, "method": method, "params": params}).to_string();
         self.ws.send(Message::text(msg)).await.expect("send CDP");
@@ -123,8 +131,10 @@ impl Browser {
             let Message::Text(text) = frame else { continue };
             let v: Value = serde_json::from_str(&text).expect("CDP JSON");
             if v["id"] == json!(id) {
-                assert!(v.get("error").is_none(), "{method} failed: {v}");
-                return v["result"].clone();
+                return match v.get("error") {
+                    Some(error) => Err(error.clone()),
+                    None => Ok(v["result"].clone()),
+                };
             }
         }
     }
@@ -145,20 +155,29 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
-    /// Waits until `expr` is true in the page (a navigation in between is fine).
+    /// Waits until `expr` is true in the page. A navigation in between is fine: while the page
+    /// is replaced the browser answers "target navigated", which counts as "not yet".
     async fn wait_for(&mut self, expr: &str, limit: Duration) {
         let start = Instant::now();
         loop {
             let r = self
-                .call(
+                .try_call(
                     "Runtime.evaluate",
                     json!({"expression": format!("!!({expr})"), "returnByValue": true}),
                 )
-                .await;
+                .await
+                .unwrap_or_default();
             if r["result"]["value"] == json!(true) {
                 return;
             }
-            let url = self.eval("location.href").await;
+            let url = self
+                .try_call(
+                    "Runtime.evaluate",
+                    json!({"expression": "location.href", "returnByValue": true}),
+                )
+                .await
+                .map(|r| r["result"]["value"].clone())
+                .unwrap_or_default();
             assert!(
                 start.elapsed() < limit,
                 "waited {limit:?} for `{expr}` on {url}"
