@@ -1,6 +1,7 @@
 //! Email client emulation: turns the submitted HTML into what a given client would draw, following
 //! that client's rule set (caniemail support facts plus hand-written per-family policy).
 
+pub mod analyze;
 pub mod color;
 pub mod conditional;
 pub mod css;
@@ -11,6 +12,7 @@ pub mod rules;
 pub mod transform;
 pub mod vml;
 
+pub use analyze::{analyze, Analysis, Finding, Severity};
 pub use rules::{DarkMode, RuleBook, RuleSet, Support};
 pub use transform::{transform, Transformed};
 
