@@ -9,11 +9,13 @@ pub mod derive;
 pub mod features;
 pub mod probes;
 pub mod rules;
+pub mod tips;
 pub mod transform;
 pub mod vml;
 
 pub use analyze::{analyze, Analysis, Finding, Severity};
 pub use rules::{DarkMode, RuleBook, RuleSet, Support};
+pub use tips::{tips, Tip};
 pub use transform::{transform, Transformed};
 
 /// Everything that can go wrong loading rule sets or transforming an email.

@@ -175,3 +175,41 @@ fn every_corpus_email_analyses_for_every_profile_with_lines_inside_the_email() {
     }
     assert!(emails > 0, "no corpus emails in {}", dir.display());
 }
+
+#[test]
+fn tips_come_from_each_clients_rule_set_most_consequential_first() {
+    let (catalog, book) = shipped();
+    let win = emulate::tips(&client(&catalog, "outlook2021_win"), &book).expect("tips");
+    assert!(!win.is_empty() && win.len() <= emulate::tips::MAX_TIPS);
+    assert_eq!(win[0].feature, "mso-conditionals", "{win:#?}");
+    let max_width = win
+        .iter()
+        .find(|t| t.feature == "css-max-width")
+        .expect("Outlook for Windows drops max-width");
+    assert!(
+        max_width.tip.contains("ignores max-width") && max_width.tip.contains("<!--[if mso]>"),
+        "{}",
+        max_width.tip
+    );
+    assert!(win.iter().any(|t| t.feature == "dark-mode"));
+
+    let apple = emulate::tips(&client(&catalog, "applemail_macos"), &book).expect("tips");
+    assert!(
+        apple
+            .iter()
+            .all(|t| t.feature != "css-max-width" && t.feature != "mso-conditionals"),
+        "{apple:#?}"
+    );
+    let com = emulate::tips(&client(&catalog, "outlook_com_chrome"), &book).expect("tips");
+    assert!(com.iter().any(|t| t.feature == "class-prefix"), "{com:#?}");
+    for c in catalog.clients() {
+        let t = emulate::tips(c, &book).expect("tips for every profile");
+        let names: std::collections::BTreeSet<&str> = t.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names.len(), t.len(), "{}: duplicate tip names", c.id);
+        assert!(
+            t.iter().all(|t| t.tip.contains(&c.display_name)),
+            "{}: every tip names the client",
+            c.id
+        );
+    }
+}
