@@ -182,7 +182,7 @@ impl Judge<'_> {
             _ => "darkens light backgrounds and lightens dark text in",
         };
         format!(
-            "In dark mode {} {how} this {label} colour ({}); give images transparent edges and check the dark-mode screenshot.",
+            "In dark mode {} {how} the colour of this {label} ({}); give images transparent edges and check the dark-mode screenshot.",
             self.client.display_name, self.set.policy.dark_mode_source
         )
     }
@@ -349,7 +349,7 @@ fn html_pass(
                 "vml",
                 format!("<{name}>"),
                 line,
-                format!("{who} draws VML shapes with Word; other clients ignore them, so keep an HTML fallback outside <!--[if mso]>."),
+                format!("{who} reads Office elements (VML shapes, Office settings) with Word; other clients ignore them, so keep an HTML fallback outside <!--[if mso]>."),
             );
             return Ok(());
         }

@@ -264,6 +264,18 @@ mod tests {
     const O2016: Mso = Mso { version: 16 };
 
     #[test]
+    fn activation_keeping_lines_leaves_every_kept_line_on_its_number() {
+        let html = "a\n<!--[if !mso]><!-->\nhidden\n<!--<![endif]-->\n<!--[if mso]>\nshown\n<![endif]-->\nz";
+        let out = activate_keeping_lines(html, Mso { version: 16 });
+        let lines: Vec<&str> = out.split('\n').collect();
+        let original: Vec<&str> = html.split('\n').collect();
+        assert_eq!(lines.len(), original.len(), "{out:?}");
+        assert_eq!(lines[5], "shown");
+        assert_eq!(lines[7], "z");
+        assert!(!out.contains("hidden"), "{out:?}");
+    }
+
+    #[test]
     fn conditions_follow_the_outlook_version() {
         assert!(evaluate("mso", O2016));
         assert!(evaluate("gte mso 9", O2016));
