@@ -16,7 +16,7 @@ use crate::conditional::{self, Mso};
 use crate::css::{self, HitKind, Inspect};
 use crate::features::{self, Effect};
 use crate::rules::{BodyHandling, DarkMode, OnCssError, RuleBook, RuleSet};
-use crate::transform::{element_hit, ElementHit, MAX_HTML_BYTES};
+use crate::transform::{decode_entities, element_hit, ElementHit, MAX_HTML_BYTES};
 use crate::EmulateError;
 
 /// How much a finding matters for the client.
@@ -388,7 +388,20 @@ fn html_pass(
                     line,
                     format!("{who} removes every <style> element: inline the CSS into style attributes."),
                 );
-            } else if in_body.get() && !policy.style_in_body {
+            } else if let Some((slug, _)) = judge
+                .warnings
+                .iter()
+                .find(|(_, e)| *e == Effect::StyleElement)
+            {
+                f.add(
+                    Severity::Warning,
+                    slug,
+                    "<style>".into(),
+                    line,
+                    judge.warning_message(slug, "<style>"),
+                );
+            }
+            if !styles_unsupported && in_body.get() && !policy.style_in_body {
                 f.add(
                     Severity::Error,
                     "html-style-in-body",
@@ -680,10 +693,6 @@ fn attr_value_offset(tag: &str, name: &str) -> Option<usize> {
     let trimmed = after.trim_start();
     let quote = usize::from(trimmed.starts_with(['"', '\'']));
     Some(at + eq + 1 + (after.len() - trimmed.len()) + quote)
-}
-
-fn decode_entities(s: &str) -> String {
-    crate::transform::decode_entities(s)
 }
 
 #[cfg(test)]

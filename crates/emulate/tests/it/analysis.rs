@@ -62,6 +62,19 @@ fn partial_support_is_a_warning_with_the_public_note_and_scoped_drops_are_errors
         "caniemail's note: {}",
         partial.message
     );
+    let styled = analyze(
+        "<style>p { color: red }</style>\n",
+        &client(&catalog, "outlook2021_win"),
+        &book,
+    )
+    .expect("analyses");
+    let style = styled
+        .find(Severity::Warning, "<style>")
+        .expect("html-style is partial in Outlook for Windows");
+    assert_eq!(
+        (style.feature.as_str(), style.lines.as_slice()),
+        ("html-style", &[1][..])
+    );
     let dropped = a
         .find(Severity::Error, "padding on <div>")
         .expect("padding on div is dropped by Word");
