@@ -63,6 +63,18 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     ),
     (
         "get",
+        "/v5/email/tests/{test_id}/codeanalysis/{client_id}",
+        "Code analysis of the email for one client: unsupported (error), partly supported (warning) and client behaviours (info), with line numbers",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tips/{client_id}",
+        "Practical tips for one client, from its rule set",
+        &[],
+    ),
+    (
+        "get",
         "/v5/email/tests/{test_id}/content",
         "The submitted HTML",
         &[],

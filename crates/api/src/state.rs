@@ -101,6 +101,8 @@ pub struct AppState {
     pub(crate) logins: Arc<crate::login::LoginGuard>,
     /// What `GET /healthz` reports; the service wiring keeps it current.
     pub health: Arc<crate::health::Health>,
+    /// The client rule sets, for the code analysis and tips (empty until the wiring sets them).
+    pub rules: Arc<emulate::RuleBook>,
 }
 
 impl AppState {
@@ -124,7 +126,13 @@ impl AppState {
             rate: Arc::new(RateLimiter::default()),
             logins: Arc::new(crate::login::LoginGuard::default()),
             health: Arc::default(),
+            rules: Arc::default(),
         }
+    }
+
+    pub fn with_rules(mut self, rules: Arc<emulate::RuleBook>) -> AppState {
+        self.rules = rules;
+        self
     }
 
     pub fn with_health(mut self, health: Arc<crate::health::Health>) -> AppState {

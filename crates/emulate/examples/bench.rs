@@ -1,4 +1,5 @@
-//! Prints how long the transformation takes: every corpus template through every profile.
+//! Prints how long the transformation and the code analysis take: every corpus template through
+//! every profile.
 //! `cargo run -p emulate --example bench --release` (or without `--release` for debug figures).
 
 use std::path::Path;
@@ -35,6 +36,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         templates.len(),
         bytes / 1024,
         catalog.clients().len(),
+        total,
+        total / runs.max(1),
+        worst
+    );
+    let start = Instant::now();
+    let mut worst = std::time::Duration::ZERO;
+    let mut findings = 0usize;
+    for html in &templates {
+        for c in catalog.clients() {
+            let t = Instant::now();
+            findings += emulate::analyze(html, c, &book)?.findings.len();
+            worst = worst.max(t.elapsed());
+        }
+    }
+    let total = start.elapsed();
+    println!(
+        "{runs} code analyses ({findings} findings) in {:.2?}: mean {:.2?}, worst {:.2?}",
         total,
         total / runs.max(1),
         worst

@@ -11,6 +11,21 @@ pub struct Mso {
 /// Rewrites every conditional comment for a Word-engine client: content whose condition holds is
 /// kept as markup, the rest removed. Returns the new HTML and how many conditionals were seen.
 pub fn activate(html: &str, mso: Mso) -> (String, usize) {
+    activate_with(html, mso, false)
+}
+
+/// [`activate`], with every removed piece replaced by its line breaks, so that each kept line
+/// stays on its line number in the submitted HTML (for the code analysis).
+pub fn activate_keeping_lines(html: &str, mso: Mso) -> String {
+    activate_with(html, mso, true).0
+}
+
+fn activate_with(html: &str, mso: Mso, keep_lines: bool) -> (String, usize) {
+    let drop = |out: &mut String, removed: &str| {
+        if keep_lines {
+            out.extend(removed.chars().filter(|c| *c == '\n'));
+        }
+    };
     let mut out = String::with_capacity(html.len());
     let mut rest = html;
     let mut count = 0;
@@ -25,6 +40,7 @@ pub fn activate(html: &str, mso: Mso) -> (String, usize) {
         };
         let condition = &after_open[..close];
         let body_start = &after_open[close + 2..];
+        drop(&mut out, condition);
         count += 1;
         let holds = evaluate(condition, mso);
         // Downlevel-revealed form: `<!--[if !mso]><!-->content<!--<![endif]-->` (the opening
@@ -37,12 +53,16 @@ pub fn activate(html: &str, mso: Mso) -> (String, usize) {
             let (inner, tail) = split_at_endif(content, &["<!--<![endif]-->", "<![endif]-->"]);
             if holds {
                 out.push_str(inner);
+            } else {
+                drop(&mut out, inner);
             }
             rest = tail;
         } else {
             let (inner, tail) = split_at_endif(body_start, &["<![endif]-->"]);
             if holds {
                 out.push_str(inner);
+            } else {
+                drop(&mut out, inner);
             }
             rest = tail;
         }
@@ -242,6 +262,18 @@ mod tests {
 
     const O2013: Mso = Mso { version: 15 };
     const O2016: Mso = Mso { version: 16 };
+
+    #[test]
+    fn activation_keeping_lines_leaves_every_kept_line_on_its_number() {
+        let html = "a\n<!--[if !mso]><!-->\nhidden\n<!--<![endif]-->\n<!--[if mso]>\nshown\n<![endif]-->\nz";
+        let out = activate_keeping_lines(html, Mso { version: 16 });
+        let lines: Vec<&str> = out.split('\n').collect();
+        let original: Vec<&str> = html.split('\n').collect();
+        assert_eq!(lines.len(), original.len(), "{out:?}");
+        assert_eq!(lines[5], "shown");
+        assert_eq!(lines[7], "z");
+        assert!(!out.contains("hidden"), "{out:?}");
+    }
 
     #[test]
     fn conditions_follow_the_outlook_version() {

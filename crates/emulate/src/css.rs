@@ -47,6 +47,8 @@ struct Decl {
     name: String,
     value: String,
     important: bool,
+    /// 0-based line in the parsed text, for the code analysis.
+    line: u32,
 }
 
 #[derive(Debug)]
@@ -54,11 +56,14 @@ enum Rule {
     Style {
         selectors: String,
         decls: Vec<Decl>,
+        /// 0-based line where the selector list starts.
+        line: u32,
     },
     At {
         name: String,
         prelude: String,
         body: AtBody,
+        line: u32,
     },
 }
 
@@ -96,11 +101,15 @@ impl<'i> QualifiedRuleParser<'i> for SheetParser {
     fn parse_block<'t>(
         &mut self,
         selectors: String,
-        _start: &ParserState,
+        start: &ParserState,
         input: &mut Parser<'i, 't>,
     ) -> Result<Rule, ParseError<'i, ()>> {
         let decls = parse_decls(input, &mut self.errors);
-        Ok(Rule::Style { selectors, decls })
+        Ok(Rule::Style {
+            selectors,
+            decls,
+            line: start.source_location().line,
+        })
     }
 }
 
@@ -123,19 +132,20 @@ impl<'i> AtRuleParser<'i> for SheetParser {
     fn rule_without_block(
         &mut self,
         (name, prelude): (String, String),
-        _start: &ParserState,
+        start: &ParserState,
     ) -> Result<Rule, ()> {
         Ok(Rule::At {
             name,
             prelude,
             body: AtBody::None,
+            line: start.source_location().line,
         })
     }
 
     fn parse_block<'t>(
         &mut self,
         (name, prelude): (String, String),
-        _start: &ParserState,
+        start: &ParserState,
         input: &mut Parser<'i, 't>,
     ) -> Result<Rule, ParseError<'i, ()>> {
         let body = match name.as_str() {
@@ -160,6 +170,7 @@ impl<'i> AtRuleParser<'i> for SheetParser {
             name,
             prelude,
             body,
+            line: start.source_location().line,
         })
     }
 }
@@ -187,7 +198,7 @@ impl<'i> DeclarationParser<'i> for DeclParser {
         &mut self,
         name: CowRcStr<'i>,
         input: &mut Parser<'i, 't>,
-        _start: &ParserState,
+        start: &ParserState,
     ) -> Result<Decl, ParseError<'i, ()>> {
         let raw = consume_all(input).trim();
         let (value, important) = split_important(raw);
@@ -198,6 +209,7 @@ impl<'i> DeclarationParser<'i> for DeclParser {
             name: name.to_ascii_lowercase(),
             value: value.to_string(),
             important,
+            line: start.source_location().line,
         })
     }
 }
@@ -320,18 +332,47 @@ fn removing_effect<'e>(
     info: &ValueInfo,
     effects: &'e [(String, Effect)],
 ) -> Option<&'e str> {
-    effects.iter().find_map(|(slug, e)| {
-        let hit = match e {
-            Effect::Properties(names) => names.contains(&decl.name.as_str()),
-            Effect::PropertyValues(prop, values) => {
-                decl.name == *prop && info.idents.iter().any(|i| values.contains(&i.as_str()))
-            }
-            Effect::Functions(fns) => info.functions.iter().any(|f| fns.contains(&f.as_str())),
-            Effect::Keywords(kw) => info.idents.iter().any(|i| kw.contains(&i.as_str())),
-            Effect::Unit(u) => info.units.iter().any(|x| x == u),
-            _ => false,
+    decl_hits(&decl.name, info, effects)
+        .next()
+        .map(|(slug, _)| slug)
+}
+
+/// Every effect that removes a declaration `name: <value of info>`, with what matched (the
+/// property, `property:value`, `function()`, unit or keyword) as the code analysis shows it.
+fn decl_hits<'e, 'a>(
+    name: &'a str,
+    info: &'a ValueInfo,
+    effects: &'e [(String, Effect)],
+) -> impl Iterator<Item = (&'e str, String)> + 'a
+where
+    'e: 'a,
+{
+    effects.iter().filter_map(move |(slug, e)| {
+        let label = match e {
+            Effect::Properties(names) => names.contains(&name).then(|| name.to_string()),
+            Effect::PropertyValues(prop, values) if name == *prop => info
+                .idents
+                .iter()
+                .find(|i| values.contains(&i.as_str()))
+                .map(|v| format!("{prop}:{v}")),
+            Effect::Functions(fns) => info
+                .functions
+                .iter()
+                .find(|f| fns.contains(&f.as_str()))
+                .map(|f| format!("{f}()")),
+            Effect::Keywords(kw) => info
+                .idents
+                .iter()
+                .find(|i| kw.contains(&i.as_str()))
+                .cloned(),
+            Effect::Unit(u) => info
+                .units
+                .iter()
+                .any(|x| x == u)
+                .then(|| format!("{u} unit")),
+            _ => None,
         };
-        hit.then_some(slug.as_str())
+        label.map(|l| (slug.as_str(), l))
     })
 }
 
@@ -627,17 +668,45 @@ fn filter_selectors(list: &str, cx: &CssContext<'_>, removed: &mut Removed) -> O
     for (s, e) in ranges {
         let text = &list[s..e];
         let info = analyse_selector(text, 0);
-        let hit = cx.effects.iter().find(|(_, eff)| match eff {
-            Effect::Selector(part) => info.parts.contains(part),
-            _ => false,
-        });
-        if let Some((slug, _)) = hit {
+        if let Some((slug, _)) = selector_hits(&info, cx.effects).next() {
             removed.note(slug);
             continue;
         }
         kept.push(prefix_names(text.trim(), cx));
     }
     (!kept.is_empty()).then(|| kept.join(", "))
+}
+
+/// Every selector effect that removes a selector, with the construct as the analysis shows it.
+fn selector_hits<'e, 'a>(
+    info: &'a SelectorInfo,
+    effects: &'e [(String, Effect)],
+) -> impl Iterator<Item = (&'e str, String)> + 'a
+where
+    'e: 'a,
+{
+    effects.iter().filter_map(move |(slug, e)| match e {
+        Effect::Selector(part) if info.parts.contains(part) => {
+            Some((slug.as_str(), selector_label(*part)))
+        }
+        _ => None,
+    })
+}
+
+fn selector_label(part: SelectorPart) -> String {
+    match part {
+        SelectorPart::PseudoClass(n) => format!(":{n}"),
+        SelectorPart::PseudoElement(n) => format!("::{n}"),
+        SelectorPart::Combinator(c) => format!("{c} combinator"),
+        SelectorPart::Descendant => "descendant selector".into(),
+        SelectorPart::Attribute => "[attribute] selector".into(),
+        SelectorPart::Class => ".class selector".into(),
+        SelectorPart::Id => "#id selector".into(),
+        SelectorPart::Universal => "* selector".into(),
+        SelectorPart::Type => "type selector".into(),
+        SelectorPart::Grouping => "selector list (a, b)".into(),
+        SelectorPart::Chaining => "chained selector (.a.b)".into(),
+    }
 }
 
 /// Inserts the client's class and id prefixes into one selector.
@@ -754,23 +823,36 @@ pub fn recoloured_roles(style: &str, mode: DarkMode) -> (bool, bool) {
 }
 
 fn media_dropped<'e>(prelude: &str, effects: &'e [(String, Effect)]) -> Option<&'e str> {
+    media_hits(prelude, effects).next().map(|(slug, _)| slug)
+}
+
+/// Every effect that removes a `@media` rule with this prelude, with what matched.
+fn media_hits<'e>(
+    prelude: &str,
+    effects: &'e [(String, Effect)],
+) -> impl Iterator<Item = (&'e str, String)> {
     let idents = scan_value(prelude).idents;
-    effects.iter().find_map(|(slug, e)| match e {
-        Effect::AtRule("media") => Some(slug.as_str()),
+    effects.iter().filter_map(move |(slug, e)| match e {
+        Effect::AtRule("media") => Some((slug.as_str(), "@media".to_string())),
         Effect::MediaFeatures(fs) => idents
             .iter()
-            .any(|i| fs.contains(&i.as_str()))
-            .then_some(slug.as_str()),
+            .find(|i| fs.contains(&i.as_str()))
+            .map(|f| (slug.as_str(), format!("@media ({f})"))),
         _ => None,
     })
 }
 
 fn at_rule_dropped<'e>(name: &str, effects: &'e [(String, Effect)]) -> Option<&'e str> {
+    at_rule_hits(name, effects).next()
+}
+
+fn at_rule_hits<'e>(name: &str, effects: &'e [(String, Effect)]) -> impl Iterator<Item = &'e str> {
     let bare = name
         .strip_prefix("-webkit-")
         .or_else(|| name.strip_prefix("-moz-"))
-        .unwrap_or(name);
-    effects.iter().find_map(|(slug, e)| match e {
+        .unwrap_or(name)
+        .to_string();
+    effects.iter().filter_map(move |(slug, e)| match e {
         Effect::AtRule(n) if *n == bare => Some(slug.as_str()),
         _ => None,
     })
@@ -785,7 +867,9 @@ fn write_rules(
 ) {
     for rule in rules {
         match rule {
-            Rule::Style { selectors, decls } => {
+            Rule::Style {
+                selectors, decls, ..
+            } => {
                 let Some(selectors) = filter_selectors(&selectors, cx, removed) else {
                     continue;
                 };
@@ -802,6 +886,7 @@ fn write_rules(
                 name,
                 prelude,
                 body,
+                ..
             } => {
                 if let Some(slug) = at_rule_dropped(&name, cx.effects) {
                     removed.note(slug);
@@ -850,6 +935,226 @@ fn write_rules(
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inspection, for the code analysis: what a list of effects matches, with line numbers, through
+// the same matching the filtering above applies.
+
+/// Why a construct is reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HitKind {
+    /// An effect of the list, by slug.
+    Effect(String),
+    /// The scoped drop at this index of [`Inspect::scoped`].
+    Scoped(usize),
+    /// A colour the forced dark mode of [`Inspect::dark`] changes.
+    Dark,
+}
+
+/// One construct of the email's CSS that is reported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hit {
+    pub kind: HitKind,
+    /// What matched, as the analysis shows it (`display:flex`, `:hover`, `@font-face`...).
+    pub label: String,
+    /// 0-based line within the inspected text.
+    pub line: u32,
+}
+
+/// What to look for.
+#[derive(Clone, Copy)]
+pub struct Inspect<'a> {
+    pub effects: &'a [(String, Effect)],
+    /// For a `style` attribute: the element's name, so that scoped drops apply.
+    pub element: Option<&'a str>,
+    pub scoped: &'a [ScopedDrop],
+    /// Colours this forced dark mode changes are reported (outside `prefers-color-scheme`).
+    pub dark: DarkMode,
+}
+
+/// The result of an inspection.
+#[derive(Debug, Default)]
+pub struct Inspected {
+    pub hits: Vec<Hit>,
+    /// Rules or declarations that do not parse.
+    pub syntax_errors: usize,
+    /// 0-based line of the first syntax error, when there is one.
+    pub first_error_line: Option<u32>,
+}
+
+/// Inspects a style sheet.
+pub fn inspect_sheet(css: &str, ins: &Inspect<'_>) -> Inspected {
+    let mut pi = ParserInput::new(css);
+    let mut p = Parser::new(&mut pi);
+    let mut sp = SheetParser {
+        errors: 0,
+        depth: 0,
+    };
+    let mut out = Inspected::default();
+    let mut errors_at = Vec::new();
+    for r in StyleSheetParser::new(&mut p, &mut sp) {
+        match r {
+            Ok(rule) => inspect_rules(std::slice::from_ref(&rule), ins, ins.dark, &mut out.hits),
+            Err((e, _)) => errors_at.push(e.location.line),
+        }
+    }
+    out.syntax_errors = sp.errors + errors_at.len();
+    out.first_error_line = errors_at.into_iter().min();
+    if out.first_error_line.is_none() && out.syntax_errors > 0 {
+        out.first_error_line = Some(0);
+    }
+    out
+}
+
+/// Inspects a `style` attribute.
+pub fn inspect_inline(style: &str, ins: &Inspect<'_>) -> Inspected {
+    let mut pi = ParserInput::new(style);
+    let mut p = Parser::new(&mut pi);
+    let mut out = Inspected::default();
+    for d in parse_decls(&mut p, &mut out.syntax_errors) {
+        inspect_decl(&d, ins, ins.dark, &mut out.hits);
+    }
+    out
+}
+
+fn inspect_rules(rules: &[Rule], ins: &Inspect<'_>, dark: DarkMode, out: &mut Vec<Hit>) {
+    for rule in rules {
+        match rule {
+            Rule::Style {
+                selectors,
+                decls,
+                line,
+            } => {
+                let ranges = split_selectors(selectors);
+                if ranges.len() > 1 {
+                    for (slug, e) in ins.effects {
+                        if *e == Effect::Selector(SelectorPart::Grouping) {
+                            hit(
+                                out,
+                                HitKind::Effect(slug.clone()),
+                                selector_label(SelectorPart::Grouping),
+                                *line,
+                            );
+                        }
+                    }
+                }
+                for (s, e) in ranges {
+                    let text = &selectors[s..e];
+                    let lead = text.len() - text.trim_start().len();
+                    let at = line + newlines(&selectors[..s + lead]);
+                    let info = analyse_selector(text, 0);
+                    for (slug, label) in selector_hits(&info, ins.effects) {
+                        hit(out, HitKind::Effect(slug.to_string()), label, at);
+                    }
+                }
+                for d in decls {
+                    inspect_decl(d, ins, dark, out);
+                }
+            }
+            Rule::At {
+                name,
+                prelude,
+                body,
+                line,
+            } => {
+                let mut inner_dark = dark;
+                if name == "media" {
+                    for (slug, label) in media_hits(prelude, ins.effects) {
+                        hit(out, HitKind::Effect(slug.to_string()), label, *line);
+                    }
+                    if scan_value(prelude)
+                        .idents
+                        .iter()
+                        .any(|i| i == "prefers-color-scheme")
+                    {
+                        inner_dark = DarkMode::None;
+                    }
+                } else {
+                    for slug in at_rule_hits(name, ins.effects) {
+                        hit(
+                            out,
+                            HitKind::Effect(slug.to_string()),
+                            format!("@{name}"),
+                            *line,
+                        );
+                    }
+                }
+                match body {
+                    AtBody::Rules(inner) => {
+                        inspect_rules(inner, ins, inner_dark, out);
+                    }
+                    AtBody::Decls(decls) => {
+                        for d in decls {
+                            inspect_decl(d, ins, DarkMode::None, out);
+                        }
+                    }
+                    AtBody::None | AtBody::Raw(_) => {}
+                }
+            }
+        }
+    }
+}
+
+fn hit(out: &mut Vec<Hit>, kind: HitKind, label: String, line: u32) {
+    out.push(Hit { kind, label, line });
+}
+
+fn inspect_decl(d: &Decl, ins: &Inspect<'_>, dark: DarkMode, out: &mut Vec<Hit>) {
+    let info = scan_value(&d.value);
+    for (slug, label) in decl_hits(&d.name, &info, ins.effects) {
+        hit(out, HitKind::Effect(slug.to_string()), label, d.line);
+    }
+    let has_url = info.functions.iter().any(|f| f == "url");
+    for (slug, e) in ins.effects {
+        let background_image = d.name == "background"
+            && has_url
+            && slug == "css-background-image"
+            && matches!(e, Effect::Properties(_));
+        if background_image {
+            hit(
+                out,
+                HitKind::Effect(slug.clone()),
+                "background-image (in background)".into(),
+                d.line,
+            );
+        }
+        if d.important && *e == Effect::Important {
+            hit(
+                out,
+                HitKind::Effect(slug.clone()),
+                "!important".into(),
+                d.line,
+            );
+        }
+    }
+    if let Some(element) = ins.element {
+        for (i, sd) in ins.scoped.iter().enumerate() {
+            if sd.drops(&d.name, element) {
+                hit(
+                    out,
+                    HitKind::Scoped(i),
+                    format!("{} on <{element}>", d.name),
+                    d.line,
+                );
+            }
+        }
+    }
+    if dark != DarkMode::None {
+        if let Some(role) = color_role(&d.name) {
+            let changed = info
+                .colors
+                .iter()
+                .any(|(_, _, c)| color::darken(*c, role, dark).is_some());
+            if changed {
+                hit(out, HitKind::Dark, d.name.clone(), d.line);
+            }
+        }
+    }
+}
+
+fn newlines(s: &str) -> u32 {
+    u32::try_from(s.bytes().filter(|b| *b == b'\n').count()).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

@@ -10,11 +10,11 @@ use crate::EmulateError;
 /// Longest `support.json` accepted (the reference copy is about 1 MB).
 pub const MAX_SUPPORT_BYTES: usize = 32 * 1024 * 1024;
 
-/// The parsed support facts: `(slug, stats)` in file order, plus provenance.
+/// The parsed support facts: `(slug, stats, notes_by_num)` in file order, plus provenance.
 pub struct Facts {
     pub source: String,
     pub commit: String,
-    features: Vec<(String, serde_json::Value)>,
+    features: Vec<(String, serde_json::Value, serde_json::Value)>,
 }
 
 impl Facts {
@@ -43,7 +43,11 @@ impl Facts {
             let slug = f["slug"]
                 .as_str()
                 .ok_or_else(|| EmulateError::Derive("a feature has no slug".into()))?;
-            features.push((slug.to_string(), f["stats"].clone()));
+            features.push((
+                slug.to_string(),
+                f["stats"].clone(),
+                f["notes_by_num"].clone(),
+            ));
         }
         Ok(Facts {
             source,
@@ -69,13 +73,25 @@ impl Facts {
             partial: Vec::new(),
             unknown: Vec::new(),
             from_fallback: Vec::new(),
+            notes: Default::default(),
         };
-        for (slug, stats) in &self.features {
+        for (slug, stats, notes) in &self.features {
             let Some((letter, from_fallback)) =
                 Self::letter_or_fallback(stats, family, platform, fallback)
             else {
                 continue;
             };
+            if letter == 'a' {
+                let pair = if from_fallback {
+                    fallback.unwrap_or(platform)
+                } else {
+                    platform
+                };
+                let text = Self::notes(stats, notes, family, pair);
+                if !text.is_empty() {
+                    d.notes.insert(slug.clone(), text);
+                }
+            }
             if from_fallback {
                 d.from_fallback.push(slug.clone());
             }
@@ -90,6 +106,26 @@ impl Facts {
         d
     }
 
+    /// The public notes (`#n` references of the latest version) of a feature for the pair, joined.
+    fn notes(
+        stats: &serde_json::Value,
+        notes: &serde_json::Value,
+        family: &str,
+        platform: &str,
+    ) -> String {
+        let latest = stats[family][platform]["latest_version"]
+            .as_str()
+            .unwrap_or_default();
+        latest
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix('#'))
+            .filter_map(|n| notes[n].as_str())
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     /// caniemail's latest support letter for one feature and client, with the same fallback
     /// platform `derive` uses; `None` when the feature is unknown or untested for that client.
     pub fn letter_for(
@@ -99,7 +135,7 @@ impl Facts {
         platform: &str,
         fallback: Option<&str>,
     ) -> Option<char> {
-        let (_, stats) = self.features.iter().find(|(s, _)| s == slug)?;
+        let (_, stats, _) = self.features.iter().find(|(s, _, _)| s == slug)?;
         Self::letter_or_fallback(stats, family, platform, fallback).map(|(l, _)| l)
     }
 
@@ -119,7 +155,7 @@ impl Facts {
     }
 
     pub fn slugs(&self) -> impl Iterator<Item = &str> {
-        self.features.iter().map(|(s, _)| s.as_str())
+        self.features.iter().map(|(s, _, _)| s.as_str())
     }
 }
 
@@ -196,7 +232,8 @@ mod tests {
       "features":[
         {"slug":"css-position","stats":{"gmail":{"desktop-webmail":{"latest_version":"n"}}}},
         {"slug":"css-at-media","stats":{"gmail":{"desktop-webmail":{"latest_version":"a #7"}},
-                                          "thunderbird":{"macos":{"latest_version":"n"}}}},
+                                          "thunderbird":{"macos":{"latest_version":"n"}}},
+         "notes_by_num":{"7":"Only min-width and max-width."}},
         {"slug":"css-float","stats":{"gmail":{"desktop-webmail":{"latest_version":"y"}}}}
       ]}"#;
 
@@ -208,6 +245,11 @@ mod tests {
         assert_eq!(d.unsupported, vec!["css-position"]);
         assert_eq!(d.partial, vec!["css-at-media"]);
         assert!(d.unknown.is_empty());
+        assert_eq!(
+            d.notes.get("css-at-media").map(String::as_str),
+            Some("Only min-width and max-width.")
+        );
+        assert_eq!(d.notes.len(), 1, "notes only for partial features");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Email client emulation: turns the submitted HTML into what a given client would draw, following
 //! that client's rule set (caniemail support facts plus hand-written per-family policy).
 
+pub mod analyze;
 pub mod color;
 pub mod conditional;
 pub mod css;
@@ -8,10 +9,13 @@ pub mod derive;
 pub mod features;
 pub mod probes;
 pub mod rules;
+pub mod tips;
 pub mod transform;
 pub mod vml;
 
+pub use analyze::{analyze, Analysis, Finding, Severity};
 pub use rules::{DarkMode, RuleBook, RuleSet, Support};
+pub use tips::{tips, Tip};
 pub use transform::{transform, Transformed};
 
 /// Everything that can go wrong loading rule sets or transforming an email.

@@ -158,6 +158,10 @@ pub struct Derived {
     /// Features taken from `fallback_platform` because this platform lacks them.
     #[serde(default)]
     pub from_fallback: Vec<String>,
+    /// caniemail's public notes for the partially supported features (what "partial" means for
+    /// this client), by slug.
+    #[serde(default)]
+    pub notes: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -245,6 +249,16 @@ impl RuleSet {
                     "policy.partial_as_unsupported names {slug:?}, which [derived] does not list as partial"
                 )));
             }
+        }
+        if let Some(slug) = file
+            .derived
+            .notes
+            .keys()
+            .find(|s| !file.derived.partial.contains(s))
+        {
+            return Err(invalid(format!(
+                "[derived] notes has {slug:?}, which it does not list as partial (regenerate with derive-rules)"
+            )));
         }
         let effects = file
             .derived

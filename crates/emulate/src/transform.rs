@@ -127,6 +127,83 @@ fn pane_markup(set: &RuleSet, client: &Client) -> Option<(String, String)> {
     ))
 }
 
+/// What an element-level effect matches on one element (the transformation removes it, the code
+/// analysis reports it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ElementHit {
+    /// The element itself.
+    Element { keep_content: bool },
+    /// An `<input>` of this type.
+    Input(String),
+    /// These attributes of the element.
+    Attributes(Vec<&'static str>),
+    /// An `<img>` whose source has this file extension.
+    Image(String),
+    /// An `<img>` with a `data:` source.
+    DataImage,
+}
+
+impl ElementHit {
+    /// What matched, as the code analysis shows it.
+    pub(crate) fn label(&self, element: &str) -> String {
+        match self {
+            ElementHit::Element { .. } => format!("<{element}>"),
+            ElementHit::Input(t) => format!("<input type={t}>"),
+            ElementHit::Attributes(a) => format!("{} attribute", a.join("/")),
+            ElementHit::Image(ext) => format!("{ext} image"),
+            ElementHit::DataImage => "data: image".into(),
+        }
+    }
+}
+
+/// Whether `effect` applies to the element `name` whose attributes `attr` reads.
+pub(crate) fn element_hit(
+    effect: &Effect,
+    name: &str,
+    attr: &dyn Fn(&str) -> Option<String>,
+) -> Option<ElementHit> {
+    match effect {
+        Effect::Element {
+            name: n,
+            keep_content,
+        } if *n == name => Some(ElementHit::Element {
+            keep_content: *keep_content,
+        }),
+        Effect::InputTypes(types) if name == "input" => {
+            let t = attr("type")
+                .unwrap_or_else(|| "text".into())
+                .to_ascii_lowercase();
+            types.contains(&t.as_str()).then_some(ElementHit::Input(t))
+        }
+        Effect::Attributes(attrs) => {
+            let present: Vec<&'static str> = attrs
+                .iter()
+                .copied()
+                .filter(|a| attr(a).is_some())
+                .collect();
+            (!present.is_empty()).then_some(ElementHit::Attributes(present))
+        }
+        Effect::ImageFormat(exts) if name == "img" => {
+            let src = attr("src").unwrap_or_default();
+            let path = src.split(['?', '#']).next().unwrap_or_default();
+            let ext = path
+                .rsplit('.')
+                .next()
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            (path.contains('.') && exts.contains(&ext.as_str())).then_some(ElementHit::Image(ext))
+        }
+        Effect::DataImages if name == "img" => {
+            let src = attr("src").unwrap_or_default();
+            src.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("data:")
+                .then_some(ElementHit::DataImage)
+        }
+        _ => None,
+    }
+}
+
 /// Whether `html` has a start tag named exactly `name` (so `<header>` is not `<head>`).
 fn has_tag(html: &str, name: &str) -> bool {
     let lower = html.to_ascii_lowercase();
@@ -141,7 +218,7 @@ fn has_tag(html: &str, name: &str) -> bool {
 
 /// Decodes the character references that appear in attribute values (named ones emails use,
 /// numeric ones in full); unknown references stay as written.
-fn decode_entities(s: &str) -> String {
+pub(crate) fn decode_entities(s: &str) -> String {
     if !s.contains('&') {
         return s.to_string();
     }
@@ -394,60 +471,39 @@ impl MainPass<'_> {
             return;
         }
         for (slug, effect) in &self.set.effects {
-            match effect {
-                Effect::Element {
-                    name: n,
-                    keep_content,
-                } if *n == name => {
+            let Some(hit) = element_hit(effect, name, &|a| el.get_attribute(a)) else {
+                continue;
+            };
+            match hit {
+                ElementHit::Element { keep_content } => {
                     notes.note(slug);
-                    if *keep_content {
+                    if keep_content {
                         el.remove_and_keep_content();
                     } else {
                         el.remove();
                         return;
                     }
                 }
-                Effect::InputTypes(types) if name == "input" => {
-                    let t = el
-                        .get_attribute("type")
-                        .unwrap_or_else(|| "text".into())
-                        .to_ascii_lowercase();
-                    if types.contains(&t.as_str()) {
-                        notes.note(slug);
-                        el.remove();
-                        return;
-                    }
+                ElementHit::Input(_) => {
+                    notes.note(slug);
+                    el.remove();
+                    return;
                 }
-                Effect::Attributes(attrs) => {
-                    for a in *attrs {
-                        if el.has_attribute(a) {
-                            el.remove_attribute(a);
-                            notes.note(slug);
-                        }
-                    }
-                }
-                Effect::ImageFormat(exts) if name == "img" => {
-                    let src = el.get_attribute("src").unwrap_or_default();
-                    let path = src.split(['?', '#']).next().unwrap_or_default();
-                    let ext = path
-                        .rsplit('.')
-                        .next()
-                        .unwrap_or_default()
-                        .to_ascii_lowercase();
-                    if path.contains('.') && exts.contains(&ext.as_str()) {
-                        el.remove_attribute("src");
-                        el.remove_attribute("srcset");
+                ElementHit::Attributes(attrs) => {
+                    for a in attrs {
+                        el.remove_attribute(a);
                         notes.note(slug);
                     }
                 }
-                Effect::DataImages if name == "img" => {
-                    let src = el.get_attribute("src").unwrap_or_default();
-                    if src.trim_start().to_ascii_lowercase().starts_with("data:") {
-                        el.remove_attribute("src");
-                        notes.note(slug);
-                    }
+                ElementHit::Image(_) => {
+                    el.remove_attribute("src");
+                    el.remove_attribute("srcset");
+                    notes.note(slug);
                 }
-                _ => {}
+                ElementHit::DataImage => {
+                    el.remove_attribute("src");
+                    notes.note(slug);
+                }
             }
         }
         let handlers: Vec<String> = el

@@ -13,23 +13,31 @@ use tokio::sync::{watch, Notify};
 
 use crate::config::{Overrides, Settings};
 
-/// The renderer and its worker, when any engine is configured.
-async fn start_rendering(
-    settings: &Settings,
-    store: &Store,
-    blobs: &Blobs,
-    catalog: &Arc<Catalog>,
-    work_ready: Arc<Notify>,
-    stop: watch::Receiver<bool>,
-    health: &api::health::Health,
-) -> anyhow::Result<Option<(Arc<render::Renderer>, tokio::task::JoinHandle<()>)>> {
-    use api::health::{Component, State};
+/// The client rule sets, loaded once: the renderer transforms with them and the API analyses
+/// emails with them.
+fn load_rules(settings: &Settings, catalog: &Catalog) -> anyhow::Result<Arc<emulate::RuleBook>> {
     let rules_dir = settings.resources.join("rules");
     let rules = emulate::RuleBook::load(&rules_dir)
         .with_context(|| format!("in the client rules {}", rules_dir.display()))?;
     rules
         .check_catalog(catalog)
         .context("the client catalog names a rule set that does not exist")?;
+    Ok(Arc::new(rules))
+}
+
+/// The renderer and its worker, when any engine is configured.
+#[allow(clippy::too_many_arguments)]
+async fn start_rendering(
+    settings: &Settings,
+    store: &Store,
+    blobs: &Blobs,
+    catalog: &Arc<Catalog>,
+    rules: Arc<emulate::RuleBook>,
+    work_ready: Arc<Notify>,
+    stop: watch::Receiver<bool>,
+    health: &api::health::Health,
+) -> anyhow::Result<Option<(Arc<render::Renderer>, tokio::task::JoinHandle<()>)>> {
+    use api::health::{Component, State};
     let r = &settings.render;
     if r.engines.is_empty() {
         tracing::warn!(
@@ -82,7 +90,7 @@ async fn start_rendering(
         store: store.clone(),
         blobs: blobs.clone(),
         catalog: catalog.clone(),
-        rules: Arc::new(rules),
+        rules,
         renderer: renderer.clone(),
         config: jobs::RenderWorkerConfig {
             worker_id: format!(
@@ -289,6 +297,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         smtp_listener,
     )
     .await?;
+    let rules = load_rules(&settings, &catalog)?;
     let state = api::AppState::new(
         store.clone(),
         blobs.clone(),
@@ -298,13 +307,15 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         work_ready.clone(),
     )
     .with_smtp_probe(mail.smtp_probe.clone())
-    .with_health(health.clone());
+    .with_health(health.clone())
+    .with_rules(rules.clone());
 
     let rendering = start_rendering(
         &settings,
         &store,
         &blobs,
         &catalog,
+        rules,
         work_ready.clone(),
         stop_rx.clone(),
         &health,

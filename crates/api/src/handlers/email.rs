@@ -215,28 +215,37 @@ pub async fn results_for_client(
     Path((_, id, client)): Path<(String, String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
-    let client = client.trim().to_ascii_lowercase();
     let now = chrono::Utc::now().timestamp();
+    let row = test_client(&state, &test, &client).await?;
+    let mut out = Map::new();
+    out.insert(
+        row.client_id.clone(),
+        client_result(&state, &test, &row, version, now),
+    );
+    Ok(Json(Value::Object(out)))
+}
+
+/// The client `client` (a URL segment) of `test`, or `ClientNotFound` naming the test's clients.
+pub async fn test_client(state: &AppState, test: &TestRow, client: &str) -> ApiResult<ClientRow> {
+    let client = client.trim().to_ascii_lowercase();
     let rows = state.store.test_clients(&test.id).await?;
-    let Some(row) = rows.iter().find(|r| r.client_id == client) else {
-        return Err(ApiError::new(
+    let names = || {
+        rows.iter()
+            .map(|r| r.client_id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match rows.iter().find(|r| r.client_id == client) {
+        Some(row) => Ok(row.clone()),
+        None => Err(ApiError::new(
             ErrorName::ClientNotFound,
             format!(
                 "client {client:?} is not in test {}; its clients are: {}",
                 test.id,
-                rows.iter()
-                    .map(|r| r.client_id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                names()
             ),
-        ));
-    };
-    let mut out = Map::new();
-    out.insert(
-        row.client_id.clone(),
-        client_result(&state, &test, row, version, now),
-    );
-    Ok(Json(Value::Object(out)))
+        )),
+    }
 }
 
 /// `/results/` with no client id: the URL parameter is missing.

@@ -1,5 +1,6 @@
 //! Request handlers, one module per area of the interface.
 
+pub mod analysis;
 pub mod clients;
 pub mod create;
 pub mod email;

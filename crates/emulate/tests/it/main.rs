@@ -1,6 +1,7 @@
 //! Integration tests of client emulation against the shipped catalog and rule sets.
 
 mod acceptance;
+mod analysis;
 mod corpus;
 mod probes;
 mod rulebook;

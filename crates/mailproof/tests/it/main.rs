@@ -5,6 +5,7 @@ mod support;
 mod auth;
 mod auto_inbox;
 mod clients;
+mod code_analysis;
 mod content;
 mod durability;
 mod email_tests;

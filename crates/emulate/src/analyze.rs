@@ -1,0 +1,717 @@
+//! Per-client code analysis: every construct of an email that a client drops (error), supports only
+//! partly (warning, with caniemail's public note) or treats in a known way of its own (info), with
+//! its line numbers in the submitted HTML. It judges through the same rule set and the same
+//! matching code as [`crate::transform`], so that what it reports and what the screenshot shows
+//! agree.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+use domain::{Category, Client};
+use lol_html::{element, rewrite_str, text, RewriteStrSettings};
+
+use crate::color::{self, Role};
+use crate::conditional::{self, Mso};
+use crate::css::{self, HitKind, Inspect};
+use crate::features::{self, Effect};
+use crate::rules::{BodyHandling, DarkMode, OnCssError, RuleBook, RuleSet};
+use crate::transform::{decode_entities, element_hit, ElementHit, MAX_HTML_BYTES};
+use crate::EmulateError;
+
+/// How much a finding matters for the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    /// The client does not support it: the screenshot shows it removed.
+    Error,
+    /// Partly supported (caniemail's "a"), or marked unsupported but deliberately not emulated.
+    Warning,
+    /// A known behaviour of the client applies (dark-mode recolouring, class rewriting...).
+    Info,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// One kind of discrepancy and where it occurs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    /// What was found, as written in CSS/HTML terms: `display:flex`, `<video>`, `@font-face`.
+    pub property: String,
+    /// The caniemail feature slug, or the behaviour's key (`dark-mode`, `class-prefix`...).
+    pub feature: String,
+    pub message: String,
+    /// 1-based line numbers in the submitted HTML, ascending.
+    pub lines: Vec<u32>,
+}
+
+/// The analysis of one email for one client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Analysis {
+    pub client: String,
+    pub rule_set: String,
+    /// Ordered by severity, then first line.
+    pub findings: Vec<Finding>,
+}
+
+impl Analysis {
+    pub fn of(&self, severity: Severity) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(move |f| f.severity == severity)
+    }
+
+    /// The finding of `severity` whose property is `property`.
+    pub fn find(&self, severity: Severity, property: &str) -> Option<&Finding> {
+        self.of(severity).find(|f| f.property == property)
+    }
+}
+
+type Key = (Severity, String, String);
+
+/// Findings being collected: (severity, feature, property) → (message, lines).
+#[derive(Default)]
+struct Collector(BTreeMap<Key, (String, BTreeSet<u32>)>);
+
+impl Collector {
+    fn add(&mut self, severity: Severity, feature: &str, property: String, line: u32, msg: String) {
+        self.0
+            .entry((severity, feature.to_string(), property))
+            .or_insert_with(|| (msg, BTreeSet::new()))
+            .1
+            .insert(line);
+    }
+}
+
+/// Line numbers of byte offsets.
+struct Lines(Vec<usize>);
+
+impl Lines {
+    fn new(text: &str) -> Lines {
+        Lines(
+            text.bytes()
+                .enumerate()
+                .filter(|(_, b)| *b == b'\n')
+                .map(|(i, _)| i)
+                .collect(),
+        )
+    }
+
+    /// 1-based line of byte `offset`.
+    fn at(&self, offset: usize) -> u32 {
+        u32::try_from(self.0.partition_point(|&nl| nl < offset) + 1).unwrap_or(u32::MAX)
+    }
+}
+
+/// What the analysis judges with: the client's rule set split by severity.
+struct Judge<'a> {
+    set: &'a RuleSet,
+    client: &'a Client,
+    /// What the transformation removes (the rule set's effects).
+    errors: &'a [(String, Effect)],
+    /// Partly supported features, and unsupported ones that are not emulated.
+    warnings: Vec<(String, Effect)>,
+    /// The forced dark mode of the client's dark theme, whatever the profile's colour scheme.
+    dark: DarkMode,
+}
+
+impl Judge<'_> {
+    fn error_message(&self, slug: &str, label: &str) -> String {
+        let who = &self.client.display_name;
+        let what = match features::effect(slug) {
+            Some(Effect::Element { .. }) | Some(Effect::InputTypes(_)) => "the element is removed",
+            Some(Effect::Attributes(_)) => "the attribute is removed",
+            Some(Effect::ImageFormat(_)) | Some(Effect::DataImages) => {
+                "the image does not load (its alt text shows)"
+            }
+            Some(Effect::Selector(_)) => "the selector is dropped from its rule",
+            Some(Effect::AtRule(_)) | Some(Effect::MediaFeatures(_)) => {
+                "the rule and everything in it are dropped"
+            }
+            Some(Effect::Important) => "the declaration stays without its priority",
+            Some(Effect::StyleElement) => "every <style> element is removed",
+            _ => "the declaration is dropped",
+        };
+        let partial = if self
+            .set
+            .policy
+            .partial_as_unsupported
+            .iter()
+            .any(|s| s == slug)
+        {
+            match self.set.derived.notes.get(slug) {
+                Some(note) => format!(
+                    " caniemail marks it partial (\"{note}\"); in practice it is not honoured."
+                ),
+                None => " caniemail marks it partial; in practice it is not honoured.".into(),
+            }
+        } else {
+            String::new()
+        };
+        format!("{who} does not support {label} (caniemail: {slug}): {what}.{partial}")
+    }
+
+    fn warning_message(&self, slug: &str, label: &str) -> String {
+        let who = &self.client.display_name;
+        if self.set.policy.not_emulated.iter().any(|s| s == slug)
+            && self.set.derived.unsupported.iter().any(|s| s == slug)
+        {
+            return format!(
+                "caniemail marks {label} ({slug}) unsupported in {who}, but common practice relies on it; the screenshot keeps it: check the real client."
+            );
+        }
+        match self.set.derived.notes.get(slug) {
+            Some(note) => {
+                format!("{who} supports {label} only partly (caniemail: {slug}): {note}")
+            }
+            None => format!(
+                "{who} supports {label} only partly (caniemail: {slug}, no public note): check the real client."
+            ),
+        }
+    }
+
+    fn dark_message(&self, label: &str) -> String {
+        let how = match self.dark {
+            DarkMode::FullInvert => "inverts",
+            _ => "darkens light backgrounds and lightens dark text in",
+        };
+        format!(
+            "In dark mode {} {how} the colour of this {label} ({}); give images transparent edges and check the dark-mode screenshot.",
+            self.client.display_name, self.set.policy.dark_mode_source
+        )
+    }
+}
+
+/// Analyses `html` as `client` would treat it, by its rule set in `book`.
+pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis, EmulateError> {
+    if html.len() > MAX_HTML_BYTES {
+        return Err(EmulateError::TooLarge {
+            len: html.len(),
+            max: MAX_HTML_BYTES,
+        });
+    }
+    let set = book
+        .get(&client.rules)
+        .ok_or_else(|| EmulateError::UnknownRuleSet {
+            client: client.id.clone(),
+            rules: client.rules.clone(),
+        })?;
+    let warnings = set
+        .derived
+        .partial
+        .iter()
+        .filter(|s| !set.policy.partial_as_unsupported.contains(s))
+        .chain(
+            set.derived
+                .unsupported
+                .iter()
+                .filter(|s| set.policy.not_emulated.contains(s)),
+        )
+        .filter_map(|s| features::effect(s).map(|e| (s.clone(), e)))
+        .filter(|(_, e)| *e != Effect::NotEmulated)
+        .collect();
+    let judge = Judge {
+        set,
+        client,
+        errors: &set.effects,
+        warnings,
+        dark: set.policy.dark_mode,
+    };
+    let mut found = Collector::default();
+
+    let word = set.policy.word_engine;
+    let version = client
+        .version
+        .as_deref()
+        .and_then(|v| v.split('.').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(16);
+    let work = if word {
+        let original = Lines::new(html);
+        for (at, _) in html.match_indices("<!--[if") {
+            found.add(
+                Severity::Info,
+                "mso-conditionals",
+                "<!--[if ...]> conditional comment".into(),
+                original.at(at),
+                format!(
+                    "{} evaluates Outlook conditional comments as mso {version}: content whose condition holds is drawn, the rest is hidden.",
+                    client.display_name
+                ),
+            );
+        }
+        conditional::activate_keeping_lines(html, Mso { version })
+    } else {
+        html.to_string()
+    };
+    let lines = Lines::new(&work);
+    let found = RefCell::new(found);
+    html_pass(&work, &lines, &judge, &found).map_err(|e| EmulateError::Rewrite {
+        client: client.id.clone(),
+        message: e.to_string(),
+    })?;
+
+    let mut findings: Vec<Finding> = found
+        .into_inner()
+        .0
+        .into_iter()
+        .map(
+            |((severity, feature, property), (message, lines))| Finding {
+                severity,
+                property,
+                feature,
+                message,
+                lines: lines.into_iter().collect(),
+            },
+        )
+        .collect();
+    findings.sort_by_key(|f| (f.severity, f.lines.first().copied(), f.property.clone()));
+    Ok(Analysis {
+        client: client.id.clone(),
+        rule_set: set.name.clone(),
+        findings,
+    })
+}
+
+type EndHandler =
+    Box<dyn FnOnce(&mut lol_html::html_content::EndTag<'_>) -> lol_html::HandlerResult>;
+
+/// Where a `<style>` element's text is being collected.
+#[derive(Clone, Copy)]
+struct StyleAt {
+    /// Byte offset of its first text chunk, once seen.
+    start: Option<usize>,
+    /// The element is inside an element Word hides (`mso-hide: all`).
+    hidden: bool,
+}
+
+fn html_pass(
+    work: &str,
+    lines: &Lines,
+    judge: &Judge<'_>,
+    found: &RefCell<Collector>,
+) -> Result<(), lol_html::errors::RewritingError> {
+    let set = judge.set;
+    let policy = &set.policy;
+    let who = &judge.client.display_name;
+    let in_body = Cell::new(false);
+    let hidden = Rc::new(Cell::new(0usize));
+    let style = Cell::new(StyleAt {
+        start: None,
+        hidden: false,
+    });
+    let style_text = RefCell::new(String::new());
+    let styles_unsupported =
+        !policy.style_blocks || set.effects.iter().any(|(_, e)| *e == Effect::StyleElement);
+    let web = judge.client.category == Category::Web;
+
+    let elements = element!("*", |el| {
+        let name = el.tag_name();
+        let range = el.source_location().bytes();
+        let tag = work.get(range.clone()).unwrap_or_default();
+        let line = lines.at(range.start);
+        let attr_line = |attr: &str| lines.at(range.start + attr_offset(tag, attr).unwrap_or(0));
+        let mut f = found.borrow_mut();
+        if name == "body" {
+            in_body.set(true);
+        }
+        if hidden.get() > 0 {
+            if name == "style" {
+                style.set(StyleAt {
+                    start: None,
+                    hidden: true,
+                });
+            }
+            return Ok(());
+        }
+        if matches!(
+            name.as_str(),
+            "script" | "iframe" | "embed" | "frame" | "frameset" | "applet"
+        ) {
+            f.add(
+                Severity::Error,
+                "active-content",
+                format!("<{name}>"),
+                line,
+                format!("{who} removes <{name}>: email clients never run active or embedded content; link to it instead."),
+            );
+            return Ok(());
+        }
+        if policy.word_engine && name.contains(':') {
+            f.add(
+                Severity::Info,
+                "vml",
+                format!("<{name}>"),
+                line,
+                format!("{who} reads Office elements (VML shapes, Office settings) with Word; other clients ignore them, so keep an HTML fallback outside <!--[if mso]>."),
+            );
+            return Ok(());
+        }
+        let style_attr = el.get_attribute("style").map(|s| decode_entities(&s));
+        if policy.word_engine && style_attr.as_deref().is_some_and(css::hides_from_word) {
+            f.add(
+                Severity::Info,
+                "mso-hide",
+                "mso-hide:all".into(),
+                line,
+                format!("{who} does not draw this element (mso-hide: all), as intended."),
+            );
+            if el.can_have_content() {
+                hidden.set(hidden.get() + 1);
+                let h = Rc::clone(&hidden);
+                let on_end: EndHandler = Box::new(move |_end| {
+                    h.set(h.get().saturating_sub(1));
+                    Ok(())
+                });
+                if let Some(handlers) = el.end_tag_handlers() {
+                    handlers.push(on_end);
+                }
+            }
+            return Ok(());
+        }
+        if name == "style" {
+            style.set(StyleAt {
+                start: None,
+                hidden: false,
+            });
+            if styles_unsupported {
+                f.add(
+                    Severity::Error,
+                    "html-style",
+                    "<style>".into(),
+                    line,
+                    format!("{who} removes every <style> element: inline the CSS into style attributes."),
+                );
+            } else if let Some((slug, _)) = judge
+                .warnings
+                .iter()
+                .find(|(_, e)| *e == Effect::StyleElement)
+            {
+                f.add(
+                    Severity::Warning,
+                    slug,
+                    "<style>".into(),
+                    line,
+                    judge.warning_message(slug, "<style>"),
+                );
+            }
+            if !styles_unsupported && in_body.get() && !policy.style_in_body {
+                f.add(
+                    Severity::Error,
+                    "html-style-in-body",
+                    "<style> in <body>".into(),
+                    line,
+                    format!("{who} removes <style> elements inside <body>: move them into <head>."),
+                );
+            }
+        }
+        if web && name == "meta" {
+            let viewport = el
+                .get_attribute("name")
+                .is_some_and(|n| n.eq_ignore_ascii_case("viewport"));
+            if viewport {
+                f.add(
+                    Severity::Info,
+                    "meta-viewport",
+                    "<meta name=viewport>".into(),
+                    line,
+                    format!("{who} is a webmail: its page has its own viewport and ignores the email's."),
+                );
+            }
+        }
+        let attr = |a: &str| el.get_attribute(a);
+        for (list, severity) in [
+            (judge.errors, Severity::Error),
+            (judge.warnings.as_slice(), Severity::Warning),
+        ] {
+            for (slug, effect) in list {
+                let Some(hit) = element_hit(effect, &name, &attr) else {
+                    continue;
+                };
+                let label = hit.label(&name);
+                let at = match &hit {
+                    ElementHit::Attributes(a) => attr_line(a[0]),
+                    _ => line,
+                };
+                let msg = match severity {
+                    Severity::Error => judge.error_message(slug, &label),
+                    _ => judge.warning_message(slug, &label),
+                };
+                f.add(severity, slug, label, at, msg);
+            }
+        }
+        for a in el.attributes() {
+            let n = a.name();
+            if n.starts_with("on") {
+                f.add(
+                    Severity::Error,
+                    "event-handler-attributes",
+                    format!("{n} attribute"),
+                    attr_line(&n),
+                    format!("{who} removes event handler attributes: emails cannot run scripts."),
+                );
+            }
+        }
+        if name == "body" {
+            let handling = match (set.body_handling(), policy.pane_width.is_some()) {
+                (BodyHandling::Keep, true) => BodyHandling::Div,
+                (h, _) => h,
+            };
+            match handling {
+                BodyHandling::Keep => {}
+                BodyHandling::Div => f.add(
+                    Severity::Info,
+                    "html-body",
+                    "<body>".into(),
+                    line,
+                    format!("{who} shows the email inside its own page: <body> becomes a <div>; put page-wide backgrounds on a full-width wrapper table."),
+                ),
+                BodyHandling::DivWithoutAttributes => {
+                    if !el.attributes().is_empty() {
+                        f.add(
+                            Severity::Error,
+                            "html-body",
+                            "<body> attributes".into(),
+                            line,
+                            format!("{who} replaces <body> with a <div> without its attributes (bgcolor, style...): put them on a full-width wrapper table."),
+                        );
+                    }
+                }
+            }
+        }
+        if let Some(style_value) = &style_attr {
+            let base = range.start + attr_value_offset(tag, "style").unwrap_or(0);
+            let base_line = lines.at(base);
+            let ins = Inspect {
+                effects: judge.errors,
+                element: Some(&name),
+                scoped: &policy.scoped_drops,
+                dark: judge.dark,
+            };
+            let errors = css::inspect_inline(style_value, &ins);
+            let warnings = css::inspect_inline(
+                style_value,
+                &Inspect {
+                    effects: &judge.warnings,
+                    scoped: &[],
+                    dark: DarkMode::None,
+                    ..ins
+                },
+            );
+            record_css(&mut f, judge, base_line, errors.hits, warnings.hits);
+        }
+        if judge.dark != DarkMode::None {
+            for (a, role) in [("bgcolor", Role::Background), ("color", Role::Foreground)] {
+                if a == "color" && name != "font" {
+                    continue;
+                }
+                let changed = el
+                    .get_attribute(a)
+                    .and_then(|v| color::parse(&v))
+                    .is_some_and(|c| color::darken(c, role, judge.dark).is_some());
+                if changed {
+                    f.add(
+                        Severity::Info,
+                        "dark-mode",
+                        format!("{a} attribute"),
+                        attr_line(a),
+                        judge.dark_message(&format!("{a} attribute")),
+                    );
+                }
+            }
+        }
+        for (attr_name, prefix, key) in [
+            ("class", &policy.class_prefix, "class-prefix"),
+            ("id", &policy.id_prefix, "id-prefix"),
+        ] {
+            if !prefix.is_empty() && el.has_attribute(attr_name) {
+                f.add(
+                    Severity::Info,
+                    key,
+                    format!("{attr_name} attribute"),
+                    attr_line(attr_name),
+                    format!("{who} renames every {attr_name} to start with {prefix:?} and rewrites the email's selectors to match; attribute selectors such as [{attr_name}=...] and scripts relying on the name no longer match."),
+                );
+            }
+        }
+        Ok(())
+    });
+
+    let styles = text!("style", |t| {
+        let mut at = style.get();
+        if at.start.is_none() {
+            at.start = Some(t.source_location().bytes().start);
+            style.set(at);
+        }
+        style_text.borrow_mut().push_str(t.as_str());
+        if !t.last_in_text_node() {
+            return Ok(());
+        }
+        let sheet = std::mem::take(&mut *style_text.borrow_mut());
+        style.set(StyleAt {
+            start: None,
+            hidden: false,
+        });
+        if at.hidden {
+            return Ok(());
+        }
+        let base_line = lines.at(at.start.unwrap_or(0));
+        let mut f = found.borrow_mut();
+        if let Some(max) = policy.style_max_bytes.filter(|m| sheet.len() > *m) {
+            f.add(
+                Severity::Error,
+                "html-style-over-size-limit",
+                "<style> size".into(),
+                base_line,
+                format!(
+                    "{who} removes a <style> element longer than {max} bytes (this one is {}): split it or trim unused rules.",
+                    sheet.len()
+                ),
+            );
+        }
+        let ins = Inspect {
+            effects: judge.errors,
+            element: None,
+            scoped: &[],
+            dark: judge.dark,
+        };
+        let errors = css::inspect_sheet(&sheet, &ins);
+        if let Some(rel) = errors.first_error_line {
+            let (severity, key, msg) = if policy.on_css_error == OnCssError::DropBlock {
+                (
+                    Severity::Error,
+                    "html-style-dropped-on-css-error",
+                    format!("{who} drops the whole <style> element when its CSS has a syntax error; this one has {}: fix it.", errors.syntax_errors),
+                )
+            } else {
+                (
+                    Severity::Info,
+                    "css-syntax-error",
+                    format!("{who} skips CSS rules that do not parse, as browsers do; fix the syntax error."),
+                )
+            };
+            f.add(
+                severity,
+                key,
+                "CSS syntax error".into(),
+                base_line + rel,
+                msg,
+            );
+        }
+        let warnings = css::inspect_sheet(
+            &sheet,
+            &Inspect {
+                effects: &judge.warnings,
+                dark: DarkMode::None,
+                ..ins
+            },
+        );
+        record_css(&mut f, judge, base_line, errors.hits, warnings.hits);
+        Ok(())
+    });
+
+    rewrite_str(
+        work,
+        RewriteStrSettings::new()
+            .append_element_content_handler(elements)
+            .append_element_content_handler(styles),
+    )?;
+    Ok(())
+}
+
+/// Records the CSS hits of an inspection whose text starts on `base_line`.
+fn record_css(
+    f: &mut Collector,
+    judge: &Judge<'_>,
+    base_line: u32,
+    errors: Vec<css::Hit>,
+    warnings: Vec<css::Hit>,
+) {
+    for h in errors {
+        let line = base_line + h.line;
+        match h.kind {
+            HitKind::Effect(slug) => {
+                let msg = judge.error_message(&slug, &h.label);
+                f.add(Severity::Error, &slug, h.label, line, msg);
+            }
+            HitKind::Scoped(i) => {
+                let source = judge
+                    .set
+                    .policy
+                    .scoped_drops
+                    .get(i)
+                    .map(|d| d.source.as_str())
+                    .unwrap_or_default();
+                let msg = format!(
+                    "{} ignores {} ({source}): the declaration is dropped; put it on a table cell or use the HTML attribute instead.",
+                    judge.client.display_name, h.label
+                );
+                f.add(Severity::Error, "scoped-drop", h.label, line, msg);
+            }
+            HitKind::Dark => {
+                let msg = judge.dark_message(&h.label);
+                f.add(Severity::Info, "dark-mode", h.label, line, msg);
+            }
+        }
+    }
+    for h in warnings {
+        if let HitKind::Effect(slug) = h.kind {
+            let msg = judge.warning_message(&slug, &h.label);
+            f.add(Severity::Warning, &slug, h.label, base_line + h.line, msg);
+        }
+    }
+}
+
+/// Byte offset of attribute `name` in a start tag's text.
+fn attr_offset(tag: &str, name: &str) -> Option<usize> {
+    let lower = tag.to_ascii_lowercase();
+    let name = name.to_ascii_lowercase();
+    lower.match_indices(&name).map(|(i, _)| i).find(|&i| {
+        let before_ok = i > 0 && lower.as_bytes()[i - 1].is_ascii_whitespace();
+        let after = lower[i + name.len()..].trim_start();
+        before_ok
+            && (after.starts_with('=')
+                || after.starts_with('>')
+                || after.starts_with('/')
+                || after.is_empty()
+                || lower.as_bytes()[i + name.len()].is_ascii_whitespace())
+    })
+}
+
+/// Byte offset of the start of attribute `name`'s value in a start tag's text.
+fn attr_value_offset(tag: &str, name: &str) -> Option<usize> {
+    let at = attr_offset(tag, name)? + name.len();
+    let rest = &tag[at..];
+    let eq = rest.find('=')?;
+    let after = &rest[eq + 1..];
+    let trimmed = after.trim_start();
+    let quote = usize::from(trimmed.starts_with(['"', '\'']));
+    Some(at + eq + 1 + (after.len() - trimmed.len()) + quote)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_one_based_and_count_newlines_before_the_offset() {
+        let l = Lines::new("a\nb\n\nc");
+        assert_eq!(l.at(0), 1);
+        assert_eq!(l.at(2), 2);
+        assert_eq!(l.at(5), 4);
+    }
+
+    #[test]
+    fn attribute_offsets_skip_lookalike_names() {
+        let tag = "<td data-style=\"x\"\n  style = 'color:red'>";
+        let at = attr_value_offset(tag, "style").expect("found");
+        assert_eq!(&tag[at..at + 9], "color:red");
+        assert_eq!(attr_offset("<img src=a>", "src"), Some(5));
+    }
+}
