@@ -72,7 +72,17 @@ fn api_routes() -> Router<AppState> {
             "/{version}/email/tests/{id}/codeanalysis/{client}",
             get(analysis::code_analysis),
         )
+        .route(
+            "/{version}/email/tests/{id}/codeanalysis",
+            get(analysis::code_analysis_without_client),
+        )
+        .route(
+            "/{version}/email/tests/{id}/codeanalysis/",
+            get(analysis::code_analysis_without_client),
+        )
         .route("/{version}/email/tips/{client}", get(analysis::tips))
+        .route("/{version}/email/tips", get(analysis::tips_without_client))
+        .route("/{version}/email/tips/", get(analysis::tips_without_client))
         .route("/{version}/email/tests/{id}/content", get(email::content))
         .route(
             "/{version}/email/tests/{id}/content/inlinecss",

@@ -56,9 +56,24 @@ pub async fn code_analysis(
 }
 
 /// `GET /v5/email/tips/{client}`.
+/// `NoClient` (spec §7.1): the analysis is per client, and the URL names none.
+pub async fn code_analysis_without_client(_caller: Caller) -> ApiError {
+    ApiError::new(
+        ErrorName::NoClient,
+        "the client id is missing from the URL: use /v5/email/tests/<test_id>/codeanalysis/<client_id>",
+    )
+}
+
+pub async fn tips_without_client(_caller: Caller) -> ApiError {
+    ApiError::new(
+        ErrorName::NoClient,
+        "the client id is missing from the URL: use /v5/email/tips/<client_id>",
+    )
+}
+
 pub async fn tips(
     State(state): State<AppState>,
-    _caller: Caller,
+    caller: Caller,
     Path((_, client)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let id = client.trim().to_ascii_lowercase();
@@ -70,6 +85,13 @@ pub async fn tips(
             ),
         )
     })?;
+    // A client-restricted or free plan hears about the clients it can test, as in the client list.
+    if !intake::ClientRules::new(&state.catalog, caller.account()).usable(profile) {
+        return Err(ApiError::new(
+            ErrorName::InvalidClient,
+            format!("client {id:?} is not available on your plan; GET /v5/email/clients lists the ids you can use"),
+        ));
+    }
     let tips = emulate::tips(profile, &state.rules)
         .map_err(|e| ApiError::internal("client tips failed", e))?;
     let tips: Vec<Value> = tips

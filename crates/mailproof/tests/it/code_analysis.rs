@@ -138,6 +138,28 @@ async fn code_analysis_and_tips_over_http() {
     s.call("GET", "/v5/email/tips/outlook2021_win", None, None)
         .await
         .expect_error("AccessDenied", 401);
+    // The client id is required; a restricted plan hears only about its own clients.
+    s.get("/v5/email/tips/").await.expect_error("NoClient", 400);
+    s.get(&format!("/v5/email/tests/{id}/codeanalysis/"))
+        .await
+        .expect_error("NoClient", 400);
+    s.add_account("restricted", "standard", &["--clients", "applemail_macos"]);
+    s.call(
+        "GET",
+        "/v5/email/tips/outlook2021_win",
+        Some(("restricted", "password-1")),
+        None,
+    )
+    .await
+    .expect_error("InvalidClient", 400);
+    s.call(
+        "GET",
+        "/v5/email/tips/applemail_macos",
+        Some(("restricted", "password-1")),
+        None,
+    )
+    .await
+    .ok();
 }
 
 /// A real email of `../shared/corpus` through the API: every finding points at lines of the
