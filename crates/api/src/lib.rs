@@ -28,7 +28,7 @@ pub use auth::hash_password;
 pub use error::{ApiError, ErrorName};
 pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 
-use handlers::{analysis, clients, create, email, lists, shots, spam};
+use handlers::{analysis, clients, create, email, links, lists, shots, spam};
 use version::{first_segment, ApiVersion};
 
 pub(crate) fn wrong_version(segment: &str) -> ApiError {
@@ -73,6 +73,10 @@ fn api_routes() -> Router<AppState> {
             get(analysis::code_analysis),
         )
         .route("/{version}/email/tips/{client}", get(analysis::tips))
+        .route(
+            "/{version}/email/tests/{id}/links",
+            get(links::report).put(links::start),
+        )
         .route("/{version}/email/tests/{id}/content", get(email::content))
         .route(
             "/{version}/email/tests/{id}/content/inlinecss",
