@@ -27,7 +27,8 @@ async fn web_server() -> String {
                 let request = String::from_utf8_lossy(&buf[..n]).to_string();
                 let mut words = request.split_whitespace();
                 let method = words.next().unwrap_or("").to_owned();
-                let path = words.next().unwrap_or("").to_owned();
+                let target = words.next().unwrap_or("");
+                let path = target.split('?').next().unwrap_or("").to_owned();
                 let (status, extra, ctype, body): (&str, &str, &str, &[u8]) = match path.as_str() {
                     "/redirect" => (
                         "301 Moved Permanently",
@@ -140,7 +141,11 @@ async fn links_are_followed_judged_and_loopback_is_never_contacted() {
 
     let redirect = find(&report, &format!("{web}/redirect?utm_source=news"));
     assert_eq!(redirect["type"], "link");
-    assert_eq!(redirect["redirects"], json!([format!("{web}/final")]));
+    assert_eq!(
+        redirect["redirects"],
+        json!([format!("{web}/final")]),
+        "{redirect}"
+    );
     assert_eq!(redirect["status"], 200);
     assert_eq!(redirect["mime"], "text/html");
     assert_eq!(redirect["error"], Value::Null);
