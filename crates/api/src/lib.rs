@@ -28,7 +28,7 @@ pub use auth::hash_password;
 pub use error::{ApiError, ErrorName};
 pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 
-use handlers::{analysis, clients, create, email, lists, shots, spam};
+use handlers::{analysis, clients, create, email, links, lists, shots, spam};
 use version::{first_segment, ApiVersion};
 
 pub(crate) fn wrong_version(segment: &str) -> ApiError {
@@ -83,6 +83,10 @@ fn api_routes() -> Router<AppState> {
         .route("/{version}/email/tips/{client}", get(analysis::tips))
         .route("/{version}/email/tips", get(analysis::tips_without_client))
         .route("/{version}/email/tips/", get(analysis::tips_without_client))
+        .route(
+            "/{version}/email/tests/{id}/links",
+            get(links::report).put(links::start),
+        )
         .route("/{version}/email/tests/{id}/content", get(email::content))
         .route(
             "/{version}/email/tests/{id}/content/inlinecss",

@@ -68,6 +68,18 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
         &[],
     ),
     (
+        "put",
+        "/v5/email/tests/{test_id}/links",
+        "Start link validation: every link and image followed through its redirects under the network policy",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/links",
+        "Link validation report: status, redirects, MIME type, alt, warnings and errors of every link and image, and URI blocklist hits",
+        &[],
+    ),
+    (
         "get",
         "/v5/email/tips/{client_id}",
         "Practical tips for one client, from its rule set",

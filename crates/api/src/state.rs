@@ -96,6 +96,8 @@ pub struct AppState {
     pub smtp_probe: Option<Arc<dyn SmtpProbe>>,
     /// Wakes render and spam workers when new work is committed.
     pub work_ready: Arc<Notify>,
+    /// Wakes the link-check worker when a check is requested.
+    pub links_ready: Arc<Notify>,
     pub(crate) credentials: Arc<CredentialCache>,
     pub(crate) rate: Arc<RateLimiter>,
     pub(crate) logins: Arc<crate::login::LoginGuard>,
@@ -122,6 +124,7 @@ impl AppState {
             settings: Arc::new(settings),
             smtp_probe: None,
             work_ready,
+            links_ready: Arc::default(),
             credentials: Arc::new(CredentialCache::default()),
             rate: Arc::new(RateLimiter::default()),
             logins: Arc::new(crate::login::LoginGuard::default()),

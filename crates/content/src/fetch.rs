@@ -147,7 +147,7 @@ async fn fetch_following_redirects(
     }
 }
 
-fn client(policy: &NetPolicy, url: &Url) -> Result<reqwest::Client, FetchError> {
+pub(crate) fn client(policy: &NetPolicy, url: &Url) -> Result<reqwest::Client, FetchError> {
     reqwest::Client::builder()
         .dns_resolver(Arc::new(CheckedResolver {
             policy: Arc::new(policy.clone()),
@@ -168,7 +168,7 @@ const MAX_URL_BYTES: usize = 8192;
 
 /// Parses `url` and refuses what may never be fetched: other schemes, and hosts that are
 /// addresses the policy does not permit. Host names are checked later, when they are resolved.
-fn checked_url(url: &str, policy: &NetPolicy) -> Result<Url, FetchError> {
+pub(crate) fn checked_url(url: &str, policy: &NetPolicy) -> Result<Url, FetchError> {
     if url.len() > MAX_URL_BYTES {
         return Err(FetchError::InvalidUrl {
             url: format!("{}…", url.chars().take(64).collect::<String>()),
@@ -235,7 +235,7 @@ impl Resolve for CheckedResolver {
 
 /// Turns a client error into the sentence for the caller. Errors raised by [`CheckedResolver`]
 /// travel inside the client's error chain and are handed back unchanged.
-fn request_error(url: &Url, error: &reqwest::Error, policy: &NetPolicy) -> FetchError {
+pub(crate) fn request_error(url: &Url, error: &reqwest::Error, policy: &NetPolicy) -> FetchError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(cause) = source {
         if let Some(ours) = cause.downcast_ref::<FetchError>() {

@@ -9,6 +9,7 @@ mod corpus;
 pub mod decode;
 pub mod fetch;
 pub mod inline;
+pub mod links;
 pub mod netpolicy;
 pub mod text;
 

@@ -4,6 +4,7 @@
 mod accounts;
 mod config;
 mod http;
+mod links;
 mod mail;
 mod serve;
 

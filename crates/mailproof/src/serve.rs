@@ -321,6 +321,12 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         &health,
     )
     .await?;
+    let links = tokio::spawn(crate::links::run(
+        store.clone(),
+        settings.fetch.clone(),
+        state.links_ready.clone(),
+        stop_rx.clone(),
+    ));
     let retention = tokio::spawn(retention_loop(
         store.clone(),
         blobs.clone(),
@@ -348,6 +354,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     let _ = retention.await;
+    let _ = links.await;
     mail.shutdown().await;
     if let Some((renderer, worker)) = rendering {
         let _ = worker.await;

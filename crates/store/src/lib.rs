@@ -13,6 +13,7 @@ mod accounts;
 mod blobs;
 mod inbound;
 mod jobs;
+mod links;
 mod retention;
 mod spam;
 mod tests;
@@ -29,6 +30,7 @@ pub use accounts::{Account, NewAccount};
 pub use blobs::{screenshot_key, BlobError, Blobs, BlobsConfig};
 pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
+pub use links::LinkCheckRow;
 pub use spam::{PendingSend, SpamRow, SpamUpdate};
 pub use tests::{
     ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, TestRow,

@@ -4,6 +4,7 @@ pub mod analysis;
 pub mod clients;
 pub mod create;
 pub mod email;
+pub mod links;
 pub mod lists;
 pub mod shots;
 pub mod spam;

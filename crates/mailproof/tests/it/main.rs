@@ -12,6 +12,7 @@ mod email_tests;
 mod emulation;
 mod filters_anywhere;
 mod hardening_http;
+mod links;
 mod lists;
 mod protocol;
 mod rendering;

@@ -1,0 +1,78 @@
+//! The link-check worker: claims requested checks under a lease, runs `content::links` on the
+//! test's email under the network policy, and stores the report. A check whose worker died is
+//! claimed again when its lease expires.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use content::NetPolicy;
+use store::Store;
+use tokio::sync::{watch, Notify};
+
+/// How often the queue is looked at without a wake-up: picks up expired leases and checks
+/// requested through another process sharing the database.
+const POLL: Duration = Duration::from_secs(2);
+
+/// The lease on one check: every link at its timeout, a few at a time, with room to spare.
+fn lease_secs(policy: &NetPolicy) -> i64 {
+    let links = content::links::MAX_LINKS as u64;
+    let per_link = policy.timeout.as_secs().max(1);
+    i64::try_from(links * per_link / 4 + 60).unwrap_or(i64::MAX)
+}
+
+pub async fn run(
+    store: Store,
+    policy: NetPolicy,
+    ready: Arc<Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let worker = format!(
+        "links-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp()
+    );
+    loop {
+        match run_one(&store, &policy, &worker).await {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => tracing::error!(error = %e, "link check failed; will retry"),
+        }
+        tokio::select! {
+            _ = ready.notified() => {}
+            _ = tokio::time::sleep(POLL) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Runs one due check; false when none is due.
+async fn run_one(store: &Store, policy: &NetPolicy, worker: &str) -> anyhow::Result<bool> {
+    let now = chrono::Utc::now().timestamp();
+    let Some((test_id, attempt)) = store
+        .claim_link_check(worker, now, lease_secs(policy))
+        .await?
+    else {
+        return Ok(false);
+    };
+    tracing::info!(%test_id, attempt, "checking links");
+    let html = store.test_content(&test_id).await?.unwrap_or_default();
+    let check = match content::links::check_email(&html, policy).await {
+        Ok(check) => check,
+        // Unreadable HTML has no links to follow; the report says so rather than failing forever.
+        Err(reason) => {
+            tracing::warn!(%test_id, %reason, "links could not be extracted");
+            content::links::LinkCheck {
+                links: Vec::new(),
+                skipped: 0,
+            }
+        }
+    };
+    let result = serde_json::to_string(&check)?;
+    let stored = store
+        .finish_link_check(&test_id, worker, &result, chrono::Utc::now().timestamp())
+        .await?;
+    if !stored {
+        tracing::info!(%test_id, "link check result dropped: requested again or lease lost");
+    }
+    Ok(true)
+}

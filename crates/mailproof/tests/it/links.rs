@@ -1,0 +1,213 @@
+//! Issue 11, point 2: link validation (`PUT`/`GET /v5/email/tests/<id>/links`) over real HTTP,
+//! against a web server on an allow-listed loopback address, and a second loopback listener that
+//! is not allow-listed and must never see a connection.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::support::*;
+
+/// A tiny web server on 127.0.0.2: `/redirect` → 301 → `/final` (HTML), `/missing` → 404,
+/// `/logo.png` → a PNG. Answers `HEAD` without a body.
+async fn web_server() -> String {
+    let listener = TcpListener::bind("127.0.0.2:0")
+        .await
+        .expect("bind 127.0.0.2 (Linux routes all of 127/8 to loopback)");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let n = sock.read(&mut buf).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).to_string();
+                let mut words = request.split_whitespace();
+                let method = words.next().unwrap_or("").to_owned();
+                let target = words.next().unwrap_or("");
+                let path = target.split('?').next().unwrap_or("").to_owned();
+                let (status, extra, ctype, body): (&str, &str, &str, &[u8]) = match path.as_str() {
+                    "/redirect" => (
+                        "301 Moved Permanently",
+                        "Location: /final\r\n",
+                        "text/plain",
+                        b"moved",
+                    ),
+                    "/final" => ("200 OK", "", "text/html; charset=utf-8", b"<p>landing</p>"),
+                    "/logo.png" => ("200 OK", "", "image/png", b"\x89PNG\r\n\x1a\n"),
+                    _ => ("404 Not Found", "", "text/plain", b"no such page"),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\n{extra}Content-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                if method != "HEAD" {
+                    let _ = sock.write_all(body).await;
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// A listener on 127.0.0.1 (not allow-listed) that counts connections.
+async fn counting_listener() -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    (port, accepted)
+}
+
+fn find<'a>(report: &'a Value, url: &str) -> &'a Value {
+    report["links"]
+        .as_array()
+        .expect("links array")
+        .iter()
+        .find(|l| l["url"] == url)
+        .unwrap_or_else(|| panic!("no {url} in {report}"))
+}
+
+async fn wait_complete(s: &Server, id: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let r = s.get(&format!("/v5/email/tests/{id}/links")).await;
+        let body = r.ok().clone();
+        if body["status"] == "complete" {
+            return body;
+        }
+        assert_eq!(body["status"], "pending", "{body}");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "link check not complete after 60 s: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn links_are_followed_judged_and_loopback_is_never_contacted() {
+    let web = web_server().await;
+    let (port, loopback_hits) = counting_listener().await;
+    let s = Server::start_with(Options {
+        config: "[fetch]\nallow = [\"127.0.0.2/32\"]\n".into(),
+    })
+    .await;
+    let html = format!(
+        "<p>\n<a href=\"{web}/redirect?utm_source=news\">offer</a>\n\
+         <a href=\"{web}/missing\">gone</a>\n<img src=\"{web}/logo.png\">\n\
+         <a href=\"http://127.0.0.1:{port}/admin\">internal</a>\n<a href=\"#\">top</a>\n\
+         <a href=\"mailto:sales@example.com\">mail</a></p>"
+    );
+    let id = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "links", "html": html}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("test id")
+        .to_owned();
+    let path = format!("/v5/email/tests/{id}/links");
+
+    let before = s.get(&path).await;
+    before.expect_error("BadRequest", 400);
+    let message = before.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("PUT"), "{message}");
+
+    s.add_account("intruder", "enterprise", &[]);
+    let them = Some(("intruder", "password-1"));
+    for method in ["PUT", "GET"] {
+        s.call(method, &path, them, None)
+            .await
+            .expect_error("InvalidTestID", 404);
+    }
+
+    assert_eq!(s.put(&path, &json!({})).await.ok()["status"], "pending");
+    let report = wait_complete(&s, &id).await;
+
+    let redirect = find(&report, &format!("{web}/redirect?utm_source=news"));
+    assert_eq!(redirect["type"], "link");
+    assert_eq!(
+        redirect["redirects"],
+        json!([format!("{web}/final")]),
+        "{redirect}"
+    );
+    assert_eq!(redirect["status"], 200);
+    assert_eq!(redirect["mime"], "text/html");
+    assert_eq!(redirect["error"], Value::Null);
+    assert_eq!(redirect["line"], 2);
+    let warnings = redirect["warning"].as_str().unwrap_or_default();
+    assert!(warnings.contains("uses http, not https"), "{warnings}");
+    assert!(
+        warnings.contains("tracking parameters (utm_source)"),
+        "{warnings}"
+    );
+
+    let broken = find(&report, &format!("{web}/missing"));
+    assert_eq!(broken["status"], 404);
+    assert!(
+        broken["error"].as_str().is_some_and(|e| e.contains("404")),
+        "{broken}"
+    );
+
+    let image = find(&report, &format!("{web}/logo.png"));
+    assert_eq!(image["type"], "image");
+    assert_eq!(
+        (image["status"].clone(), image["mime"].clone()),
+        (json!(200), json!("image/png"))
+    );
+    assert_eq!(image["alt"], Value::Null);
+    assert!(
+        image["warning"]
+            .as_str()
+            .is_some_and(|w| w.contains("no alt attribute")),
+        "{image}"
+    );
+
+    let internal = find(&report, &format!("http://127.0.0.1:{port}/admin"));
+    assert_eq!(internal["status"], Value::Null);
+    assert!(
+        internal["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused: 127.0.0.1")),
+        "{internal}"
+    );
+    assert_eq!(
+        loopback_hits.load(Ordering::SeqCst),
+        0,
+        "the loopback address was contacted"
+    );
+
+    let hash = find(&report, "#");
+    assert!(
+        hash["warning"].as_str().is_some_and(|w| w.contains("'#'")),
+        "{hash}"
+    );
+    let mail = find(&report, "mailto:sales@example.com");
+    assert_eq!(
+        (mail["warning"].clone(), mail["error"].clone()),
+        (Value::Null, Value::Null)
+    );
+
+    assert_eq!(report["uribl"], json!([]));
+    assert!(
+        report["uribl_status"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("not checked")),
+        "{report}"
+    );
+}

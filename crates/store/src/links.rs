@@ -1,0 +1,101 @@
+//! Link validation requests and their results, claimed by a worker under a lease like render jobs.
+
+use sqlx::Row;
+
+use crate::{Result, Store};
+
+/// A link check as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkCheckRow {
+    /// `queued`, `leased` or `done`.
+    pub state: String,
+    pub requested_at: i64,
+    /// The JSON report once `done`.
+    pub result: Option<String>,
+    pub completed_at: Option<i64>,
+}
+
+impl Store {
+    /// Queues a link check of `test_id`, replacing an earlier result (the email's links may answer
+    /// differently now). A check already running keeps its lease; its result is then discarded.
+    pub async fn request_link_check(&self, test_id: &str, now: i64) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO link_checks (test_id, state, requested_at) VALUES (?, 'queued', ?)
+             ON CONFLICT(test_id) DO UPDATE SET state = 'queued', requested_at = excluded.requested_at,
+                lease_owner = NULL, lease_expires = NULL, attempts = 0, result = NULL,
+                completed_at = NULL",
+        )
+        .bind(test_id)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Claims the oldest queued check, or one whose lease expired, for `worker` until
+    /// `now + lease_secs`. Returns the test id and the attempt number (this one included).
+    pub async fn claim_link_check(
+        &self,
+        worker: &str,
+        now: i64,
+        lease_secs: i64,
+    ) -> Result<Option<(String, i64)>> {
+        let row = sqlx::query(
+            "UPDATE link_checks
+             SET state = 'leased', lease_owner = ?, lease_expires = ?, attempts = attempts + 1
+             WHERE test_id = (
+                SELECT test_id FROM link_checks
+                WHERE state = 'queued' OR (state = 'leased' AND lease_expires < ?)
+                ORDER BY requested_at LIMIT 1)
+             RETURNING test_id, attempts",
+        )
+        .bind(worker)
+        .bind(now + lease_secs)
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| Ok((r.try_get("test_id")?, r.try_get("attempts")?)))
+            .transpose()
+    }
+
+    /// Stores the result of a claimed check. Ignored (false) when the lease was lost meanwhile or
+    /// the check was requested again.
+    pub async fn finish_link_check(
+        &self,
+        test_id: &str,
+        worker: &str,
+        result: &str,
+        now: i64,
+    ) -> Result<bool> {
+        let res = sqlx::query(
+            "UPDATE link_checks SET state = 'done', result = ?, completed_at = ?, lease_owner = NULL,
+                lease_expires = NULL
+             WHERE test_id = ? AND state = 'leased' AND lease_owner = ?",
+        )
+        .bind(result)
+        .bind(now)
+        .bind(test_id)
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(res.rows_affected() > 0)
+    }
+
+    pub async fn link_check(&self, test_id: &str) -> Result<Option<LinkCheckRow>> {
+        let row = sqlx::query(
+            "SELECT state, requested_at, result, completed_at FROM link_checks WHERE test_id = ?",
+        )
+        .bind(test_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(LinkCheckRow {
+                state: r.try_get("state")?,
+                requested_at: r.try_get("requested_at")?,
+                result: r.try_get("result")?,
+                completed_at: r.try_get("completed_at")?,
+            })
+        })
+        .transpose()
+    }
+}
