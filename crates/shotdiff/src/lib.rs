@@ -208,10 +208,10 @@ fn dimmed(new: &RgbImage, old_w: u32, old_h: u32) -> RgbImage {
     let mut out = new.clone();
     for (x, y, p) in out.enumerate_pixels_mut() {
         let extra = x >= old_w || y >= old_h;
-        for i in 0..3 {
-            let faded = 255 - (u16::from(255 - p.0[i]) * 90 / 256) as u8;
-            p.0[i] = if extra {
-                ((u16::from(faded) + u16::from(EXTRA_TINT[i])) / 2) as u8
+        for (c, tint) in p.0.iter_mut().zip(EXTRA_TINT) {
+            let faded = 255 - (u16::from(255 - *c) * 90 / 256) as u8;
+            *c = if extra {
+                ((u16::from(faded) + u16::from(tint)) / 2) as u8
             } else {
                 faded
             };
