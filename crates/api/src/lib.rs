@@ -28,7 +28,7 @@ pub use auth::hash_password;
 pub use error::{ApiError, ErrorName};
 pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 
-use handlers::{analysis, clients, create, email, links, lists, shots, spam};
+use handlers::{analysis, clients, create, diff, email, links, lists, shots, spam};
 use version::{first_segment, ApiVersion};
 
 pub(crate) fn wrong_version(segment: &str) -> ApiError {
@@ -79,6 +79,10 @@ fn api_routes() -> Router<AppState> {
         .route(
             "/{version}/email/tests/{id}/codeanalysis/",
             get(analysis::code_analysis_without_client),
+        )
+        .route(
+            "/{version}/email/tests/{id}/diff/{other}",
+            get(diff::visual_diff),
         )
         .route("/{version}/email/tips/{client}", get(analysis::tips))
         .route("/{version}/email/tips", get(analysis::tips_without_client))

@@ -81,6 +81,12 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     ),
     (
         "get",
+        "/v5/email/tests/{test_id}/diff/{other_test_id}",
+        "Visual diff (extension): per client and variant Complete in both tests, the share of changed pixels, the changed regions, the extra height and a highlight image over the other test's screenshot",
+        &[],
+    ),
+    (
+        "get",
         "/v5/email/tips/{client_id}",
         "Practical tips for one client, from its rule set",
         &[],

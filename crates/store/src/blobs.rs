@@ -135,7 +135,44 @@ pub fn screenshot_key(test_id: &str, client_id: &str, name: &str) -> String {
     format!("{}/{client_id}/{name}.png", test_prefix(test_id))
 }
 
+/// The file name (without `.png`) of the visual diff of `base_test`'s `variant` screenshot against
+/// the same screenshot of the test it lies beside: `diff-<base test>-<variant>`.
+pub fn diff_name(base_test: &str, variant: &str) -> String {
+    format!("diff-{base_test}-{variant}")
+}
+
+/// `(base test, variant)` of a name [`diff_name`] made, or `None`.
+pub fn parse_diff_name(name: &str) -> Option<(&str, &str)> {
+    name.strip_prefix("diff-")?.split_once('-')
+}
+
+/// Where the highlight image of a visual diff lives: beside the newer test's screenshots, so that
+/// deleting that test (or its retention) removes it too.
+pub fn diff_key(new_test: &str, base_test: &str, client_id: &str, variant: &str) -> String {
+    screenshot_key(new_test, client_id, &diff_name(base_test, variant))
+}
+
 /// The folder of every blob of one test.
 fn test_prefix(test_id: &str) -> String {
     format!("shots/{test_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diff_lies_beside_the_new_tests_screenshots_and_its_name_parses_back() {
+        let key = diff_key("newtest", "basetest", "gmail_chrome_web", "no_images");
+        assert_eq!(
+            key,
+            screenshot_key("newtest", "gmail_chrome_web", "diff-basetest-no_images")
+        );
+        assert!(key.starts_with(&test_prefix("newtest")));
+        assert_eq!(
+            parse_diff_name(&diff_name("basetest", "horizontal_no_images")),
+            Some(("basetest", "horizontal_no_images"))
+        );
+        assert_eq!(parse_diff_name("default"), None);
+    }
 }

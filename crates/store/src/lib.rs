@@ -27,7 +27,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 
 pub use accounts::{Account, NewAccount};
-pub use blobs::{screenshot_key, BlobError, Blobs, BlobsConfig};
+pub use blobs::{
+    diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
+};
 pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;

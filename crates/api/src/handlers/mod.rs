@@ -3,6 +3,7 @@
 pub mod analysis;
 pub mod clients;
 pub mod create;
+pub mod diff;
 pub mod email;
 pub mod links;
 pub mod lists;

@@ -15,7 +15,8 @@ use crate::state::{ApiSettings, AppState};
 
 const PRESIGNED_LIFE_SECS: i64 = 24 * 3600;
 
-/// Names a screenshot file may have: the four variants and the two thumbnails.
+/// Names a screenshot file may have: the four variants and the two thumbnails (and diffs, see
+/// `valid_name`).
 const NAMES: [&str; 6] = [
     "default",
     "no_images",
@@ -24,6 +25,15 @@ const NAMES: [&str; 6] = [
     "thumbnail",
     "full_thumbnail",
 ];
+
+/// A screenshot or thumbnail name, or the name of a visual diff's highlight image
+/// (`store::diff_name`).
+fn valid_name(name: &str) -> bool {
+    NAMES.contains(&name)
+        || store::parse_diff_name(name).is_some_and(|(base, variant)| {
+            domain::TestId::parse(base).is_some() && domain::Variant::parse(variant).is_some()
+        })
+}
 
 fn signature(key: &[u8], test: &str, client: &str, name: &str, expires: i64) -> String {
     // HMAC accepts keys of any length, so this cannot fail; fall back to an impossible signature.
@@ -102,7 +112,7 @@ pub async fn serve(
         Err(e) => return e.into_response(),
     };
     let (parts, _) = req.into_parts();
-    let Some(name) = file.strip_suffix(".png").filter(|n| NAMES.contains(n)) else {
+    let Some(name) = file.strip_suffix(".png").filter(|n| valid_name(n)) else {
         return forbidden("no such screenshot");
     };
     if domain::TestId::parse(&test).is_none() {

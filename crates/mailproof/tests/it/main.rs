@@ -21,4 +21,5 @@ mod spam_e2e;
 mod spam_tests;
 mod ssrf;
 mod tenancy;
+mod visual_diff;
 mod web_ui;
