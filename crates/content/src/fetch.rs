@@ -116,25 +116,9 @@ async fn fetch_following_redirects(
             .await
             .map_err(|e| request_error(&current, &e, policy))?;
         let status = response.status();
-        if status.is_redirection() && status != reqwest::StatusCode::NOT_MODIFIED {
-            let bad_redirect = || FetchError::BadRedirect {
-                url: current.to_string(),
-                status: status.as_u16(),
-            };
-            let location = response
-                .headers()
-                .get(LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .ok_or_else(bad_redirect)?;
-            let next = current.join(location).map_err(|_| bad_redirect())?;
-            if redirects >= policy.max_redirects {
-                return Err(FetchError::TooManyRedirects {
-                    url: url.to_owned(),
-                    max: policy.max_redirects,
-                });
-            }
+        if let Some(next) = next_hop(url, &current, &response, redirects, policy)? {
             redirects += 1;
-            current = checked_url(next.as_str(), policy)?;
+            current = next;
             continue;
         }
         if !status.is_success() {
@@ -145,6 +129,38 @@ async fn fetch_following_redirects(
         }
         return read_source(current, response, policy).await;
     }
+}
+
+/// Where a redirect response leads, checked against the policy like the first URL; `None` when
+/// `response` is not a redirect. `followed` redirects came before it on the way from `start`.
+pub(crate) fn next_hop(
+    start: &str,
+    current: &Url,
+    response: &reqwest::Response,
+    followed: u32,
+    policy: &NetPolicy,
+) -> Result<Option<Url>, FetchError> {
+    let status = response.status();
+    if !status.is_redirection() || status == reqwest::StatusCode::NOT_MODIFIED {
+        return Ok(None);
+    }
+    let bad_redirect = || FetchError::BadRedirect {
+        url: current.to_string(),
+        status: status.as_u16(),
+    };
+    let location = response
+        .headers()
+        .get(LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(bad_redirect)?;
+    let next = current.join(location).map_err(|_| bad_redirect())?;
+    if followed >= policy.max_redirects {
+        return Err(FetchError::TooManyRedirects {
+            url: start.to_owned(),
+            max: policy.max_redirects,
+        });
+    }
+    checked_url(next.as_str(), policy).map(Some)
 }
 
 pub(crate) fn client(policy: &NetPolicy, url: &Url) -> Result<reqwest::Client, FetchError> {

@@ -7,12 +7,12 @@ use std::cell::RefCell;
 
 use futures::stream::{self, StreamExt};
 use lol_html::{element, rewrite_str, RewriteStrSettings};
-use reqwest::header::{CONTENT_TYPE, LOCATION};
+use reqwest::header::CONTENT_TYPE;
 use reqwest::{Method, StatusCode};
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use crate::fetch::{checked_url, client, request_error, FetchError};
+use crate::fetch::{checked_url, client, next_hop, request_error, FetchError};
 use crate::netpolicy::NetPolicy;
 
 /// Links checked per email at most; the rest are counted in [`LinkCheck::skipped`]. Real emails
@@ -348,25 +348,10 @@ async fn follow(url: &str, policy: &NetPolicy, report: &mut LinkReport) -> Resul
             method = Method::GET;
             continue;
         }
-        if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
-            let bad = || FetchError::BadRedirect {
-                url: current.to_string(),
-                status: status.as_u16(),
-            };
-            let location = response
-                .headers()
-                .get(LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .ok_or_else(bad)?;
-            let next = current.join(location).map_err(|_| bad())?;
-            if report.redirects.len() >= policy.max_redirects as usize {
-                return Err(FetchError::TooManyRedirects {
-                    url: url.to_owned(),
-                    max: policy.max_redirects,
-                });
-            }
+        let followed = u32::try_from(report.redirects.len()).unwrap_or(u32::MAX);
+        if let Some(next) = next_hop(url, &current, &response, followed, policy)? {
             report.redirects.push(next.to_string());
-            current = checked_url(next.as_str(), policy)?;
+            current = next;
             method = Method::HEAD;
             continue;
         }

@@ -196,12 +196,7 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
             max: MAX_HTML_BYTES,
         });
     }
-    let set = book
-        .get(&client.rules)
-        .ok_or_else(|| EmulateError::UnknownRuleSet {
-            client: client.id.clone(),
-            rules: client.rules.clone(),
-        })?;
+    let set = book.rule_set_for(client)?;
     let warnings = set
         .derived
         .partial

@@ -393,6 +393,16 @@ impl RuleBook {
         self.sets.get(name)
     }
 
+    /// The rule set `client` names. Start-up checks the catalog against the book
+    /// (`check_catalog`), so a miss means a catalog and a book that do not belong together.
+    pub fn rule_set_for(&self, client: &domain::Client) -> Result<&RuleSet, EmulateError> {
+        self.get(&client.rules)
+            .ok_or_else(|| EmulateError::UnknownRuleSet {
+                client: client.id.clone(),
+                rules: client.rules.clone(),
+            })
+    }
+
     pub fn sets(&self) -> impl Iterator<Item = &RuleSet> {
         self.sets.values()
     }

@@ -57,12 +57,7 @@ const PARTIAL_WEIGHT: u32 = 20;
 
 /// The tips for `client`, most consequential first, at most [`MAX_TIPS`].
 pub fn tips(client: &Client, book: &RuleBook) -> Result<Vec<Tip>, EmulateError> {
-    let set = book
-        .get(&client.rules)
-        .ok_or_else(|| EmulateError::UnknownRuleSet {
-            client: client.id.clone(),
-            rules: client.rules.clone(),
-        })?;
+    let set = book.rule_set_for(client)?;
     let who = &client.display_name;
     let policy = &set.policy;
     let mut out: Vec<(u32, Tip)> = Vec::new();

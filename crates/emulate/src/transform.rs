@@ -45,12 +45,7 @@ pub fn transform(
             max: MAX_HTML_BYTES,
         });
     }
-    let set = book
-        .get(&client.rules)
-        .ok_or_else(|| EmulateError::UnknownRuleSet {
-            client: client.id.clone(),
-            rules: client.rules.clone(),
-        })?;
+    let set = book.rule_set_for(client)?;
     let rewrite_err = |e: lol_html::errors::RewritingError| EmulateError::Rewrite {
         client: client.id.clone(),
         message: e.to_string(),

@@ -9,74 +9,23 @@
 //! signs in through the sign-in form, then times `GET /tests/<id>` end to end over loopback and
 //! prints the median, p95 and maximum.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+#[path = "bench_service/mod.rs"]
+mod bench_service;
+
+use bench_service::{BenchService, BoxError};
 
 const KEY: &str = "bench-key";
 const PASS: &str = "bench-password";
 
-struct Service {
-    child: Child,
-    base: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn mailproof_binary() -> Result<std::path::PathBuf, BoxError> {
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(|examples| examples.parent())
-        .ok_or("cannot locate the target directory")?;
-    let bin = profile_dir.join("mailproof");
-    if !bin.is_file() {
-        return Err(format!(
-            "{} is missing: build it first with `cargo build -p mailproof --bins` (same profile)",
-            bin.display()
-        )
-        .into());
-    }
-    Ok(bin)
-}
-
-fn start_service() -> Result<Service, BoxError> {
-    let dir = tempfile::tempdir()?;
-    let config = dir.path().join("mailproof.toml");
-    std::fs::write(&config, "[render]\nengines = []\n[spam]\ndaemons = false\n")?;
-    let mut child = Command::new(mailproof_binary()?)
-        .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-        .arg("--data-dir")
-        .arg(dir.path().join("data"))
-        .arg("--config")
-        .arg(&config)
-        .env("MAILPROOF_API_KEY", KEY)
-        .env("MAILPROOF_PASSWORD", PASS)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut base = None;
-    for line in BufReader::new(stdout).lines() {
-        if let Some(url) = line?.strip_prefix("mailproof: listening on ") {
-            base = Some(url.to_string());
-            break;
-        }
-    }
-    let base = base.ok_or("mailproof serve exited before reporting its address")?;
-    Ok(Service {
-        child,
-        base,
-        _dir: dir,
-    })
+fn start_service() -> Result<BenchService, BoxError> {
+    BenchService::start(
+        "[render]\nengines = []\n[spam]\ndaemons = false\n",
+        KEY,
+        PASS,
+        "warn",
+    )
 }
 
 fn hidden_csrf(page: &str) -> Option<String> {
