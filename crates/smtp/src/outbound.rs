@@ -139,23 +139,7 @@ pub async fn send_via(
     .await;
     // QUIT politely, but a server that stops answering must not hold the caller.
     let _ = tokio::time::timeout(QUIT_GRACE, conn.abort()).await;
-    let (host, port) = (info.host.as_str(), info.port);
-    match sent {
-        Ok(Ok(response)) => {
-            tracing::info!(host, port, code = %response.code(), "message accepted");
-            Ok(())
-        }
-        Ok(Err(err)) => {
-            let mapped = classify(&err, host, port, timeout);
-            tracing::info!(host, port, error = %mapped, "sending failed");
-            Err(mapped)
-        }
-        Err(_) => Err(SendError::Timeout {
-            host: host.to_owned(),
-            port,
-            seconds: timeout.as_secs(),
-        }),
-    }
+    outcome(sent, &info.host, info.port, timeout)
 }
 
 /// How long the closing QUIT may take.
@@ -224,7 +208,21 @@ async fn send(
     port: u16,
 ) -> Result<(), SendError> {
     let message = strip_final_crlf(message);
-    match tokio::time::timeout(timeout, transport.send_raw(envelope, message)).await {
+    let sent = tokio::time::timeout(timeout, transport.send_raw(envelope, message)).await;
+    outcome(sent, host, port, timeout)
+}
+
+/// A send bounded by `timeout`, as the caller hears of it (and the log records it).
+fn outcome(
+    sent: Result<
+        Result<lettre::transport::smtp::response::Response, LettreError>,
+        tokio::time::error::Elapsed,
+    >,
+    host: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<(), SendError> {
+    match sent {
         Ok(Ok(response)) => {
             tracing::info!(host, port, code = %response.code(), "message accepted");
             Ok(())

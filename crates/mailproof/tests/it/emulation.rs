@@ -1,7 +1,7 @@
 //! Issue 5's acceptance, seen in real screenshots: what each profile draws, not only the HTML it
 //! hands the engine.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -29,23 +29,12 @@ async fn render(s: &Server, html: &str, clients: &[&str]) -> (Value, Value) {
         .as_str()
         .expect("id")
         .to_string();
-    let start = Instant::now();
-    loop {
-        let info = s.get(&format!("/v5/email/tests/{id}")).await.ok().clone();
-        if info["processing"].as_array().map_or(0, Vec::len) == 0 {
-            assert_eq!(
-                info["completed"].as_array().map_or(0, Vec::len),
-                clients.len(),
-                "{info}"
-            );
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(300),
-            "still processing: {info}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let info = s.wait_processed(&id, Duration::from_secs(300)).await;
+    assert_eq!(
+        info["completed"].as_array().map_or(0, Vec::len),
+        clients.len(),
+        "{info}"
+    );
     let results = s
         .get(&format!("/v5/email/tests/{id}/results"))
         .await

@@ -57,12 +57,7 @@ async fn seed_test_sent(s: &MailServer) -> String {
         .await
         .ok()
         .clone();
-    let list: Vec<String> = created["address_list"]
-        .as_array()
-        .expect("address_list")
-        .iter()
-        .filter_map(|a| a.as_str().map(str::to_owned))
-        .collect();
+    let list = address_list(&created);
     let date = chrono::Utc::now().to_rfc2822();
     let message = format!(
         "From: Acme <news@mail.acme.example>\r\nTo: jane@example.org\r\nSubject: Filters anywhere\r\nDate: {date}\r\nMessage-ID: <{:x}@mail.acme.example>\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Hello Jane, here is what we shipped this month.</p>\r\n",

@@ -1,9 +1,9 @@
 //! Issue 3's acceptance: real screenshots from the three engines, image blocking that really
 //! blocks, presigned URL rules, and recovery from a killed engine and a killed service.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::*;
 
@@ -60,22 +60,6 @@ fn render_config() -> Options {
     }
 }
 
-async fn wait_complete(s: &Server, id: &str, limit: Duration) -> Value {
-    let start = Instant::now();
-    loop {
-        let info = s.get(&format!("/v5/email/tests/{id}")).await.ok().clone();
-        let processing = info["processing"].as_array().map_or(0, Vec::len);
-        if processing == 0 {
-            return info;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "test {id} still processing after {limit:?}: {info}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 fn red_pixels(png: &[u8]) -> usize {
     let img = image::load_from_memory(png).expect("a valid PNG").to_rgb8();
     img.pixels()
@@ -99,7 +83,7 @@ async fn one_client_per_engine_with_image_blocking_completes_with_real_screensho
         .as_str()
         .expect("id")
         .to_string();
-    let info = wait_complete(&s, &id, Duration::from_secs(300)).await;
+    let info = s.wait_processed(&id, Duration::from_secs(300)).await;
     assert_eq!(
         info["completed"].as_array().map_or(0, Vec::len),
         3,
@@ -211,7 +195,7 @@ async fn a_test_survives_a_killed_service_and_completes_after_restart() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let dir = s.kill();
     let s = Server::start_in(dir, render_config()).await;
-    let info = wait_complete(&s, &id, Duration::from_secs(300)).await;
+    let info = s.wait_processed(&id, Duration::from_secs(300)).await;
     assert_eq!(
         info["completed"].as_array().map_or(0, Vec::len),
         3,
@@ -256,7 +240,7 @@ async fn killing_an_engine_during_a_test_leaves_no_screenshot_stuck() {
         .as_str()
         .expect("id")
         .to_string();
-    wait_complete(&s, &id, Duration::from_secs(300)).await;
+    s.wait_processed(&id, Duration::from_secs(300)).await;
 
     let body = json!({"subject": "Crash", "html": email(&img), "clients": CLIENTS, "image_blocking": true});
     let id = s.post("/v5/email/tests", &body).await.ok()["id"]
@@ -270,7 +254,7 @@ async fn killing_an_engine_during_a_test_leaves_no_screenshot_stuck() {
         killed > 0,
         "found engine processes to kill under {data_dir}"
     );
-    let info = wait_complete(&s, &id, Duration::from_secs(300)).await;
+    let info = s.wait_processed(&id, Duration::from_secs(300)).await;
     assert_eq!(
         info["completed"].as_array().map_or(0, Vec::len),
         3,

@@ -147,12 +147,7 @@ async fn clean_and_spammy_mail_gets_a_verdict_from_every_filter_by_all_three_met
             .await
             .ok()
             .clone();
-        let list: Vec<String> = created["address_list"]
-            .as_array()
-            .expect("address_list")
-            .iter()
-            .filter_map(|a| a.as_str().map(str::to_owned))
-            .collect();
+        let list = address_list(&created);
         let mut conn = SmtpConn::connect(s.smtp).await;
         let (code, text) = conn
             .send(
@@ -279,12 +274,7 @@ async fn seed_test(s: &Server) -> (String, Vec<String>) {
         .await
         .ok()
         .clone();
-    let list = created["address_list"]
-        .as_array()
-        .expect("address_list")
-        .iter()
-        .filter_map(|a| a.as_str().map(str::to_owned))
-        .collect();
+    let list = address_list(&created);
     (created["id"].as_str().expect("id").to_owned(), list)
 }
 

@@ -169,6 +169,27 @@ impl Server {
             .await
     }
 
+    /// Waits until no client of email test `id` is processing (each Complete or Bounced) and
+    /// returns the test info.
+    pub async fn wait_processed(&self, id: &str, limit: Duration) -> Value {
+        let start = std::time::Instant::now();
+        loop {
+            let info = self
+                .get(&format!("/v5/email/tests/{id}"))
+                .await
+                .ok()
+                .clone();
+            if info["processing"].as_array().map_or(0, Vec::len) == 0 {
+                return info;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "test {id} still processing after {limit:?}: {info}"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
     pub async fn delete(&self, path: &str) -> Reply {
         self.call("DELETE", path, Some((ADMIN_KEY, ADMIN_PASS)), None)
             .await
@@ -204,6 +225,16 @@ pub fn accounts_cli(data_dir: &Path, key: &str, plan: &str, extra: &[&str]) {
         "accounts add failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The seed addresses of a creation response (`address_list`, spec §2.2).
+pub fn address_list(created: &Value) -> Vec<String> {
+    created["address_list"]
+        .as_array()
+        .expect("address_list")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect()
 }
 
 pub fn basic(user: &str, pass: &str) -> String {

@@ -2,7 +2,7 @@
 //! same email twice differs nowhere; one element's background colour changed is found as a box
 //! around that element in every client; another account's test is `InvalidTestID`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -35,23 +35,12 @@ async fn create(s: &Server, html: &str) -> String {
 }
 
 async fn wait_complete(s: &Server, id: &str, limit: Duration) {
-    let start = Instant::now();
-    loop {
-        let info = s.get(&format!("/v5/email/tests/{id}")).await.ok().clone();
-        if info["processing"].as_array().map_or(0, Vec::len) == 0 {
-            assert_eq!(
-                info["completed"].as_array().map_or(0, Vec::len),
-                CLIENTS.len(),
-                "every client completes: {info}"
-            );
-            return;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "test {id} still processing after {limit:?}: {info}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    let info = s.wait_processed(id, limit).await;
+    assert_eq!(
+        info["completed"].as_array().map_or(0, Vec::len),
+        CLIENTS.len(),
+        "every client completes: {info}"
+    );
 }
 
 async fn fetch_png(s: &Server, url: &str) -> image::RgbImage {
