@@ -33,7 +33,7 @@ pub struct NewAccount {
     pub auto_inbox: Option<String>,
 }
 
-fn account_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<Account> {
+fn account_from_row(row: &sqlx::any::AnyRow) -> Result<Account> {
     let plan: String = row.try_get("plan")?;
     let allowed: Option<String> = row.try_get("allowed_clients")?;
     let defaults: Option<String> = row.try_get("default_clients")?;
@@ -58,7 +58,7 @@ impl Store {
         let res = sqlx::query(
             "INSERT INTO accounts (api_key, password_hash, plan, monthly_test_limit,
                 rate_limit_per_minute, allowed_clients, auto_inbox, created_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(&a.api_key)
         .bind(&a.password_hash)
@@ -86,7 +86,7 @@ impl Store {
     }
 
     pub async fn account_by_key(&self, api_key: &str) -> Result<Option<Account>> {
-        let row = sqlx::query("SELECT * FROM accounts WHERE api_key = ?")
+        let row = sqlx::query("SELECT * FROM accounts WHERE api_key = $1")
             .bind(api_key)
             .fetch_optional(&self.pool)
             .await?;
@@ -94,7 +94,7 @@ impl Store {
     }
 
     pub async fn account_by_id(&self, id: i64) -> Result<Option<Account>> {
-        let row = sqlx::query("SELECT * FROM accounts WHERE id = ?")
+        let row = sqlx::query("SELECT * FROM accounts WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -102,7 +102,7 @@ impl Store {
     }
 
     pub async fn account_by_auto_inbox(&self, local_part: &str) -> Result<Option<Account>> {
-        let row = sqlx::query("SELECT * FROM accounts WHERE lower(auto_inbox) = lower(?)")
+        let row = sqlx::query("SELECT * FROM accounts WHERE lower(auto_inbox) = lower($1)")
             .bind(local_part)
             .fetch_optional(&self.pool)
             .await?;
@@ -119,7 +119,7 @@ impl Store {
     /// Removes an account and, through the foreign keys, all of its tests. Returns false when no
     /// account had that key.
     pub async fn remove_account(&self, api_key: &str) -> Result<bool> {
-        let res = sqlx::query("DELETE FROM accounts WHERE api_key = ?")
+        let res = sqlx::query("DELETE FROM accounts WHERE api_key = $1")
             .bind(api_key)
             .execute(&self.pool)
             .await?;
@@ -127,7 +127,7 @@ impl Store {
     }
 
     pub async fn set_default_clients(&self, account_id: i64, clients: &[String]) -> Result<()> {
-        sqlx::query("UPDATE accounts SET default_clients = ? WHERE id = ?")
+        sqlx::query("UPDATE accounts SET default_clients = $1 WHERE id = $2")
             .bind(json_vec(clients))
             .bind(account_id)
             .execute(&self.pool)

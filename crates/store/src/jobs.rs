@@ -38,21 +38,22 @@ impl Store {
     ) -> Result<Option<ClaimedJob>> {
         let mut tx = self.pool.begin().await?;
         // One statement picks and leases the job, so two workers can never claim the same one.
-        let row = sqlx::query(
+        let sql = format!(
             "UPDATE render_jobs
-             SET state = 'leased', lease_owner = ?, lease_expires = ?, attempts = attempts + 1
+             SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
              WHERE id = (
                 SELECT id FROM render_jobs
-                WHERE (state = 'queued' AND not_before <= ?) OR (state = 'leased' AND lease_expires < ?)
-                ORDER BY not_before, id LIMIT 1)
+                WHERE (state = 'queued' AND not_before <= $3) OR (state = 'leased' AND lease_expires < $3)
+                ORDER BY not_before, id LIMIT 1 {})
              RETURNING id, test_id, client_id, variant, attempts",
-        )
-        .bind(worker)
-        .bind(now + lease_secs)
-        .bind(now)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
+            self.backend.skip_locked()
+        );
+        let row = sqlx::query(&sql)
+            .bind(worker)
+            .bind(now + lease_secs)
+            .bind(now)
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
             tx.commit().await?;
             return Ok(None);
@@ -68,9 +69,9 @@ impl Store {
         };
         sqlx::query(
             "UPDATE test_clients
-             SET status = 'Processing', processing_at = COALESCE(processing_at, ?),
-                 attempts = MAX(attempts, ?)
-             WHERE test_id = ? AND client_id = ? AND status IN ('Pending', 'Processing')",
+             SET status = 'Processing', processing_at = COALESCE(processing_at, $1),
+                 attempts = CASE WHEN attempts > $2 THEN attempts ELSE $2 END
+             WHERE test_id = $3 AND client_id = $4 AND status IN ('Pending', 'Processing')",
         )
         .bind(now)
         .bind(job.attempts)
@@ -98,9 +99,9 @@ impl Store {
             JobOutcome::Bounce { message, .. } => ("failed", now, Some(message.clone())),
         };
         let res = sqlx::query(
-            "UPDATE render_jobs SET state = ?, not_before = ?, last_error = ?, lease_owner = NULL,
+            "UPDATE render_jobs SET state = $1, not_before = $2, last_error = $3, lease_owner = NULL,
                 lease_expires = NULL
-             WHERE id = ? AND state = 'leased' AND lease_owner = ?",
+             WHERE id = $4 AND state = 'leased' AND lease_owner = $5",
         )
         .bind(state)
         .bind(not_before)
@@ -116,7 +117,7 @@ impl Store {
         match outcome {
             JobOutcome::Done { engine, rule_set } => {
                 sqlx::query(
-                    "UPDATE test_clients SET engine = ?, rule_set = ? WHERE test_id = ? AND client_id = ?",
+                    "UPDATE test_clients SET engine = $1, rule_set = $2 WHERE test_id = $3 AND client_id = $4",
                 )
                 .bind(engine)
                 .bind(rule_set)
@@ -126,10 +127,10 @@ impl Store {
                 .await?;
                 // The client is Complete once every one of its variants is.
                 sqlx::query(
-                    "UPDATE test_clients SET status = 'Complete', completed_at = ?
-                     WHERE test_id = ? AND client_id = ? AND status <> 'Bounced'
+                    "UPDATE test_clients SET status = 'Complete', completed_at = $1
+                     WHERE test_id = $2 AND client_id = $3 AND status <> 'Bounced'
                        AND NOT EXISTS (SELECT 1 FROM render_jobs
-                                       WHERE test_id = ? AND client_id = ? AND state <> 'done')",
+                                       WHERE test_id = $4 AND client_id = $5 AND state <> 'done')",
                 )
                 .bind(now)
                 .bind(&job.test_id)
@@ -145,16 +146,16 @@ impl Store {
                 // show the same failure.
                 sqlx::query(
                     "UPDATE render_jobs SET state = 'failed', lease_owner = NULL, lease_expires = NULL
-                     WHERE test_id = ? AND client_id = ? AND state <> 'done'",
+                     WHERE test_id = $1 AND client_id = $2 AND state <> 'done'",
                 )
                 .bind(&job.test_id)
                 .bind(&job.client_id)
                 .execute(&mut *tx)
                 .await?;
                 sqlx::query(
-                    "UPDATE test_clients SET status = 'Bounced', bounce_code = ?, bounce_message = ?,
+                    "UPDATE test_clients SET status = 'Bounced', bounce_code = $1, bounce_message = $2,
                         completed_at = NULL, processing_at = NULL
-                     WHERE test_id = ? AND client_id = ?",
+                     WHERE test_id = $3 AND client_id = $4",
                 )
                 .bind(code)
                 .bind(message)

@@ -3,11 +3,36 @@
 //!
 //! Invariants:
 //! - Handlers and workers speak to storage only through [`Store`] and [`Blobs`]; SQL stays in this
-//!   crate, so a PostgreSQL backend can be added behind the same methods.
+//!   crate.
+//! - Two backends, SQLite (the default, a file in the data dir) and PostgreSQL (`postgres://` URL),
+//!   behind the same methods. See "Writing SQL for both backends" below.
 //! - Whatever the service acknowledges is committed first: a test, its queue rows and its spam rows
 //!   are written in one transaction before the API answers; an SMTP message before `250`.
 //! - SQLite runs in WAL mode with `synchronous=NORMAL`: a committed transaction survives the process
 //!   being killed (it may not survive power loss, which `synchronous=FULL` would add).
+//! - Every queue (render jobs, link checks, inbound mail, svc sends) is claimed by one statement
+//!   under a lease, so any number of processes can drain it and a dead process's work is taken
+//!   over once its lease expires.
+//!
+//! # Writing SQL for both backends
+//! Queries go through sqlx's `Any` driver: one pool type, one SQL text for both databases.
+//! - Placeholders are `$1, $2, ...` (PostgreSQL's form, which SQLite accepts too); never `?`.
+//!   A number may be used twice. Dynamic queries use [`sql::Query`], not sqlx's `QueryBuilder`
+//!   (which writes `?` for the `Any` driver).
+//! - Only the types `Any` carries: `i64` (columns are `BIGINT` on PostgreSQL, so bind `i64`,
+//!   never `i32`), `String`/`&str`, `Vec<u8>` (`BYTEA`), their `Option`s. Flags are 0/1 integers
+//!   on both (`Any` cannot decode a SQLite integer as `bool`); `SUM` needs a cast on PostgreSQL.
+//! - Write SQL both dialects accept: `ON CONFLICT ... DO UPDATE` (not `INSERT OR REPLACE`),
+//!   `CASE` (not two-argument `MAX`), `LIKE` on `lower()` (not `instr`). The few fragments that
+//!   must differ are methods of [`Backend`] (`skip_locked`, `insertion_order`), spliced in with
+//!   `format!`; add one there rather than branching in a query.
+//! - Queue claims are `UPDATE ... WHERE id = (SELECT id ... LIMIT 1 {skip_locked}) RETURNING ...`.
+//! - Migrations: SQLite's in `migrations/`, PostgreSQL's in `migrations/postgres/`, with the same
+//!   number for the same change (`postgres/0001` is the schema of SQLite's 0001–0005). A new
+//!   migration is written twice, once per dialect (a test checks every SQLite migration has its
+//!   PostgreSQL twin); everything else is written once.
+//! - Store tests run on both backends (`tests/it`, the `on_both!` macro), with databases from
+//!   [`testing`] (feature `testing`).
 
 mod accounts;
 mod blobs;
@@ -16,6 +41,9 @@ mod jobs;
 mod links;
 mod retention;
 mod spam;
+pub(crate) mod sql;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tests;
 mod web;
 
@@ -23,14 +51,14 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::SqlitePool;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, Executor};
 
 pub use accounts::{Account, NewAccount};
 pub use blobs::{
     diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
 };
-pub use inbound::{InboundRow, NewInbound};
+pub use inbound::{InboundOutcome, InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;
 pub use spam::{PendingSend, SpamRow, SpamUpdate};
@@ -45,6 +73,8 @@ pub enum StoreError {
     Db(#[from] sqlx::Error),
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0}")]
+    Config(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
     #[error("{0}")]
@@ -61,33 +91,109 @@ impl From<serde_json::Error> for StoreError {
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// Which database a [`Store`] speaks to, and the few SQL fragments in which the two differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// The backend a database URL names, or `None` for a scheme we do not support.
+    pub fn of_url(url: &str) -> Option<Backend> {
+        if url.starts_with("sqlite:") {
+            Some(Backend::Sqlite)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Some(Backend::Postgres)
+        } else {
+            None
+        }
+    }
+
+    /// Ends a queue claim's inner `SELECT`: on PostgreSQL the chosen row is locked and rows other
+    /// claimers hold are skipped, so two claims never pick the same row (without it, the second
+    /// would wait for the first and then update the row the first already took). SQLite has one
+    /// writer at a time, so its `UPDATE` with a sub-select is already atomic.
+    pub(crate) fn skip_locked(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "",
+            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+        }
+    }
+
+    /// A column of `tests` that grows with insertion, as the tie-break of listings (`rowid` is
+    /// SQLite's implicit one; PostgreSQL's schema has `seq`).
+    pub(crate) fn insertion_order(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "rowid",
+            Backend::Postgres => "seq",
+        }
+    }
+}
+
 /// The database. Cheap to clone (a pool handle).
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
+    pool: AnyPool,
+    backend: Backend,
 }
 
 impl Store {
     /// Opens (creating if needed) `mailproof.sqlite` in `data_dir` and brings its schema up to date.
     pub async fn open(data_dir: &Path) -> Result<Store> {
-        let path = data_dir.join("mailproof.sqlite");
-        let url = format!("sqlite://{}", path.display());
-        let opts = SqliteConnectOptions::from_str(&url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            // Retention and deletion must really remove content: deleted rows are overwritten
-            // instead of lingering in free pages of the file.
-            .pragma("secure_delete", "ON")
-            // The CLI (`accounts add`) writes while the server runs; wait rather than fail.
-            .busy_timeout(Duration::from_secs(10));
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
-            .connect_with(opts)
-            .await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Store { pool })
+        Store::connect(&sqlite_url(data_dir)?).await
+    }
+
+    /// Connects to `url` (`sqlite://FILE?mode=rwc` or `postgres://USER@HOST:PORT/DB`) and brings
+    /// its schema up to date.
+    pub async fn connect(url: &str) -> Result<Store> {
+        let backend = Backend::of_url(url).ok_or_else(|| {
+            StoreError::Config(format!(
+                "database URL {:?} is neither sqlite:// nor postgres://; set database_url to one of those",
+                redact_url(url)
+            ))
+        })?;
+        sqlx::any::install_default_drivers();
+        let opts = AnyConnectOptions::from_str(url)?;
+        let pool = match backend {
+            Backend::Sqlite => {
+                AnyPoolOptions::new()
+                    .max_connections(8)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            // Per connection, as SqliteConnectOptions would set them (the `Any`
+                            // driver only takes a URL). Retention and deletion must really remove
+                            // content (secure_delete); the CLI writes while the server runs, so
+                            // wait rather than fail (busy_timeout).
+                            conn.execute(
+                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+                                 PRAGMA foreign_keys = ON; PRAGMA secure_delete = ON;
+                                 PRAGMA busy_timeout = 10000;",
+                            )
+                            .await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_with(opts)
+                    .await?
+            }
+            Backend::Postgres => {
+                AnyPoolOptions::new()
+                    .max_connections(16)
+                    .acquire_timeout(Duration::from_secs(30))
+                    .connect_with(opts)
+                    .await?
+            }
+        };
+        match backend {
+            Backend::Sqlite => sqlx::migrate!("./migrations").run(&pool).await?,
+            Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
+        }
+        Ok(Store { pool, backend })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
     }
 
     /// One trivial query: the database answers (for `GET /healthz`).
@@ -98,6 +204,43 @@ impl Store {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// The URL of the default database, `mailproof.sqlite` in `data_dir` (created if missing).
+pub fn sqlite_url(data_dir: &Path) -> Result<String> {
+    let path = std::path::absolute(data_dir.join("mailproof.sqlite")).map_err(|e| {
+        StoreError::Config(format!(
+            "cannot resolve the data directory {}: {e}",
+            data_dir.display()
+        ))
+    })?;
+    let path = path.to_str().ok_or_else(|| {
+        StoreError::Config(format!(
+            "the data directory {} is not valid UTF-8; choose another data_dir",
+            data_dir.display()
+        ))
+    })?;
+    // The driver percent-decodes the path and splits off `?` options.
+    let mut encoded = String::with_capacity(path.len());
+    for c in path.chars() {
+        match c {
+            '%' | '?' | '#' | ' ' => encoded.push_str(&format!("%{:02X}", c as u32)),
+            c => encoded.push(c),
+        }
+    }
+    Ok(format!("sqlite://{encoded}?mode=rwc"))
+}
+
+/// `url` without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            // Only fails for URLs that cannot have a password, and this one has one.
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_string(),
     }
 }
 

@@ -20,7 +20,7 @@ impl Store {
     /// differently now). A check already running keeps its lease; its result is then discarded.
     pub async fn request_link_check(&self, test_id: &str, now: i64) -> Result<()> {
         sqlx::query(
-            "INSERT INTO link_checks (test_id, state, requested_at) VALUES (?, 'queued', ?)
+            "INSERT INTO link_checks (test_id, state, requested_at) VALUES ($1, 'queued', $2)
              ON CONFLICT(test_id) DO UPDATE SET state = 'queued', requested_at = excluded.requested_at,
                 lease_owner = NULL, lease_expires = NULL, attempts = 0, result = NULL,
                 completed_at = NULL",
@@ -40,20 +40,22 @@ impl Store {
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<(String, i64)>> {
-        let row = sqlx::query(
+        let sql = format!(
             "UPDATE link_checks
-             SET state = 'leased', lease_owner = ?, lease_expires = ?, attempts = attempts + 1
+             SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
              WHERE test_id = (
                 SELECT test_id FROM link_checks
-                WHERE state = 'queued' OR (state = 'leased' AND lease_expires < ?)
-                ORDER BY requested_at LIMIT 1)
+                WHERE state = 'queued' OR (state = 'leased' AND lease_expires < $3)
+                ORDER BY requested_at LIMIT 1 {})
              RETURNING test_id, attempts",
-        )
-        .bind(worker)
-        .bind(now + lease_secs)
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
+            self.backend.skip_locked()
+        );
+        let row = sqlx::query(&sql)
+            .bind(worker)
+            .bind(now + lease_secs)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
         row.map(|r| Ok((r.try_get("test_id")?, r.try_get("attempts")?)))
             .transpose()
     }
@@ -68,9 +70,9 @@ impl Store {
         now: i64,
     ) -> Result<bool> {
         let res = sqlx::query(
-            "UPDATE link_checks SET state = 'done', result = ?, completed_at = ?, lease_owner = NULL,
+            "UPDATE link_checks SET state = 'done', result = $1, completed_at = $2, lease_owner = NULL,
                 lease_expires = NULL
-             WHERE test_id = ? AND state = 'leased' AND lease_owner = ?",
+             WHERE test_id = $3 AND state = 'leased' AND lease_owner = $4",
         )
         .bind(result)
         .bind(now)
@@ -83,7 +85,7 @@ impl Store {
 
     pub async fn link_check(&self, test_id: &str) -> Result<Option<LinkCheckRow>> {
         let row = sqlx::query(
-            "SELECT state, requested_at, result, completed_at FROM link_checks WHERE test_id = ?",
+            "SELECT state, requested_at, result, completed_at FROM link_checks WHERE test_id = $1",
         )
         .bind(test_id)
         .fetch_optional(&self.pool)

@@ -11,8 +11,8 @@ impl Store {
     pub async fn purge_before(&self, cutoff: i64, now: i64, batch: i64) -> Result<Vec<String>> {
         let mut tx = self.pool.begin().await?;
         let ids: Vec<String> = sqlx::query_scalar(
-            "UPDATE tests SET purged_at = ?
-             WHERE id IN (SELECT id FROM tests WHERE purged_at IS NULL AND created_at < ? LIMIT ?)
+            "UPDATE tests SET purged_at = $1
+             WHERE id IN (SELECT id FROM tests WHERE purged_at IS NULL AND created_at < $2 LIMIT $3)
              RETURNING id",
         )
         .bind(now)
@@ -27,13 +27,13 @@ impl Store {
                 "render_jobs",
                 "spam_results",
             ] {
-                sqlx::query(&format!("DELETE FROM {table} WHERE test_id = ?"))
+                sqlx::query(&format!("DELETE FROM {table} WHERE test_id = $1"))
                     .bind(id)
                     .execute(&mut *tx)
                     .await?;
             }
         }
-        sqlx::query("DELETE FROM inbound_messages WHERE received_at < ?")
+        sqlx::query("DELETE FROM inbound_messages WHERE received_at < $1")
             .bind(cutoff)
             .execute(&mut *tx)
             .await?;

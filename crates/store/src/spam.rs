@@ -23,7 +23,7 @@ pub struct SpamUpdate {
 impl Store {
     pub async fn spam_results(&self, test_id: &str) -> Result<Vec<SpamRow>> {
         let rows = sqlx::query(
-            "SELECT client, kind, spam, details FROM spam_results WHERE test_id = ? ORDER BY position",
+            "SELECT client, kind, spam, details FROM spam_results WHERE test_id = $1 ORDER BY position",
         )
         .bind(test_id)
         .fetch_all(&self.pool)
@@ -47,7 +47,7 @@ impl Store {
         now: i64,
     ) -> Result<bool> {
         let res = sqlx::query(
-            "UPDATE spam_results SET spam = ?, details = ?, updated_at = ? WHERE test_id = ? AND client = ?",
+            "UPDATE spam_results SET spam = $1, details = $2, updated_at = $3 WHERE test_id = $4 AND client = $5",
         )
         .bind(u.spam)
         .bind(&u.details)
@@ -69,7 +69,7 @@ impl Store {
         now: i64,
     ) -> Result<bool> {
         let res = sqlx::query(
-            "UPDATE spam_results SET details = ?, updated_at = ? WHERE test_id = ? AND client = ? AND spam IS NULL",
+            "UPDATE spam_results SET details = $1, updated_at = $2 WHERE test_id = $3 AND client = $4 AND spam IS NULL",
         )
         .bind(details)
         .bind(now)
@@ -82,7 +82,7 @@ impl Store {
 
     /// Reserves a seed-list key for an account (spec §4.4 `GET /spam/seedlist`).
     pub async fn reserve_seed_key(&self, account_id: i64, key: &str, now: i64) -> Result<()> {
-        sqlx::query("INSERT INTO seed_keys (key, account_id, created_at) VALUES (?, ?, ?)")
+        sqlx::query("INSERT INTO seed_keys (key, account_id, created_at) VALUES ($1, $2, $3)")
             .bind(key)
             .bind(account_id)
             .bind(now)
@@ -93,7 +93,7 @@ impl Store {
 
     /// The owner of a seed key and the test bound to it, if any.
     pub async fn seed_key(&self, key: &str) -> Result<Option<(i64, Option<String>)>> {
-        let row = sqlx::query("SELECT account_id, test_id FROM seed_keys WHERE key = ?")
+        let row = sqlx::query("SELECT account_id, test_id FROM seed_keys WHERE key = $1")
             .bind(key)
             .fetch_optional(&self.pool)
             .await?;
@@ -112,76 +112,96 @@ pub struct PendingSend {
     pub seed_key: String,
     /// The caller's `from_address`, if one was given.
     pub from_address: Option<String>,
+    /// Claims so far, this one included.
     pub attempts: i64,
 }
 
 impl Store {
-    /// `svc` tests not yet sent and not given up, oldest first.
-    pub async fn pending_svc_sends(
+    /// Claims the oldest `svc` test whose message is due to be sent (not sent, not given up after
+    /// `max_attempts` claims, not leased or its lease expired) for `worker` until
+    /// `now + lease_secs`. Returns `None` when nothing is due.
+    pub async fn claim_svc_send(
         &self,
+        worker: &str,
+        now: i64,
+        lease_secs: i64,
         max_attempts: i64,
-        limit: i64,
-    ) -> Result<Vec<PendingSend>> {
-        let rows = sqlx::query(
-            "SELECT t.id, t.account_id, t.subject, c.html, t.seed_key, t.spam_from_address, t.spam_send_attempts
-             FROM tests t JOIN test_content c ON c.test_id = t.id
-             WHERE t.spam_method = 'svc' AND t.spam_sent_at IS NULL AND t.seed_key IS NOT NULL
-               AND t.spam_send_attempts < ? AND t.purged_at IS NULL
-             ORDER BY t.created_at LIMIT ?",
-        )
-        .bind(max_attempts)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(PendingSend {
-                    test_id: r.try_get("id")?,
-                    account_id: r.try_get("account_id")?,
-                    subject: r.try_get("subject")?,
-                    html: r.try_get("html")?,
-                    seed_key: r.try_get("seed_key")?,
-                    from_address: r.try_get("spam_from_address")?,
-                    attempts: r.try_get("spam_send_attempts")?,
-                })
-            })
-            .collect()
+    ) -> Result<Option<PendingSend>> {
+        let sql = format!(
+            "UPDATE tests SET spam_send_lease_owner = $1, spam_send_lease_expires = $2,
+                spam_send_attempts = spam_send_attempts + 1
+             WHERE id = (
+                SELECT id FROM tests
+                WHERE spam_method = 'svc' AND spam_sent_at IS NULL AND seed_key IS NOT NULL
+                  AND purged_at IS NULL AND spam_send_attempts < $4 AND spam_send_not_before <= $3
+                  AND (spam_send_lease_expires IS NULL OR spam_send_lease_expires < $3)
+                ORDER BY created_at, id LIMIT 1 {})
+             RETURNING id, account_id, subject, seed_key, spam_from_address, spam_send_attempts",
+            self.backend.skip_locked()
+        );
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(&sql)
+            .bind(worker)
+            .bind(now + lease_secs)
+            .bind(now)
+            .bind(max_attempts)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(r) = row else {
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let test_id: String = r.try_get("id")?;
+        let html: String = sqlx::query_scalar("SELECT html FROM test_content WHERE test_id = $1")
+            .bind(&test_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let send = PendingSend {
+            account_id: r.try_get("account_id")?,
+            subject: r.try_get("subject")?,
+            html,
+            seed_key: r.try_get("seed_key")?,
+            from_address: r.try_get("spam_from_address")?,
+            attempts: r.try_get("spam_send_attempts")?,
+            test_id,
+        };
+        tx.commit().await?;
+        Ok(Some(send))
     }
 
-    /// Records a send: `error: None` marks it sent; `Some` counts a failed attempt.
-    pub async fn record_spam_send(
+    /// Records how `worker`'s claimed send ended: `Ok` marks it sent; `Err` keeps the error on
+    /// the test and makes the send due again at `retry_at`. Ignored (false) when the lease was lost
+    /// meanwhile.
+    pub async fn finish_svc_send(
         &self,
         test_id: &str,
+        worker: &str,
         now: i64,
-        error: Option<&str>,
-    ) -> Result<()> {
-        match error {
-            None => {
-                sqlx::query(
-                    "UPDATE tests SET spam_sent_at = ?, spam_send_error = NULL WHERE id = ?",
-                )
-                .bind(now)
-                .bind(test_id)
-                .execute(&self.pool)
-                .await?;
-            }
-            Some(e) => {
-                sqlx::query(
-                    "UPDATE tests SET spam_send_attempts = spam_send_attempts + 1, spam_send_error = ? WHERE id = ?",
-                )
-                .bind(e)
-                .bind(test_id)
-                .execute(&self.pool)
-                .await?;
-            }
-        }
-        Ok(())
+        result: Result<(), (&str, i64)>,
+    ) -> Result<bool> {
+        let (sent_at, error, not_before) = match result {
+            Ok(()) => (Some(now), None, now),
+            Err((error, retry_at)) => (None, Some(error), retry_at),
+        };
+        let res = sqlx::query(
+            "UPDATE tests SET spam_sent_at = $3, spam_send_error = $4, spam_send_not_before = $5,
+                spam_send_lease_owner = NULL, spam_send_lease_expires = NULL
+             WHERE id = $1 AND spam_send_lease_owner = $2 AND spam_sent_at IS NULL",
+        )
+        .bind(test_id)
+        .bind(worker)
+        .bind(sent_at)
+        .bind(error)
+        .bind(not_before)
+        .execute(&self.pool)
+        .await?;
+        Ok(res.rows_affected() > 0)
     }
 
     /// Spam rows of a test still waiting for their filter, by profile name.
     pub async fn unanswered_spam_clients(&self, test_id: &str) -> Result<Vec<String>> {
         Ok(sqlx::query_scalar(
-            "SELECT client FROM spam_results WHERE test_id = ? AND spam IS NULL ORDER BY position",
+            "SELECT client FROM spam_results WHERE test_id = $1 AND spam IS NULL ORDER BY position",
         )
         .bind(test_id)
         .fetch_all(&self.pool)

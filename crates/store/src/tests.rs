@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 
 use domain::{ScreenshotStatus, SpamMethod, TestKind, Variant};
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::Row;
 
+use crate::sql::{like_literal, Query};
 use crate::{json_vec, parse_json_vec, Result, Store, StoreError};
 
 /// A client of a new email test and the screenshots it gets.
@@ -102,7 +103,7 @@ pub enum ReprocessOutcome {
     Refused { remaining: i64, reason: String },
 }
 
-fn test_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<TestRow> {
+fn test_from_row(row: &sqlx::any::AnyRow) -> Result<TestRow> {
     let kind: String = row.try_get("kind")?;
     let method: Option<String> = row.try_get("spam_method")?;
     Ok(TestRow {
@@ -114,8 +115,8 @@ fn test_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<TestRow> {
         created_at: row.try_get("created_at")?,
         reference_id: row.try_get("reference_id")?,
         customer_id: row.try_get("customer_id")?,
-        image_blocking: row.try_get("image_blocking")?,
-        free_test: row.try_get("free_test")?,
+        image_blocking: row.try_get::<i64, _>("image_blocking")? != 0,
+        free_test: row.try_get::<i64, _>("free_test")? != 0,
         spam_method: method
             .map(|m| {
                 m.parse()
@@ -128,7 +129,7 @@ fn test_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<TestRow> {
     })
 }
 
-fn client_from_row(row: &sqlx::sqlite::SqliteRow) -> Result<ClientRow> {
+fn client_from_row(row: &sqlx::any::AnyRow) -> Result<ClientRow> {
     let status: String = row.try_get("status")?;
     let variants: String = row.try_get("variants")?;
     let variants = parse_json_vec(&variants)?
@@ -160,7 +161,7 @@ impl Store {
         // the write lock at once and two concurrent creations cannot both see the last free slot.
         if let (Some((limit, month)), Some(customer)) = (&t.monthly_limit, &t.customer_id) {
             let used: i64 = sqlx::query_scalar(
-                "INSERT INTO monthly_usage (account_id, customer_id, month, tests) VALUES (?, ?, ?, 1)
+                "INSERT INTO monthly_usage (account_id, customer_id, month, tests) VALUES ($1, $2, $3, 1)
                  ON CONFLICT (account_id, customer_id, month) DO UPDATE SET tests = tests + 1
                  RETURNING tests",
             )
@@ -181,7 +182,7 @@ impl Store {
             "INSERT INTO tests (id, account_id, kind, subject, created_at, reference_id, customer_id,
                 image_blocking, free_test, source_url, spam_method, seed_key, spam_from_address,
                 reprocesses_left)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         )
         .bind(&t.id)
         .bind(t.account_id)
@@ -190,8 +191,8 @@ impl Store {
         .bind(t.created_at)
         .bind(&t.reference_id)
         .bind(&t.customer_id)
-        .bind(t.image_blocking)
-        .bind(t.free_test)
+        .bind(i64::from(t.image_blocking))
+        .bind(i64::from(t.free_test))
         .bind(&t.source_url)
         .bind(t.spam_method.map(|m| m.as_str()))
         .bind(&t.seed_key)
@@ -199,14 +200,16 @@ impl Store {
         .bind(t.reprocesses)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("INSERT INTO test_content (test_id, html) VALUES (?, ?)")
+        sqlx::query("INSERT INTO test_content (test_id, html) VALUES ($1, $2)")
             .bind(&t.id)
             .bind(&t.html)
             .execute(&mut *tx)
             .await?;
         for (name, value) in &t.headers {
             sqlx::query(
-                "INSERT OR REPLACE INTO test_headers (test_id, name, name_lower, value) VALUES (?, ?, ?, ?)",
+                "INSERT INTO test_headers (test_id, name, name_lower, value) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (test_id, name_lower) DO UPDATE SET name = excluded.name,
+                    value = excluded.value",
             )
             .bind(&t.id)
             .bind(name)
@@ -219,7 +222,7 @@ impl Store {
             let variants: Vec<String> = c.variants.iter().map(|v| v.as_str().to_string()).collect();
             sqlx::query(
                 "INSERT INTO test_clients (test_id, client_id, position, variants, status, submitted_at)
-                 VALUES (?, ?, ?, ?, 'Pending', ?)",
+                 VALUES ($1, $2, $3, $4, 'Pending', $5)",
             )
             .bind(&t.id)
             .bind(&c.client_id)
@@ -231,7 +234,7 @@ impl Store {
             for v in &c.variants {
                 sqlx::query(
                     "INSERT INTO render_jobs (test_id, client_id, variant, state, not_before)
-                     VALUES (?, ?, ?, 'queued', ?)",
+                     VALUES ($1, $2, $3, 'queued', $4)",
                 )
                 .bind(&t.id)
                 .bind(&c.client_id)
@@ -243,7 +246,7 @@ impl Store {
         }
         for (pos, (client, kind)) in t.spam_filters.iter().enumerate() {
             sqlx::query(
-                "INSERT INTO spam_results (test_id, client, position, kind) VALUES (?, ?, ?, ?)",
+                "INSERT INTO spam_results (test_id, client, position, kind) VALUES ($1, $2, $3, $4)",
             )
             .bind(&t.id)
             .bind(client)
@@ -254,7 +257,7 @@ impl Store {
         }
         if let Some(key) = &t.seed_key {
             sqlx::query(
-                "INSERT INTO seed_keys (key, account_id, test_id, created_at) VALUES (?, ?, ?, ?)
+                "INSERT INTO seed_keys (key, account_id, test_id, created_at) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (key) DO UPDATE SET test_id = excluded.test_id",
             )
             .bind(key)
@@ -271,7 +274,7 @@ impl Store {
     /// The test if it exists and belongs to `account_id`; another account's test is `None`, exactly
     /// as a missing one, so that ids reveal nothing across tenants.
     pub async fn test(&self, account_id: i64, id: &str) -> Result<Option<TestRow>> {
-        let row = sqlx::query("SELECT * FROM tests WHERE id = ? AND account_id = ?")
+        let row = sqlx::query("SELECT * FROM tests WHERE id = $1 AND account_id = $2")
             .bind(id)
             .bind(account_id)
             .fetch_optional(&self.pool)
@@ -281,7 +284,7 @@ impl Store {
 
     /// Lookup by id alone, for workers that act on behalf of whichever account owns the test.
     pub async fn test_any_account(&self, id: &str) -> Result<Option<TestRow>> {
-        let row = sqlx::query("SELECT * FROM tests WHERE id = ?")
+        let row = sqlx::query("SELECT * FROM tests WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -290,7 +293,7 @@ impl Store {
 
     pub async fn test_content(&self, test_id: &str) -> Result<Option<String>> {
         Ok(
-            sqlx::query_scalar("SELECT html FROM test_content WHERE test_id = ?")
+            sqlx::query_scalar("SELECT html FROM test_content WHERE test_id = $1")
                 .bind(test_id)
                 .fetch_optional(&self.pool)
                 .await?,
@@ -299,7 +302,7 @@ impl Store {
 
     pub async fn test_headers(&self, test_id: &str) -> Result<BTreeMap<String, String>> {
         let rows =
-            sqlx::query("SELECT name, value FROM test_headers WHERE test_id = ? ORDER BY name")
+            sqlx::query("SELECT name, value FROM test_headers WHERE test_id = $1 ORDER BY name")
                 .bind(test_id)
                 .fetch_all(&self.pool)
                 .await?;
@@ -309,7 +312,7 @@ impl Store {
     }
 
     pub async fn test_clients(&self, test_id: &str) -> Result<Vec<ClientRow>> {
-        let rows = sqlx::query("SELECT * FROM test_clients WHERE test_id = ? ORDER BY position")
+        let rows = sqlx::query("SELECT * FROM test_clients WHERE test_id = $1 ORDER BY position")
             .bind(test_id)
             .fetch_all(&self.pool)
             .await?;
@@ -318,7 +321,7 @@ impl Store {
 
     /// Deletes a test and everything hanging off it. Returns false if it was not the account's.
     pub async fn delete_test(&self, account_id: i64, id: &str) -> Result<bool> {
-        let res = sqlx::query("DELETE FROM tests WHERE id = ? AND account_id = ?")
+        let res = sqlx::query("DELETE FROM tests WHERE id = $1 AND account_id = $2")
             .bind(id)
             .bind(account_id)
             .execute(&self.pool)
@@ -332,43 +335,45 @@ impl Store {
         account_id: i64,
         filter: &ListFilter,
     ) -> Result<Vec<ListedTest>> {
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "SELECT t.id, t.created_at, t.kind FROM tests t WHERE t.account_id = ",
-        );
-        q.push_bind(account_id);
+        let mut q =
+            Query::new("SELECT t.id, t.created_at, t.kind FROM tests t WHERE t.account_id = ");
+        q.bind(account_id);
         if let Some(kind) = filter.kind {
-            q.push(" AND t.kind = ").push_bind(kind.as_str());
+            q.push(" AND t.kind = ").bind(kind.as_str());
         }
         if let Some(from) = filter.from {
-            q.push(" AND t.created_at >= ").push_bind(from);
+            q.push(" AND t.created_at >= ").bind(from);
         }
         if let Some(to) = filter.to {
-            q.push(" AND t.created_at <= ").push_bind(to);
+            q.push(" AND t.created_at <= ").bind(to);
         }
         if let Some(s) = &filter.subject {
-            // instr on lower-cased text: an exact substring, case-insensitive, with no LIKE
-            // wildcards to escape.
-            q.push(" AND instr(lower(t.subject), lower(")
-                .push_bind(s.clone())
-                .push(")) > 0");
+            // An exact substring, case-insensitive: the caller's text with LIKE's wildcards
+            // escaped.
+            q.push(" AND lower(t.subject) LIKE '%' || lower(")
+                .bind(like_literal(s))
+                .push(") || '%' ESCAPE '\\'");
         }
         if let Some(c) = &filter.customer_id {
-            q.push(" AND t.customer_id = ").push_bind(c.clone());
+            q.push(" AND t.customer_id = ").bind(c.as_str());
         }
         if let Some(r) = &filter.reference_id {
-            q.push(" AND t.reference_id = ").push_bind(r.clone());
+            q.push(" AND t.reference_id = ").bind(r.as_str());
         }
         for (name, value) in &filter.headers {
             q.push(" AND EXISTS (SELECT 1 FROM test_headers h WHERE h.test_id = t.id AND h.name_lower = ")
-                .push_bind(name.to_ascii_lowercase())
+                .bind(name.to_ascii_lowercase())
                 .push(" AND h.value = ")
-                .push_bind(value.clone())
+                .bind(value.as_str())
                 .push(")");
         }
-        q.push(" ORDER BY t.created_at DESC, t.rowid DESC LIMIT ")
-            .push_bind(filter.limit)
-            .push(" OFFSET ")
-            .push_bind(filter.offset);
+        q.push(&format!(
+            " ORDER BY t.created_at DESC, t.{} DESC LIMIT ",
+            self.backend.insertion_order()
+        ))
+        .bind(filter.limit)
+        .push(" OFFSET ")
+        .bind(filter.offset);
         let rows = q.build().fetch_all(&self.pool).await?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
@@ -391,10 +396,10 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "UPDATE render_jobs SET state = 'queued', lease_owner = NULL, lease_expires = NULL,
-                not_before = ?
-             WHERE test_id = ? AND state = 'leased' AND client_id IN (
+                not_before = $1
+             WHERE test_id = $2 AND state = 'leased' AND client_id IN (
                 SELECT client_id FROM test_clients
-                WHERE test_id = ? AND status = 'Processing' AND processing_at < ?)",
+                WHERE test_id = $3 AND status = 'Processing' AND processing_at < $4)",
         )
         .bind(now)
         .bind(test_id)
@@ -404,7 +409,7 @@ impl Store {
         .await?;
         let res = sqlx::query(
             "UPDATE test_clients SET status = 'Pending', processing_at = NULL
-             WHERE test_id = ? AND status = 'Processing' AND processing_at < ?",
+             WHERE test_id = $1 AND status = 'Processing' AND processing_at < $2",
         )
         .bind(test_id)
         .bind(stale_before)
@@ -426,7 +431,7 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         // A write first, so the transaction holds SQLite's write lock from its start.
         let mut remaining: i64 = sqlx::query_scalar(
-            "UPDATE tests SET reprocesses_left = reprocesses_left WHERE id = ? RETURNING reprocesses_left",
+            "UPDATE tests SET reprocesses_left = reprocesses_left WHERE id = $1 RETURNING reprocesses_left",
         )
                 .bind(test_id)
                 .fetch_one(&mut *tx)
@@ -439,7 +444,7 @@ impl Store {
                 continue;
             }
             let status: Option<String> = sqlx::query_scalar(
-                "SELECT status FROM test_clients WHERE test_id = ? AND client_id = ?",
+                "SELECT status FROM test_clients WHERE test_id = $1 AND client_id = $2",
             )
             .bind(test_id)
             .bind(client)
@@ -464,8 +469,8 @@ impl Store {
                     remaining -= 1;
                     sqlx::query(
                         "UPDATE render_jobs SET state = 'queued', attempts = 0, lease_owner = NULL,
-                            lease_expires = NULL, not_before = ?, last_error = NULL
-                         WHERE test_id = ? AND client_id = ?",
+                            lease_expires = NULL, not_before = $1, last_error = NULL
+                         WHERE test_id = $2 AND client_id = $3",
                     )
                     .bind(now)
                     .bind(test_id)
@@ -473,9 +478,9 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
                     sqlx::query(
-                        "UPDATE test_clients SET status = 'Pending', submitted_at = ?,
+                        "UPDATE test_clients SET status = 'Pending', submitted_at = $1,
                             processing_at = NULL, completed_at = NULL, attempts = 0
-                         WHERE test_id = ? AND client_id = ?",
+                         WHERE test_id = $2 AND client_id = $3",
                     )
                     .bind(now)
                     .bind(test_id)
@@ -487,7 +492,7 @@ impl Store {
             };
             out.push((client.clone(), outcome));
         }
-        sqlx::query("UPDATE tests SET reprocesses_left = ? WHERE id = ?")
+        sqlx::query("UPDATE tests SET reprocesses_left = $1 WHERE id = $2")
             .bind(remaining)
             .bind(test_id)
             .execute(&mut *tx)

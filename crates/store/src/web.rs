@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
-use sqlx::{QueryBuilder, Row, Sqlite};
+use sqlx::Row;
 
+use crate::sql::Query;
 use crate::{Result, Store};
 
 /// A live sign-in session. `account_id` is `None` for the sandbox credentials.
@@ -48,7 +49,7 @@ impl Store {
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
-            "INSERT INTO web_sessions (id_hash, account_id, created_at, expires_at) VALUES (?, ?, ?, ?)",
+            "INSERT INTO web_sessions (id_hash, account_id, created_at, expires_at) VALUES ($1, $2, $3, $4)",
         )
         .bind(id_hash)
         .bind(account_id)
@@ -56,7 +57,7 @@ impl Store {
         .bind(expires_at)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("DELETE FROM web_sessions WHERE expires_at < ?")
+        sqlx::query("DELETE FROM web_sessions WHERE expires_at < $1")
             .bind(now)
             .execute(&mut *tx)
             .await?;
@@ -67,7 +68,7 @@ impl Store {
     /// The session if it exists and has not expired.
     pub async fn session(&self, id_hash: &str, now: i64) -> Result<Option<SessionRow>> {
         let row = sqlx::query(
-            "SELECT account_id, expires_at FROM web_sessions WHERE id_hash = ? AND expires_at >= ?",
+            "SELECT account_id, expires_at FROM web_sessions WHERE id_hash = $1 AND expires_at >= $2",
         )
         .bind(id_hash)
         .bind(now)
@@ -83,7 +84,7 @@ impl Store {
     }
 
     pub async fn delete_session(&self, id_hash: &str) -> Result<()> {
-        sqlx::query("DELETE FROM web_sessions WHERE id_hash = ?")
+        sqlx::query("DELETE FROM web_sessions WHERE id_hash = $1")
             .bind(id_hash)
             .execute(&self.pool)
             .await?;
@@ -100,7 +101,7 @@ impl Store {
     ) -> Result<()> {
         sqlx::query(
             "INSERT INTO share_links (token_hash, test_id, account_id, created_at, expires_at)
-             VALUES (?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5)",
         )
         .bind(token_hash)
         .bind(test_id)
@@ -115,7 +116,7 @@ impl Store {
     /// The share link if it is neither expired nor revoked.
     pub async fn live_share(&self, token_hash: &str, now: i64) -> Result<Option<ShareRow>> {
         let row = sqlx::query(
-            "SELECT * FROM share_links WHERE token_hash = ? AND expires_at >= ? AND revoked_at IS NULL",
+            "SELECT * FROM share_links WHERE token_hash = $1 AND expires_at >= $2 AND revoked_at IS NULL",
         )
         .bind(token_hash)
         .bind(now)
@@ -127,7 +128,7 @@ impl Store {
     /// Every share link of a test, newest first, for its owner.
     pub async fn shares_of_test(&self, account_id: i64, test_id: &str) -> Result<Vec<ShareRow>> {
         let rows = sqlx::query(
-            "SELECT * FROM share_links WHERE account_id = ? AND test_id = ? ORDER BY created_at DESC",
+            "SELECT * FROM share_links WHERE account_id = $1 AND test_id = $2 ORDER BY created_at DESC",
         )
         .bind(account_id)
         .bind(test_id)
@@ -139,7 +140,7 @@ impl Store {
     /// Revokes one of the account's share links; false if it has no such link.
     pub async fn revoke_share(&self, account_id: i64, token_hash: &str, now: i64) -> Result<bool> {
         let res = sqlx::query(
-            "UPDATE share_links SET revoked_at = ? WHERE token_hash = ? AND account_id = ? AND revoked_at IS NULL",
+            "UPDATE share_links SET revoked_at = $1 WHERE token_hash = $2 AND account_id = $3 AND revoked_at IS NULL",
         )
         .bind(now)
         .bind(token_hash)
@@ -158,7 +159,7 @@ impl Store {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let mut q: QueryBuilder<Sqlite> = QueryBuilder::new(
+        let mut q = Query::new(
             "SELECT t.id, t.subject,
                 (SELECT COUNT(*) FROM test_clients c WHERE c.test_id = t.id) AS clients,
                 (SELECT COUNT(*) FROM test_clients c WHERE c.test_id = t.id
@@ -168,12 +169,10 @@ impl Store {
                     AND s.spam IS NOT NULL) AS spam_answered
              FROM tests t WHERE t.account_id = ",
         );
-        q.push_bind(account_id).push(" AND t.id IN (");
-        let mut sep = q.separated(", ");
-        for id in ids {
-            sep.push_bind(id);
-        }
-        q.push(")");
+        q.bind(account_id)
+            .push(" AND t.id IN (")
+            .bind_list(ids)
+            .push(")");
         let rows = q.build().fetch_all(&self.pool).await?;
         rows.iter()
             .map(|r| {
@@ -192,7 +191,7 @@ impl Store {
     }
 }
 
-fn share_from_row(r: &sqlx::sqlite::SqliteRow) -> Result<ShareRow> {
+fn share_from_row(r: &sqlx::any::AnyRow) -> Result<ShareRow> {
     Ok(ShareRow {
         token_hash: r.try_get("token_hash")?,
         test_id: r.try_get("test_id")?,

@@ -1,10 +1,13 @@
 //! Link checks: queued by a request, leased to one worker, taken over after a crash.
 
+use store::Backend;
+
 use crate::store_with_test;
 
-#[tokio::test]
-async fn a_link_check_is_leased_once_taken_over_after_expiry_and_requeued_by_a_new_request() {
-    let (_dir, store, id) = store_with_test(Vec::new()).await;
+async fn a_link_check_is_leased_once_taken_over_after_expiry_and_requeued_by_a_new_request(
+    backend: Backend,
+) {
+    let (_dir, store, id) = store_with_test(backend, Vec::new()).await;
     assert_eq!(store.link_check(&id).await.expect("read"), None);
     store.request_link_check(&id, 1_000).await.expect("request");
     assert_eq!(
@@ -54,3 +57,5 @@ async fn a_link_check_is_leased_once_taken_over_after_expiry_and_requeued_by_a_n
     let row = store.link_check(&id).await.expect("read").expect("row");
     assert_eq!((row.state.as_str(), row.result), ("queued", None));
 }
+
+on_both!(a_link_check_is_leased_once_taken_over_after_expiry_and_requeued_by_a_new_request,);

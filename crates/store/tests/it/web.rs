@@ -2,11 +2,12 @@
 
 use domain::Variant;
 
+use store::Backend;
+
 use crate::store_with_test;
 
-#[tokio::test]
-async fn sessions_expire_and_end_on_sign_out() {
-    let (_dir, store, _) = store_with_test(vec![Variant::Default]).await;
+async fn sessions_expire_and_end_on_sign_out(backend: Backend) {
+    let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
     store
         .create_session("a", Some(1), 100, 200)
         .await
@@ -36,9 +37,8 @@ async fn sessions_expire_and_end_on_sign_out() {
     assert_eq!(store.session("sandbox", 150).await.expect("read"), None);
 }
 
-#[tokio::test]
-async fn share_links_expire_are_revocable_and_belong_to_their_account() {
-    let (_dir, store, id) = store_with_test(vec![Variant::Default]).await;
+async fn share_links_expire_are_revocable_and_belong_to_their_account(backend: Backend) {
+    let (_dir, store, id) = store_with_test(backend, vec![Variant::Default]).await;
     let account = store
         .account_by_key("k")
         .await
@@ -82,9 +82,8 @@ async fn share_links_expire_are_revocable_and_belong_to_their_account() {
         .is_empty());
 }
 
-#[tokio::test]
-async fn summaries_count_finished_clients_of_the_accounts_own_tests() {
-    let (_dir, store, id) = store_with_test(vec![Variant::Default]).await;
+async fn summaries_count_finished_clients_of_the_accounts_own_tests(backend: Backend) {
+    let (_dir, store, id) = store_with_test(backend, vec![Variant::Default]).await;
     let account = store
         .account_by_key("k")
         .await
@@ -103,3 +102,9 @@ async fn summaries_count_finished_clients_of_the_accounts_own_tests() {
         .expect("summaries")
         .is_empty());
 }
+
+on_both!(
+    sessions_expire_and_end_on_sign_out,
+    share_links_expire_are_revocable_and_belong_to_their_account,
+    summaries_count_finished_clients_of_the_accounts_own_tests,
+);

@@ -1,0 +1,305 @@
+//! Inbound mail and svc sends are leased queues: concurrent claimers never get one row twice, and
+//! a claim whose process died is taken over once its lease expires.
+
+use std::collections::BTreeMap;
+
+use domain::{SpamMethod, TestKind, Variant};
+use store::{Backend, InboundOutcome, NewInbound, NewTest, Store};
+
+use crate::store_with_test;
+
+fn message(received_at: i64) -> NewInbound {
+    NewInbound {
+        received_at,
+        mail_from: "a@example.org".into(),
+        rcpt_to: vec!["k.sa@seed.example".into(), "k.own@seed.example".into()],
+        peer: "127.0.0.1".into(),
+        helo: "h".into(),
+        data: b"Subject: s\r\n\r\nbody\r\n".to_vec(),
+    }
+}
+
+async fn svc_test(store: &Store, account_id: i64, n: usize) -> String {
+    let id = domain::TestId::generate().to_string();
+    store
+        .create_test(&NewTest {
+            id: id.clone(),
+            account_id,
+            kind: TestKind::Spam,
+            subject: format!("svc {n}"),
+            html: format!("<p>{n}</p>"),
+            created_at: 1_000 + n as i64,
+            reference_id: None,
+            customer_id: None,
+            headers: BTreeMap::new(),
+            image_blocking: false,
+            free_test: false,
+            source_url: None,
+            clients: Vec::new(),
+            spam_method: Some(SpamMethod::Svc),
+            seed_key: Some(format!("key{n}")),
+            spam_from_address: None,
+            spam_filters: vec![("SA".into(), "b2b".into())],
+            reprocesses: 0,
+            monthly_limit: None,
+        })
+        .await
+        .expect("svc test");
+    id
+}
+
+/// Four workers drain the queue at once, each in a loop of claim and finish; every message must be
+/// claimed exactly once.
+async fn concurrent_claimers_get_each_inbound_message_once(backend: Backend) {
+    let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
+    let mut ids = Vec::new();
+    for i in 0..60 {
+        ids.push(store.insert_inbound(&message(i)).await.expect("insert"));
+    }
+    let mut workers = Vec::new();
+    for w in 0..4 {
+        let store = store.clone();
+        workers.push(tokio::spawn(async move {
+            let worker = format!("w{w}");
+            let mut got = Vec::new();
+            while let Some(row) = store
+                .claim_inbound(&worker, 2_000, 60)
+                .await
+                .expect("claim")
+            {
+                got.push(row.id);
+                assert!(store
+                    .finish_inbound(row.id, &worker, &InboundOutcome::Done)
+                    .await
+                    .expect("finish"));
+            }
+            got
+        }));
+    }
+    let mut claimed = Vec::new();
+    for w in workers {
+        claimed.extend(w.await.expect("worker task"));
+    }
+    claimed.sort();
+    assert_eq!(claimed, ids, "each message claimed exactly once");
+    assert_eq!(store.pending_inbound().await.expect("count"), 0);
+}
+
+async fn an_inbound_claim_whose_lease_expired_is_taken_over(backend: Backend) {
+    let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
+    let id = store.insert_inbound(&message(1)).await.expect("insert");
+    let first = store
+        .claim_inbound("dead", 1_000, 60)
+        .await
+        .expect("claim")
+        .expect("the message");
+    assert_eq!((first.id, first.attempts), (id, 1));
+    assert!(
+        store
+            .claim_inbound("w2", 1_060, 60)
+            .await
+            .expect("claim")
+            .is_none(),
+        "leased until 1060"
+    );
+    let taken = store
+        .claim_inbound("w2", 1_061, 60)
+        .await
+        .expect("claim")
+        .expect("taken over after expiry");
+    assert_eq!((taken.id, taken.attempts), (id, 2));
+    assert!(
+        !store
+            .finish_inbound(id, "dead", &InboundOutcome::Done)
+            .await
+            .expect("finish"),
+        "the dead worker's late result is ignored"
+    );
+    assert!(store
+        .finish_inbound(id, "w2", &InboundOutcome::Done)
+        .await
+        .expect("finish"));
+    let (_, state) = store.inbound(id).await.expect("read").expect("row");
+    assert_eq!(state, "done");
+}
+
+/// A message that waits (its seed key not bound yet) keeps what is done, is not due before its
+/// time and does not spend an attempt; a failing one is set aside after its last attempt.
+async fn inbound_waits_and_retries_are_remembered_across_claims(backend: Backend) {
+    let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
+    let id = store.insert_inbound(&message(1)).await.expect("insert");
+    store
+        .claim_inbound("w1", 1_000, 60)
+        .await
+        .expect("claim")
+        .expect("row");
+    assert!(store
+        .finish_inbound(
+            id,
+            "w1",
+            &InboundOutcome::Wait {
+                retry_at: 1_010,
+                done_rcpts: vec!["k.own@seed.example".into()],
+            },
+        )
+        .await
+        .expect("finish"));
+    assert!(store
+        .claim_inbound("w2", 1_009, 60)
+        .await
+        .expect("claim")
+        .is_none());
+    let again = store
+        .claim_inbound("w2", 1_010, 60)
+        .await
+        .expect("claim")
+        .expect("due again");
+    assert_eq!(again.attempts, 1, "waiting spent no attempt");
+    assert_eq!(again.done_rcpts, vec!["k.own@seed.example".to_string()]);
+    assert!(store
+        .finish_inbound(
+            id,
+            "w2",
+            &InboundOutcome::Retry {
+                error: "spamd down".into(),
+                retry_at: 1_020,
+                max_attempts: 2,
+                done_rcpts: again.done_rcpts.clone(),
+            },
+        )
+        .await
+        .expect("finish"));
+    let third = store
+        .claim_inbound("w3", 1_020, 60)
+        .await
+        .expect("claim")
+        .expect("due again");
+    assert_eq!(third.attempts, 2);
+    assert!(store
+        .finish_inbound(
+            id,
+            "w3",
+            &InboundOutcome::Retry {
+                error: "spamd down".into(),
+                retry_at: 1_030,
+                max_attempts: 2,
+                done_rcpts: third.done_rcpts.clone(),
+            },
+        )
+        .await
+        .expect("finish"));
+    let (_, state) = store.inbound(id).await.expect("read").expect("row");
+    assert_eq!(state, "failed", "set aside after the last attempt");
+    assert!(store
+        .claim_inbound("w4", 9_999, 60)
+        .await
+        .expect("claim")
+        .is_none());
+}
+
+async fn concurrent_claimers_send_each_svc_test_once(backend: Backend) {
+    let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
+    let account = store
+        .account_by_key("k")
+        .await
+        .expect("read")
+        .expect("account");
+    let mut ids = Vec::new();
+    for n in 0..30 {
+        ids.push(svc_test(&store, account.id, n).await);
+    }
+    let mut workers = Vec::new();
+    for w in 0..4 {
+        let store = store.clone();
+        workers.push(tokio::spawn(async move {
+            let worker = format!("w{w}");
+            let mut got = Vec::new();
+            while let Some(send) = store
+                .claim_svc_send(&worker, 2_000, 60, 5)
+                .await
+                .expect("claim")
+            {
+                assert_eq!(send.html, format!("<p>{}</p>", &send.subject[4..]));
+                assert!(store
+                    .finish_svc_send(&send.test_id, &worker, 2_000, Ok(()))
+                    .await
+                    .expect("finish"));
+                got.push(send.test_id);
+            }
+            got
+        }));
+    }
+    let mut claimed = Vec::new();
+    for w in workers {
+        claimed.extend(w.await.expect("worker task"));
+    }
+    claimed.sort();
+    ids.sort();
+    assert_eq!(claimed, ids, "each test sent exactly once");
+}
+
+async fn an_svc_send_whose_lease_expired_is_taken_over_and_retries_wait(backend: Backend) {
+    let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
+    let account = store
+        .account_by_key("k")
+        .await
+        .expect("read")
+        .expect("account");
+    let id = svc_test(&store, account.id, 1).await;
+    let first = store
+        .claim_svc_send("dead", 2_000, 60, 3)
+        .await
+        .expect("claim")
+        .expect("the send");
+    assert_eq!((first.test_id.as_str(), first.attempts), (id.as_str(), 1));
+    assert!(store
+        .claim_svc_send("w2", 2_060, 60, 3)
+        .await
+        .expect("claim")
+        .is_none());
+    let taken = store
+        .claim_svc_send("w2", 2_061, 60, 3)
+        .await
+        .expect("claim")
+        .expect("taken over after expiry");
+    assert_eq!(taken.attempts, 2);
+    assert!(!store
+        .finish_svc_send(&id, "dead", 2_062, Ok(()))
+        .await
+        .expect("finish"));
+    assert!(store
+        .finish_svc_send(&id, "w2", 2_062, Err(("connection refused", 2_100)))
+        .await
+        .expect("finish"));
+    assert!(store
+        .claim_svc_send("w3", 2_099, 60, 3)
+        .await
+        .expect("claim")
+        .is_none());
+    let last = store
+        .claim_svc_send("w3", 2_100, 60, 3)
+        .await
+        .expect("claim")
+        .expect("due after the retry time");
+    assert_eq!(last.attempts, 3);
+    assert!(store
+        .finish_svc_send(&id, "w3", 2_101, Err(("connection refused", 2_200)))
+        .await
+        .expect("finish"));
+    assert!(
+        store
+            .claim_svc_send("w4", 9_999, 60, 3)
+            .await
+            .expect("claim")
+            .is_none(),
+        "given up after the last attempt"
+    );
+}
+
+on_both!(
+    concurrent_claimers_get_each_inbound_message_once,
+    an_inbound_claim_whose_lease_expired_is_taken_over,
+    inbound_waits_and_retries_are_remembered_across_claims,
+    concurrent_claimers_send_each_svc_test_once,
+    an_svc_send_whose_lease_expired_is_taken_over_and_retries_wait,
+);
