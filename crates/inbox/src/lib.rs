@@ -7,8 +7,11 @@
 //! auto-inbox address into an email test (spec §4.6). [`SvcSender`] builds, DKIM-signs and sends
 //! `svc` spam tests to our own listener, so they take the path outside mail takes.
 //!
-//! Invariant: a stored message is marked done only when every recipient got its outcome; a filter
-//! that is down or a seed key not yet bound to a test leaves the message for a later pass.
+//! Invariants: a stored message is marked done only when every recipient got its outcome; a filter
+//! that is down or a seed key not yet bound to a test leaves the message for a later pass. Messages
+//! and svc sends are claimed under leases, so several processes can run both loops on one database
+//! without scanning or sending anything twice, and a dead process's claim is taken over when its
+//! lease expires.
 
 mod address;
 mod auto_inbox;
@@ -22,6 +25,15 @@ pub use error::InboxError;
 pub use processor::InboundProcessor;
 pub use sink::InboxSink;
 pub use svc::{bare_address, SvcSender};
+
+/// A lease owner's name: the role, the process id and the start time in nanoseconds, so that two
+/// processes (or one restarted) never share a name.
+fn worker_id(role: &str) -> String {
+    let started = chrono::Utc::now()
+        .timestamp_nanos_opt()
+        .unwrap_or_else(|| chrono::Utc::now().timestamp());
+    format!("{role}-{}-{started}", std::process::id())
+}
 
 /// What the inbound side needs to know about the deployment.
 #[derive(Debug, Clone)]

@@ -1,25 +1,28 @@
 //! Processing stored inbound mail: seed mail is scanned by the profile its address names and the
 //! verdict recorded on the test bound to its key; auto-inbox mail becomes an email test.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use domain::Catalog;
 use spam::{Envelope, SpamError, SpamFilters};
-use store::{InboundRow, SpamUpdate, Store, StoreError};
+use store::{InboundOutcome, InboundRow, SpamUpdate, Store, StoreError};
 use tokio::sync::{watch, Notify};
 
 use crate::address::Recipient;
 use crate::auto_inbox;
 use crate::{InboxConfig, InboxError};
 
-/// Messages looked at per pass (deferred ones included).
-const BATCH: i64 = 100;
+/// How long a claimed message is ours. Longer than any pass (every recipient's scan, each bounded
+/// by the filters' timeouts), so a live processor never loses a message; a dead one hands it on
+/// within this time.
+const LEASE: Duration = Duration::from_secs(600);
 /// How long mail for a reserved seed key waits for the test that binds it.
 const UNBOUND_KEY_WAIT: Duration = Duration::from_secs(3600);
-/// Failed scan passes before a message is set aside; with the backoff cap that is over a day.
+/// Failed (or abandoned) passes before a message is set aside; with the backoff cap that is over a
+/// day.
 const MAX_ATTEMPTS: i64 = 300;
 const FIRST_RETRY: Duration = Duration::from_secs(5);
 const MAX_RETRY: Duration = Duration::from_secs(300);
@@ -37,15 +40,10 @@ enum Step {
     Retry(String),
 }
 
-/// In-memory bookkeeping; losing it on restart only means earlier retries.
-#[derive(Default)]
-struct Progress {
-    not_before: HashMap<i64, Instant>,
-    /// Recipients of a deferred message that already got their outcome.
-    done: HashMap<i64, HashSet<String>>,
-}
-
-/// Works through `Store::unprocessed_inbound`. See the crate docs for the flow.
+/// Works through the inbound queue (`Store::claim_inbound`). See the crate docs for the flow.
+/// Any number of processors, in any number of processes, can share one database: each message is
+/// claimed by one of them under a lease, and its retry time and finished recipients are stored
+/// with it.
 pub struct InboundProcessor {
     store: Store,
     cfg: InboxConfig,
@@ -53,7 +51,8 @@ pub struct InboundProcessor {
     filters: Arc<SpamFilters>,
     /// Woken when an email test was created, for the render workers.
     work_ready: Arc<Notify>,
-    progress: Mutex<Progress>,
+    /// This processor's name on its leases: unique across processes and restarts.
+    worker: String,
 }
 
 impl InboundProcessor {
@@ -70,13 +69,8 @@ impl InboundProcessor {
             catalog,
             filters,
             work_ready,
-            progress: Mutex::new(Progress::default()),
+            worker: crate::worker_id("inbox"),
         }
-    }
-
-    fn progress(&self) -> std::sync::MutexGuard<'_, Progress> {
-        // Plain maps of ids and times: a panic elsewhere cannot leave them inconsistent.
-        self.progress.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Processes the oldest message that is due; `false` when there is none.
@@ -84,22 +78,35 @@ impl InboundProcessor {
         Ok(self.run_batch(1).await? > 0)
     }
 
-    /// Processes up to `max` due messages from one read of the queue; returns how many.
+    /// Claims and processes up to `max` due messages, one at a time; returns how many.
     async fn run_batch(&self, max: usize) -> Result<usize, InboxError> {
-        let rows = self.store.unprocessed_inbound(BATCH).await?;
-        let now = Instant::now();
-        let due: Vec<InboundRow> = {
-            let progress = self.progress();
-            rows.into_iter()
-                .filter(|r| progress.not_before.get(&r.id).is_none_or(|t| *t <= now))
-                .take(max)
-                .collect()
-        };
-        let count = due.len();
-        for row in due {
-            let id = row.id;
-            if let Err(e) = self.process(row).await {
-                self.defer(id, FIRST_RETRY);
+        let mut count = 0;
+        while count < max {
+            let Some(row) = self
+                .store
+                .claim_inbound(&self.worker, unix_now(), LEASE.as_secs() as i64)
+                .await?
+            else {
+                break;
+            };
+            count += 1;
+            let mut done = row.done_rcpts.clone();
+            if let Err(e) = self.process(&row, &mut done).await {
+                // Keep what is done and look again shortly. If even this fails (the database is
+                // gone), the lease expires and the message is taken up again then.
+                let outcome = InboundOutcome::Retry {
+                    error: e.to_string(),
+                    retry_at: unix_now() + FIRST_RETRY.as_secs() as i64,
+                    max_attempts: MAX_ATTEMPTS,
+                    done_rcpts: done,
+                };
+                if let Err(e2) = self
+                    .store
+                    .finish_inbound(row.id, &self.worker, &outcome)
+                    .await
+                {
+                    tracing::warn!(inbound_id = row.id, error = %e2, "could not record the failed pass; the message is taken up again when its lease expires");
+                }
                 return Err(e);
             }
         }
@@ -132,31 +139,24 @@ impl InboundProcessor {
         }
     }
 
-    fn defer(&self, id: i64, wait: Duration) {
-        self.progress().not_before.insert(id, Instant::now() + wait);
-    }
-
-    async fn process(&self, row: InboundRow) -> Result<(), InboxError> {
+    /// One pass over a claimed message. `done` holds the recipients that have their outcome (from
+    /// earlier passes too) and grows as this pass finishes more.
+    async fn process(&self, row: &InboundRow, done: &mut Vec<String>) -> Result<(), InboxError> {
         let mut retry = Vec::new();
         let mut waiting = false;
         let mut seen = HashSet::new();
         for rcpt in &row.rcpt_to {
             let rcpt = rcpt.to_ascii_lowercase();
-            let already = self
-                .progress()
-                .done
-                .get(&row.id)
-                .is_some_and(|d| d.contains(&rcpt));
-            if already || !seen.insert(rcpt.clone()) {
+            if done.contains(&rcpt) || !seen.insert(rcpt.clone()) {
                 continue;
             }
             let step =
                 match Recipient::classify(&rcpt, &self.cfg.seed_domain, &self.cfg.inbox_domain) {
                     Recipient::Seed { key, slug } => {
-                        self.scan_seed(&row, &rcpt, &key, &slug).await?
+                        self.scan_seed(row, &rcpt, &key, &slug).await?
                     }
                     Recipient::AutoInbox { local, customer_id } => {
-                        self.auto_inbox(&row, &rcpt, &local, customer_id.as_deref())
+                        self.auto_inbox(row, &rcpt, &local, customer_id.as_deref())
                             .await?
                     }
                     Recipient::Other => {
@@ -169,19 +169,16 @@ impl InboundProcessor {
                     }
                 };
             match step {
-                Step::Done => {
-                    self.progress().done.entry(row.id).or_default().insert(rcpt);
-                }
+                Step::Done => done.push(rcpt),
                 Step::WaitForTest => waiting = true,
                 Step::Retry(reason) => retry.push(format!("{rcpt}: {reason}")),
             }
         }
-        if !retry.is_empty() {
+        let now = unix_now();
+        let done_rcpts = std::mem::take(done);
+        let outcome = if !retry.is_empty() {
             let error = retry.join("; ");
-            self.store
-                .finish_inbound(row.id, Some(&error), MAX_ATTEMPTS)
-                .await?;
-            let attempts = row.attempts + 1;
+            let attempts = row.attempts;
             if attempts >= MAX_ATTEMPTS {
                 tracing::error!(
                     inbound_id = row.id,
@@ -189,36 +186,42 @@ impl InboundProcessor {
                     error,
                     "giving up on an inbound message; it stays stored as failed"
                 );
-                self.forget(row.id);
             } else {
-                let wait = FIRST_RETRY
-                    .saturating_mul(1 << (attempts - 1).clamp(0, 10) as u32)
-                    .min(MAX_RETRY);
                 tracing::warn!(
                     inbound_id = row.id,
                     attempts,
-                    retry_in_s = wait.as_secs(),
+                    retry_in_s = retry_wait(attempts).as_secs(),
                     error,
                     "inbound message kept for a later scan"
                 );
-                self.defer(row.id, wait);
+            }
+            InboundOutcome::Retry {
+                error,
+                retry_at: now + retry_wait(attempts).as_secs() as i64,
+                max_attempts: MAX_ATTEMPTS,
+                done_rcpts,
             }
         } else if waiting {
-            self.defer(row.id, KEY_WAIT_RETRY);
+            InboundOutcome::Wait {
+                retry_at: now + KEY_WAIT_RETRY.as_secs() as i64,
+                done_rcpts,
+            }
         } else {
-            self.store
-                .finish_inbound(row.id, None, MAX_ATTEMPTS)
-                .await?;
-            self.forget(row.id);
+            InboundOutcome::Done
+        };
+        if !self
+            .store
+            .finish_inbound(row.id, &self.worker, &outcome)
+            .await?
+        {
+            tracing::warn!(
+                inbound_id = row.id,
+                "lease on an inbound message lost (the pass took longer than the lease); another processor has it now"
+            );
+        } else if matches!(outcome, InboundOutcome::Done) {
             tracing::info!(inbound_id = row.id, "inbound message processed");
         }
         Ok(())
-    }
-
-    fn forget(&self, id: i64) {
-        let mut progress = self.progress();
-        progress.not_before.remove(&id);
-        progress.done.remove(&id);
     }
 
     async fn scan_seed(
@@ -368,6 +371,17 @@ impl InboundProcessor {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// The wait before the next pass over a message whose `attempts`-th pass failed.
+fn retry_wait(attempts: i64) -> Duration {
+    FIRST_RETRY
+        .saturating_mul(1 << (attempts - 1).clamp(0, 10) as u32)
+        .min(MAX_RETRY)
+}
+
+fn unix_now() -> i64 {
+    chrono::Utc::now().timestamp()
 }
 
 /// The SMTP envelope the message really arrived with, for the filters.

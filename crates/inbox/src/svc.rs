@@ -1,10 +1,9 @@
 //! The `svc` method: the service builds the test message, signs it with its own DKIM key and sends
 //! it over SMTP to its own listener at the test's seed addresses, so it is judged like outside mail.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use smtp::DkimSigner;
 use store::{PendingSend, Store};
@@ -14,18 +13,23 @@ use crate::InboxError;
 
 /// Attempts per test before its send is given up (the error stays on the test).
 const MAX_SEND_ATTEMPTS: i64 = 5;
-const BATCH: i64 = 20;
+/// How long a claimed send is ours: far longer than one SMTP delivery to our own listener. A
+/// process that dies after sending but before recording it makes the next claimer send again (at
+/// least once, never lost).
+const LEASE: Duration = Duration::from_secs(120);
 const RETRY: Duration = Duration::from_secs(30);
 /// The API wakes us on new tests, but without keeping a permit; rescan to catch missed ones.
 const RESCAN: Duration = Duration::from_secs(2);
 
-/// Sends pending `svc` spam tests (`Store::pending_svc_sends`).
+/// Sends pending `svc` spam tests, each claimed under a lease (`Store::claim_svc_send`), so
+/// several senders on one database never send a test twice.
 pub struct SvcSender {
     store: Store,
     signer: Arc<DkimSigner>,
     deliver_to: SocketAddr,
     seed_domain: String,
-    not_before: Mutex<HashMap<String, Instant>>,
+    /// This sender's name on its leases.
+    worker: String,
 }
 
 impl SvcSender {
@@ -41,52 +45,46 @@ impl SvcSender {
             signer: Arc::new(signer),
             deliver_to,
             seed_domain,
-            not_before: Mutex::new(HashMap::new()),
+            worker: crate::worker_id("svc"),
         }
-    }
-
-    fn not_before(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.not_before
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Sends the oldest due test; `false` when none is due. A failed send is recorded on the test
     /// (and retried later) and returned as the error.
     pub async fn run_one(&self) -> Result<bool, InboxError> {
-        let pending = self
+        let Some(send) = self
             .store
-            .pending_svc_sends(MAX_SEND_ATTEMPTS, BATCH)
-            .await?;
-        let now = Instant::now();
-        let due = {
-            let not_before = self.not_before();
-            pending
-                .into_iter()
-                .find(|p| not_before.get(&p.test_id).is_none_or(|t| *t <= now))
-        };
-        let Some(send) = due else {
+            .claim_svc_send(
+                &self.worker,
+                chrono::Utc::now().timestamp(),
+                LEASE.as_secs() as i64,
+                MAX_SEND_ATTEMPTS,
+            )
+            .await?
+        else {
             return Ok(false);
         };
         let result = self.send(&send).await;
         let now = chrono::Utc::now().timestamp();
         match result {
             Ok(()) => {
-                self.store
-                    .record_spam_send(&send.test_id, now, None)
-                    .await?;
-                self.not_before().remove(&send.test_id);
+                if !self
+                    .store
+                    .finish_svc_send(&send.test_id, &self.worker, now, Ok(()))
+                    .await?
+                {
+                    tracing::warn!(test_id = send.test_id, "svc send lease lost before it was recorded; another sender may send it again");
+                }
                 tracing::info!(test_id = send.test_id, "svc test message sent");
                 Ok(true)
             }
             Err(e) => {
                 let message = e.to_string();
+                let retry_at = now + RETRY.as_secs() as i64;
                 self.store
-                    .record_spam_send(&send.test_id, now, Some(&message))
+                    .finish_svc_send(&send.test_id, &self.worker, now, Err((&message, retry_at)))
                     .await?;
-                self.not_before()
-                    .insert(send.test_id.clone(), Instant::now() + RETRY);
-                if send.attempts + 1 >= MAX_SEND_ATTEMPTS {
+                if send.attempts >= MAX_SEND_ATTEMPTS {
                     tracing::error!(
                         test_id = send.test_id,
                         error = message,
