@@ -31,6 +31,9 @@ packages=(
   libwebkit2gtk-4.1-dev
   libgtk-3-dev
   sqlite3
+  # PostgreSQL, the second storage backend: the tests start their own throw-away cluster (as the
+  # postgres user, on a loopback port); the package's own cluster is not started (policy-rc.d below).
+  postgresql
 )
 
 missing=()
@@ -49,8 +52,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  # policy-rc.d keeps the packages' own services (spamd, rspamd, redis) from starting: the tests start
-  # their own instances on loopback ports they choose.
+  # policy-rc.d keeps the packages' own services (spamd, rspamd, redis, postgresql) from starting:
+  # the tests start their own instances on loopback ports they choose.
   had_policy=0
   [ -e /usr/sbin/policy-rc.d ] && had_policy=1
   if [ $had_policy -eq 0 ]; then

@@ -12,6 +12,9 @@ pub enum AccountsCommand {
     Add {
         #[arg(long, env = "MAILPROOF_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
+        /// The service's database when it is not SQLite in the data dir (`postgres://...`).
+        #[arg(long, env = "MAILPROOF_DATABASE_URL")]
+        database_url: Option<String>,
         #[arg(long)]
         api_key: String,
         #[arg(long)]
@@ -39,22 +42,42 @@ pub enum AccountsCommand {
     List {
         #[arg(long, env = "MAILPROOF_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
+        /// The service's database when it is not SQLite in the data dir (`postgres://...`).
+        #[arg(long, env = "MAILPROOF_DATABASE_URL")]
+        database_url: Option<String>,
     },
     /// Remove an account and all of its tests.
     Remove {
         #[arg(long, env = "MAILPROOF_DATA_DIR", default_value = "./data")]
         data_dir: PathBuf,
+        /// The service's database when it is not SQLite in the data dir (`postgres://...`).
+        #[arg(long, env = "MAILPROOF_DATABASE_URL")]
+        database_url: Option<String>,
         #[arg(long)]
         api_key: String,
     },
 }
 
-async fn open(data_dir: &std::path::Path) -> anyhow::Result<Store> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
-    Store::open(data_dir)
-        .await
-        .with_context(|| format!("cannot open the database in {}", data_dir.display()))
+/// The service's database: `database_url` if given, else SQLite in `data_dir`.
+pub async fn open_store(
+    data_dir: &std::path::Path,
+    database_url: Option<&str>,
+) -> anyhow::Result<Store> {
+    match database_url {
+        Some(url) => Store::connect(url).await.with_context(|| {
+            format!(
+                "cannot open the database at {}; check database_url and that the server is up",
+                store::redact_url(url)
+            )
+        }),
+        None => {
+            std::fs::create_dir_all(data_dir)
+                .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+            Store::open(data_dir)
+                .await
+                .with_context(|| format!("cannot open the database in {}", data_dir.display()))
+        }
+    }
 }
 
 fn check_key(key: &str) -> anyhow::Result<()> {
@@ -71,6 +94,7 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
     match cmd {
         AccountsCommand::Add {
             data_dir,
+            database_url,
             api_key,
             password,
             plan,
@@ -120,7 +144,7 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
                 None => None,
             };
             let hash = api::hash_password(&password).map_err(anyhow::Error::msg)?;
-            let store = open(&data_dir).await?;
+            let store = open_store(&data_dir, database_url.as_deref()).await?;
             let account = store
                 .create_account(
                     &NewAccount {
@@ -138,8 +162,11 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
             store.close().await;
             println!("added account {} (plan {})", account.api_key, account.plan);
         }
-        AccountsCommand::List { data_dir } => {
-            let store = open(&data_dir).await?;
+        AccountsCommand::List {
+            data_dir,
+            database_url,
+        } => {
+            let store = open_store(&data_dir, database_url.as_deref()).await?;
             println!(
                 "{:<40} {:<11} {:>8} {:>10} {:<20} clients",
                 "api_key", "plan", "rate/min", "month/cust", "auto_inbox"
@@ -158,8 +185,12 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
             }
             store.close().await;
         }
-        AccountsCommand::Remove { data_dir, api_key } => {
-            let store = open(&data_dir).await?;
+        AccountsCommand::Remove {
+            data_dir,
+            database_url,
+            api_key,
+        } => {
+            let store = open_store(&data_dir, database_url.as_deref()).await?;
             let removed = store.remove_account(&api_key).await?;
             store.close().await;
             if !removed {

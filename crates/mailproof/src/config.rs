@@ -15,6 +15,7 @@ use store::BlobsConfig;
 #[serde(default, deny_unknown_fields)]
 pub struct FileConfig {
     pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
     pub http: Option<String>,
     pub smtp: Option<String>,
     pub public_url: Option<String>,
@@ -128,6 +129,8 @@ impl FileConfig {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub data_dir: PathBuf,
+    /// `None`: SQLite, `mailproof.sqlite` in the data dir.
+    pub database_url: Option<String>,
     pub http: SocketAddr,
     pub smtp: SocketAddr,
     pub public_url: String,
@@ -153,6 +156,10 @@ pub struct Overrides {
     /// Where the database, screenshots and keys live.
     #[arg(long, env = "MAILPROOF_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The database: `postgres://USER:PASSWORD@HOST:PORT/DB` or `sqlite://FILE` (default: SQLite
+    /// in the data dir).
+    #[arg(long, env = "MAILPROOF_DATABASE_URL")]
+    pub database_url: Option<String>,
     /// HTTP listen address.
     #[arg(long, env = "MAILPROOF_HTTP")]
     pub http: Option<String>,
@@ -240,6 +247,15 @@ impl Settings {
                     .into(),
             );
         }
+        let database_url = o.database_url.clone().or(file.database_url);
+        if let Some(url) = &database_url {
+            if store::Backend::of_url(url).is_none() {
+                problems.push(format!(
+                    "database_url {:?} must start with postgres:// or sqlite://",
+                    store::redact_url(url)
+                ));
+            }
+        }
         if !problems.is_empty() {
             bail!("invalid settings:\n  {}", problems.join("\n  "));
         }
@@ -249,6 +265,7 @@ impl Settings {
                 .clone()
                 .or(file.data_dir)
                 .unwrap_or_else(|| PathBuf::from("./data")),
+            database_url,
             http,
             smtp,
             public_url,
@@ -278,5 +295,36 @@ impl Settings {
             spam: file.spam.unwrap_or_default(),
             http_limits,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_url_chooses_the_backend_and_a_wrong_scheme_is_reported() {
+        let default = Settings::resolve(&Overrides::default()).expect("defaults are valid");
+        assert_eq!(
+            default.database_url, None,
+            "SQLite in the data dir by default"
+        );
+        let pg = Settings::resolve(&Overrides {
+            database_url: Some("postgres://mailproof@127.0.0.1:5432/mailproof".into()),
+            ..Overrides::default()
+        })
+        .expect("a postgres URL is valid");
+        assert_eq!(
+            pg.database_url.as_deref(),
+            Some("postgres://mailproof@127.0.0.1:5432/mailproof")
+        );
+        let err = Settings::resolve(&Overrides {
+            database_url: Some("mysql://u:secret@h/db".into()),
+            ..Overrides::default()
+        })
+        .expect_err("mysql is not supported")
+        .to_string();
+        assert!(err.contains("database_url"), "{err}");
+        assert!(!err.contains("secret"), "the password is not shown: {err}");
     }
 }

@@ -249,12 +249,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             settings.data_dir.display()
         )
     })?;
-    let store = Store::open(&settings.data_dir).await.with_context(|| {
-        format!(
-            "cannot open the database in {}",
-            settings.data_dir.display()
-        )
-    })?;
+    let store =
+        crate::accounts::open_store(&settings.data_dir, settings.database_url.as_deref()).await?;
     let blobs = Blobs::open(&settings.blobs, &settings.data_dir)?;
     ensure_first_account(&store).await?;
     // Bind before building the state: with port 0 the default public URL needs the real port.

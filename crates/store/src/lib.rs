@@ -23,7 +23,8 @@
 //!   never `i32`), `String`/`&str`, `Vec<u8>` (`BYTEA`), their `Option`s. Flags are 0/1 integers
 //!   on both (`Any` cannot decode a SQLite integer as `bool`); `SUM` needs a cast on PostgreSQL.
 //! - Write SQL both dialects accept: `ON CONFLICT ... DO UPDATE` (not `INSERT OR REPLACE`),
-//!   `CASE` (not two-argument `MAX`), `LIKE` on `lower()` (not `instr`). The few fragments that
+//!   `CASE` (not two-argument `MAX`), `LIKE` on `lower()` (not `instr`); in `DO UPDATE`, name the
+//!   table's own columns with the table (`SET n = t.n + 1`: PostgreSQL finds a bare `n` ambiguous). The few fragments that
 //!   must differ are methods of [`Backend`] (`skip_locked`, `insertion_order`), spliced in with
 //!   `format!`; add one there rather than branching in a query.
 //! - Queue claims are `UPDATE ... WHERE id = (SELECT id ... LIMIT 1 {skip_locked}) RETURNING ...`.

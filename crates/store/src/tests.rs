@@ -162,7 +162,7 @@ impl Store {
         if let (Some((limit, month)), Some(customer)) = (&t.monthly_limit, &t.customer_id) {
             let used: i64 = sqlx::query_scalar(
                 "INSERT INTO monthly_usage (account_id, customer_id, month, tests) VALUES ($1, $2, $3, 1)
-                 ON CONFLICT (account_id, customer_id, month) DO UPDATE SET tests = tests + 1
+                 ON CONFLICT (account_id, customer_id, month) DO UPDATE SET tests = monthly_usage.tests + 1
                  RETURNING tests",
             )
             .bind(t.account_id)

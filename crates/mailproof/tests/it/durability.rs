@@ -44,6 +44,7 @@ async fn accounts_can_be_managed_while_the_server_runs() {
     let out = std::process::Command::new(BIN)
         .args(["accounts", "list", "--data-dir"])
         .arg(s.data_dir())
+        .envs(database_env(s.dir.path()))
         .output()
         .expect("accounts list");
     let listing = String::from_utf8_lossy(&out.stdout);
@@ -65,12 +66,14 @@ async fn accounts_can_be_managed_while_the_server_runs() {
             "--data-dir",
         ])
         .arg(s.data_dir())
+        .envs(database_env(s.dir.path()))
         .output()
         .expect("accounts add");
     assert!(!dup.status.success(), "a duplicate key is refused");
     let rm = std::process::Command::new(BIN)
         .args(["accounts", "remove", "--api-key", "live", "--data-dir"])
         .arg(s.data_dir())
+        .envs(database_env(s.dir.path()))
         .output()
         .expect("accounts remove");
     assert!(rm.status.success());

@@ -282,18 +282,27 @@ async fn seed_test(s: &Server) -> (String, Vec<String>) {
 /// `Received:` header).
 fn stored_intact(s: &Server, message: &[u8]) -> u64 {
     let hex: String = message.iter().map(|b| format!("{b:02X}")).collect();
-    let query = format!(
-        "SELECT count(*) FROM inbound_messages WHERE hex(substr(data, -{})) = '{hex}';",
-        message.len()
-    );
-    let out = Command::new("sqlite3")
-        .arg(s.data_dir().join("mailproof.sqlite"))
-        .arg(query)
-        .output()
-        .expect("sqlite3 runs (install it with scripts/setup.sh)");
+    let n = message.len();
+    let out = match database_url(s.dir.path()) {
+        Some(url) => Command::new("psql")
+            .args(["-tA", &url, "-c"])
+            .arg(format!(
+                "SELECT count(*) FROM inbound_messages WHERE length(data) >= {n} \
+                 AND upper(encode(substring(data from length(data) - {n} + 1), 'hex')) = '{hex}';"
+            ))
+            .output()
+            .expect("psql runs (install it with scripts/setup.sh)"),
+        None => Command::new("sqlite3")
+            .arg(s.data_dir().join("mailproof.sqlite"))
+            .arg(format!(
+                "SELECT count(*) FROM inbound_messages WHERE hex(substr(data, -{n})) = '{hex}';"
+            ))
+            .output()
+            .expect("sqlite3 runs (install it with scripts/setup.sh)"),
+    };
     assert!(
         out.status.success(),
-        "sqlite3: {}",
+        "counting stored mail: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout)

@@ -1,5 +1,9 @@
 //! Test harness: runs the real `mailproof serve` binary on an ephemeral port with a temporary data
 //! directory, creates accounts through the real CLI, and speaks HTTP to it.
+//!
+//! The database is SQLite in the data directory, or with `MAILPROOF_TEST_DB=postgres` a fresh
+//! PostgreSQL database per test (in one cluster per test binary, from `store::testing`). Its URL is
+//! kept beside the data directory, so a server restarted on the same directory finds it again.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -38,6 +42,7 @@ impl Server {
 
     /// Starts a server on an existing data directory (for restart tests).
     pub async fn start_in(dir: tempfile::TempDir, opts: Options) -> Server {
+        prepare_database(dir.path()).await;
         let config = dir.path().join("mailproof.toml");
         // Tests that do not ask for rendering run without engines: starting three browsers for
         // every API test would only slow the suite down.
@@ -55,6 +60,7 @@ impl Server {
             .arg(dir.path().join("data"))
             .arg("--config")
             .arg(&config)
+            .envs(database_env(dir.path()))
             .env("MAILPROOF_API_KEY", ADMIN_KEY)
             .env("MAILPROOF_PASSWORD", ADMIN_PASS)
             .env("RUST_LOG", "warn")
@@ -203,6 +209,30 @@ impl Drop for Server {
     }
 }
 
+/// Where a test directory keeps its PostgreSQL database's URL.
+fn database_url_file(dir: &Path) -> PathBuf {
+    dir.join("database_url")
+}
+
+/// With `MAILPROOF_TEST_DB=postgres`, gives `dir` a fresh database unless it has one already.
+async fn prepare_database(dir: &Path) {
+    if store::Backend::from_env() != store::Backend::Postgres || database_url_file(dir).exists() {
+        return;
+    }
+    let db = store::testing::database(store::Backend::Postgres).await;
+    std::fs::write(database_url_file(dir), &db.url).expect("write the database URL");
+}
+
+/// The URL of `dir`'s database when it is not SQLite in the data dir.
+pub fn database_url(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(database_url_file(dir)).ok()
+}
+
+/// The environment that points the binary at `dir`'s database.
+pub fn database_env(dir: &Path) -> Option<(&'static str, String)> {
+    database_url(dir).map(|url| ("MAILPROOF_DATABASE_URL", url))
+}
+
 pub fn accounts_cli(data_dir: &Path, key: &str, plan: &str, extra: &[&str]) {
     let out = Command::new(BIN)
         .args([
@@ -217,6 +247,7 @@ pub fn accounts_cli(data_dir: &Path, key: &str, plan: &str, extra: &[&str]) {
         ])
         .arg("--data-dir")
         .arg(data_dir)
+        .envs(data_dir.parent().and_then(database_env))
         .args(extra)
         .output()
         .expect("run mailproof accounts add");
@@ -361,6 +392,7 @@ impl MailServer {
     /// In `dir` (the data dir is `dir/data`), with `extra` appended to the config file.
     pub async fn start_in(dir: tempfile::TempDir, extra: &str) -> MailServer {
         use std::os::unix::process::CommandExt as _;
+        prepare_database(dir.path()).await;
         let config = dir.path().join("mailproof.toml");
         // Spam tests need the filters, not the browsers. The `smtp` method's test relay listens
         // on loopback, which the network policy admits only when allow-listed.
@@ -375,6 +407,7 @@ impl MailServer {
             .arg(dir.path().join("data"))
             .arg("--config")
             .arg(&config)
+            .envs(database_env(dir.path()))
             .env("MAILPROOF_API_KEY", ADMIN_KEY)
             .env("MAILPROOF_PASSWORD", ADMIN_PASS)
             .env("RUST_LOG", "warn")

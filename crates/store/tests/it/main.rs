@@ -322,6 +322,58 @@ mod links;
 mod queues;
 mod web;
 
+/// The per-customer monthly count is an upsert; the test over the limit is refused and not written.
+async fn the_monthly_limit_counts_per_customer_and_refuses_the_test_over_it(backend: Backend) {
+    let (_dir, store, first) = store_with_test(backend, vec![Variant::Default]).await;
+    let account = store
+        .account_by_key("k")
+        .await
+        .expect("read")
+        .expect("account");
+    let test = |n: i64, customer: &str| NewTest {
+        id: domain::TestId::generate().to_string(),
+        account_id: account.id,
+        kind: TestKind::Email,
+        subject: format!("S{n}"),
+        html: "<p>x</p>".into(),
+        created_at: 2_000 + n,
+        reference_id: None,
+        customer_id: Some(customer.into()),
+        headers: BTreeMap::new(),
+        image_blocking: false,
+        free_test: false,
+        source_url: None,
+        clients: Vec::new(),
+        spam_method: None,
+        seed_key: None,
+        spam_from_address: None,
+        spam_filters: Vec::new(),
+        reprocesses: 0,
+        monthly_limit: Some((2, "2026-11".into())),
+    };
+    store.create_test(&test(1, "c1")).await.expect("first");
+    store.create_test(&test(2, "c1")).await.expect("second");
+    let over = test(3, "c1");
+    assert!(matches!(
+        store.create_test(&over).await,
+        Err(store::StoreError::TestLimitReached { limit: 2, .. })
+    ));
+    assert!(store
+        .test(account.id, &over.id)
+        .await
+        .expect("read")
+        .is_none());
+    store
+        .create_test(&test(4, "c2"))
+        .await
+        .expect("another customer");
+    assert!(store
+        .test(account.id, &first)
+        .await
+        .expect("read")
+        .is_some());
+}
+
 /// Each SQLite migration has its PostgreSQL twin with the same number (0001 stands for 0001-0005,
 /// which PostgreSQL's schema was written from at once), so neither backend lags behind.
 #[test]
@@ -355,6 +407,7 @@ fn every_sqlite_migration_has_a_postgres_twin() {
 }
 
 on_both!(
+    the_monthly_limit_counts_per_customer_and_refuses_the_test_over_it,
     a_client_completes_when_all_its_variants_are_done,
     an_expired_lease_is_taken_over_and_the_old_worker_result_is_ignored,
     a_retry_waits_and_a_bounce_is_final,
