@@ -7,11 +7,13 @@
 #[cfg(test)]
 mod corpus;
 pub mod decode;
+pub mod dns;
 pub mod fetch;
 pub mod inline;
 pub mod links;
 pub mod netpolicy;
 pub mod text;
+pub mod uribl;
 
 pub use decode::{decode_source, DecodeError, TransferEncoding};
 pub use fetch::{fetch_source, FetchError, FetchedSource};

@@ -30,6 +30,42 @@ pub struct FileConfig {
     pub render: Option<RenderSettings>,
     pub spam: Option<SpamSettings>,
     pub http_limits: Option<HttpLimits>,
+    pub dns: Option<DnsSettings>,
+}
+
+/// The `[dns]` section: where the lookups mailproof makes itself go (SPF/DKIM/DMARC and URI
+/// blocklists in the built-in spam filter, URI blocklists in the link check).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DnsSettings {
+    /// Off: no lookups at all (authentication results are `temperror`, blocklists not consulted).
+    pub enabled: bool,
+    /// One name server, `ip:port`, instead of /etc/resolv.conf's: e.g. your own caching resolver,
+    /// which URI blocklists require (they refuse queries from public resolvers).
+    pub nameserver: Option<SocketAddr>,
+    /// Milliseconds per query try (two tries).
+    pub timeout_ms: u64,
+}
+
+impl Default for DnsSettings {
+    fn default() -> Self {
+        DnsSettings {
+            enabled: true,
+            nameserver: None,
+            timeout_ms: 500,
+        }
+    }
+}
+
+impl DnsSettings {
+    pub fn mode(&self) -> content::dns::DnsMode {
+        let timeout = std::time::Duration::from_millis(self.timeout_ms);
+        match (self.enabled, self.nameserver) {
+            (false, _) => content::dns::DnsMode::Disabled,
+            (true, Some(addr)) => content::dns::DnsMode::Server { addr, timeout },
+            (true, None) => content::dns::DnsMode::System { timeout },
+        }
+    }
 }
 
 /// The `[http_limits]` section: how long clients may take, how many are served at once, and how
@@ -145,6 +181,7 @@ pub struct Settings {
     pub render: RenderSettings,
     pub spam: SpamSettings,
     pub http_limits: HttpLimits,
+    pub dns: DnsSettings,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -240,6 +277,10 @@ impl Settings {
                     .into(),
             );
         }
+        let dns = file.dns.unwrap_or_default();
+        if !(10..=10_000).contains(&dns.timeout_ms) {
+            problems.push("[dns] timeout_ms must be between 10 and 10000".into());
+        }
         if !problems.is_empty() {
             bail!("invalid settings:\n  {}", problems.join("\n  "));
         }
@@ -277,6 +318,7 @@ impl Settings {
             render: file.render.unwrap_or_default(),
             spam: file.spam.unwrap_or_default(),
             http_limits,
+            dns,
         })
     }
 }

@@ -11,10 +11,11 @@ use anyhow::Context;
 use api::health::{Component, Health, State};
 use api::{SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 use content::netpolicy::ResolveError;
+use content::uribl::UriblLookup;
 use inbox::{InboundProcessor, InboxConfig, InboxSink, SvcSender};
 use spam::{
-    DaemonConfig, DaemonState, DnsMode, FilterAddresses, FilterProfiles, FilterStatus,
-    FilterSupervisor, SpamFilters,
+    DaemonConfig, DaemonState, FilterAddresses, FilterProfiles, FilterStatus, FilterSupervisor,
+    SpamFilters,
 };
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -42,6 +43,8 @@ pub struct MailService {
     pub spam_clients: Vec<SpamClientInfo>,
     /// For `api::AppState::with_smtp_probe`.
     pub smtp_probe: Arc<dyn SmtpProbe>,
+    /// The URI blocklists the built-in filter consults, for the link check to report.
+    pub uribl: UriblLookup,
     stop: watch::Sender<bool>,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
 }
@@ -66,6 +69,8 @@ impl MailService {
         } = ctx;
         let profiles_path = settings.resources.join("spam-filters.toml");
         let profiles = FilterProfiles::load(&profiles_path)?;
+        let dns_mode = settings.dns.mode();
+        let uribl = UriblLookup::new(profiles.uribl_zones().to_vec(), &dns_mode);
         let spam_clients: Vec<SpamClientInfo> = profiles
             .all()
             .iter()
@@ -158,7 +163,7 @@ impl MailService {
                 let filters = Arc::new(SpamFilters::with_dns(
                     profiles,
                     &FilterAddresses::default(),
-                    DnsMode::default(),
+                    dns_mode.clone(),
                 ));
                 if let Some(supervisor) = &supervisor {
                     let mut status = supervisor.status();
@@ -216,6 +221,7 @@ impl MailService {
         tracing::info!(smtp = %bound, profiles = names.len(), "mail service started");
         Ok(MailService {
             spam_clients,
+            uribl,
             smtp_probe: Arc::new(CallerSmtp {
                 seed_domain: settings.seed_domain,
                 policy: settings.fetch,

@@ -324,6 +324,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     let links = tokio::spawn(crate::links::run(
         store.clone(),
         settings.fetch.clone(),
+        mail.uribl.clone(),
         state.links_ready.clone(),
         stop_rx.clone(),
     ));

@@ -11,11 +11,11 @@ use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::state::AppState;
 
-/// Why `uribl` is empty. The spam filters mailproof runs (spamd with `skip_rbl_checks`, rspamd
-/// with its `rbl` module off, the built-in analyzer) run offline and consult no URI blocklist, so
-/// there is no list to look link domains up in; saying so beats an empty list that reads as clean.
-pub const URIBL_STATUS: &str = "not checked: the spam filters mailproof runs are offline and \
-                                consult no URI blocklist, so link domains were not looked up";
+/// `uribl_status` while the check runs.
+const URIBL_PENDING: &str = "pending: link domains are looked up when the check runs";
+/// `uribl_status` of a report stored before link checks consulted the blocklists.
+const URIBL_NOT_ASKED: &str =
+    "not checked: this report predates URI blocklist lookups; PUT the check again";
 
 /// `PUT /v5/email/tests/{id}/links`.
 pub async fn start(
@@ -50,17 +50,24 @@ pub async fn report(
     };
     let Some(result) = row.result.filter(|_| row.state == "done") else {
         return Ok(Json(
-            json!({"status": "pending", "links": [], "uribl": [], "uribl_status": URIBL_STATUS}),
+            json!({"status": "pending", "links": [], "uribl": [], "uribl_status": URIBL_PENDING}),
         ));
     };
     let check: content::links::LinkCheck = serde_json::from_str(&result)
         .map_err(|e| ApiError::internal("stored link report is unreadable", e))?;
+    // `uribl` lists only what a list answered; `uribl_status` says which lists were consulted, so
+    // an empty list from lists that were offline never reads as "clean".
+    let (uribl, uribl_status) = match &check.uribl {
+        Some(report) => (json!(report.hits), json!(report.status)),
+        None => (json!([]), json!(URIBL_NOT_ASKED)),
+    };
     Ok(Json(json!({
         "status": "complete",
         "completed_at": row.completed_at,
         "links": check.links,
         "skipped": check.skipped,
-        "uribl": [],
-        "uribl_status": URIBL_STATUS,
+        "uribl": uribl,
+        "uribl_status": uribl_status,
+        "uribl_consulted": check.uribl.as_ref().map(|r| r.consulted.clone()).unwrap_or_default(),
     })))
 }
