@@ -240,7 +240,7 @@ async fn link_domains_on_a_uri_blocklist_are_reported_and_silent_lists_are_named
     .await;
     let html = "<p><a href=\"https://www.listed-domain.example/offer\">offer</a>\n\
                 <a href=\"https://news.clean-domain.example/\">news</a></p>";
-    let id = create_test(&s, "uribl", &html).await;
+    let id = create_test(&s, "uribl", html).await;
     let path = format!("/v5/email/tests/{id}/links");
     s.put(&path, &json!({})).await.ok();
     let report = wait_complete(&s, &id).await;
