@@ -12,6 +12,7 @@ pub mod error;
 pub mod handlers;
 pub mod health;
 mod login;
+pub mod metrics;
 pub mod openapi;
 pub mod params;
 pub mod state;
@@ -135,7 +136,10 @@ pub fn router(state: AppState) -> Router {
     let max_body = state.settings.max_body_bytes;
     // The API rules wrap the versioned router as one service, not route by route: axum adds the
     // `Allow` header of a 405 outside per-route middleware, and `BadMethod` must repeat it.
-    let api = api_routes().fallback(not_found).with_state(state.clone());
+    let api = api_routes()
+        .route_layer(middleware::from_fn(metrics::count_requests))
+        .fallback(not_found)
+        .with_state(state.clone());
     let api = tower::Layer::layer(&middleware::from_fn(api_rules), api);
     Router::new()
         .route("/screenshots/{test}/{client}/{file}", get(shots::serve))
@@ -144,6 +148,8 @@ pub fn router(state: AppState) -> Router {
             "/openapi.json",
             get(|| async { axum::Json(openapi::document()) }),
         )
+        .route("/metrics", get(metrics::metrics))
+        .route_layer(middleware::from_fn(metrics::count_requests))
         .fallback_service(api)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(request_shape))

@@ -84,6 +84,8 @@ pub struct ApiSettings {
     pub failed_logins_per_address: u32,
     /// Failed logins per minute for one API key, from all addresses together.
     pub failed_logins_per_key: u32,
+    /// When set, `GET /metrics` answers only `Authorization: Bearer <token>`.
+    pub metrics_token: Option<String>,
 }
 
 #[derive(Clone)]

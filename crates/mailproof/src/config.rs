@@ -31,6 +31,15 @@ pub struct FileConfig {
     pub spam: Option<SpamSettings>,
     pub http_limits: Option<HttpLimits>,
     pub dns: Option<DnsSettings>,
+    pub metrics: Option<MetricsSettings>,
+}
+
+/// The `[metrics]` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// When set, `GET /metrics` answers only `Authorization: Bearer <token>`.
+    pub token: Option<String>,
 }
 
 /// The `[dns]` section: where the lookups mailproof makes itself go (SPF/DKIM/DMARC and URI
@@ -182,6 +191,7 @@ pub struct Settings {
     pub spam: SpamSettings,
     pub http_limits: HttpLimits,
     pub dns: DnsSettings,
+    pub metrics: MetricsSettings,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -319,6 +329,7 @@ impl Settings {
             spam: file.spam.unwrap_or_default(),
             http_limits,
             dns,
+            metrics: file.metrics.unwrap_or_default(),
         })
     }
 }

@@ -278,6 +278,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         max_body_bytes: settings.max_body_bytes,
         failed_logins_per_address: settings.http_limits.failed_logins_per_address,
         failed_logins_per_key: settings.http_limits.failed_logins_per_key,
+        metrics_token: settings.metrics.token.clone(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let health = Arc::new(api::health::Health::default());

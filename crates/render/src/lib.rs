@@ -213,6 +213,7 @@ impl Pool {
         }
         if let Some((_, old)) = now {
             tracing::warn!(engine = %self.engine, pid = old.pid(), "restarting the engine");
+            telemetry::global().engine_restart(self.engine.as_str());
             old.shutdown().await;
         }
         let fresh = Instance::start(self.engine, &self.setup).await?;
@@ -339,6 +340,14 @@ impl Renderer {
 
     /// Renders `req` and returns the whole-document PNG and its thumbnails.
     pub async fn render(&self, req: RenderRequest) -> Result<Rendered, RenderError> {
+        let started = std::time::Instant::now();
+        let engine = req.engine;
+        let result = self.render_inner(req).await;
+        telemetry::global().screenshot(engine.as_str(), result.is_ok(), started.elapsed());
+        result
+    }
+
+    async fn render_inner(&self, req: RenderRequest) -> Result<Rendered, RenderError> {
         validate(&req)?;
         let png = if req.engine == Engine::Webkit {
             self.render_webkit(&req).await?

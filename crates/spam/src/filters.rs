@@ -256,6 +256,7 @@ impl SpamFilters {
             EngineKind::Builtin => self.builtin.analyze(message, env).await,
         };
         let elapsed_ms = started.elapsed().as_millis();
+        telemetry::global().filter_scan(engine.as_str(), result.is_ok());
         match result {
             Ok(mut report) => {
                 tracing::debug!(

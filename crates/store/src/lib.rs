@@ -14,6 +14,7 @@ mod blobs;
 mod inbound;
 mod jobs;
 mod links;
+mod queues;
 mod retention;
 mod spam;
 mod tests;
@@ -33,6 +34,7 @@ pub use blobs::{
 pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;
+pub use queues::QueueStat;
 pub use spam::{PendingSend, SpamRow, SpamUpdate};
 pub use tests::{
     ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, TestRow,

@@ -14,6 +14,7 @@ mod filters_anywhere;
 mod hardening_http;
 mod links;
 mod lists;
+mod metrics;
 mod protocol;
 mod rendering;
 mod reprocess_quota;

@@ -313,4 +313,5 @@ async fn a_client_named_twice_in_one_reprocess_is_queued_and_paid_for_once() {
 }
 
 mod links;
+mod queues;
 mod web;
