@@ -71,14 +71,7 @@ pub struct Metrics {
 /// The process's metrics.
 pub fn global() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
-    METRICS.get_or_init(|| Metrics {
-        http_requests: Family::default(),
-        screenshots: Family::default(),
-        screenshot_seconds: Family::new_with_constructor(latency_histogram),
-        engine_restarts: Family::default(),
-        filter_scans: Family::default(),
-        smtp_messages: Family::default(),
-    })
+    METRICS.get_or_init(Metrics::new)
 }
 
 fn outcome(ok: bool) -> &'static str {
@@ -90,6 +83,17 @@ fn outcome(ok: bool) -> &'static str {
 }
 
 impl Metrics {
+    fn new() -> Metrics {
+        Metrics {
+            http_requests: Family::default(),
+            screenshots: Family::default(),
+            screenshot_seconds: Family::new_with_constructor(latency_histogram),
+            engine_restarts: Family::default(),
+            filter_scans: Family::default(),
+            smtp_messages: Family::default(),
+        }
+    }
+
     pub fn http_request(&self, method: &str, route: &str, status: u16) {
         self.http_requests
             .get_or_create(&HttpLabels {
@@ -220,20 +224,9 @@ pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std:
 mod tests {
     use super::*;
 
-    fn fresh() -> Metrics {
-        Metrics {
-            http_requests: Family::default(),
-            screenshots: Family::default(),
-            screenshot_seconds: Family::new_with_constructor(latency_histogram),
-            engine_restarts: Family::default(),
-            filter_scans: Family::default(),
-            smtp_messages: Family::default(),
-        }
-    }
-
     #[test]
     fn recorded_figures_appear_in_the_exposition() {
-        let m = fresh();
+        let m = Metrics::new();
         m.http_request("GET", "/v5/email/tests/{test_id}", 200);
         m.http_request("GET", "/v5/email/tests/{test_id}", 200);
         m.screenshot("chromium", true, Duration::from_millis(80));
