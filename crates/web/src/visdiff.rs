@@ -157,6 +157,14 @@ fn percent(share: f64) -> String {
     }
 }
 
+fn extra_height(px: i64) -> String {
+    if px == 0 {
+        "none (same height)".to_string()
+    } else {
+        format!("{px:+} px")
+    }
+}
+
 fn names(state: &WebState, ids: &[String]) -> String {
     ids.iter()
         .map(|c| display_name(state, c))
@@ -277,7 +285,7 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
                                     dl.meta.diff-figures {
                                         dt { "Changed" } dd.changed data-share=(d.changed_share()) { (percent(d.changed_share())) }
                                         dt { "Changed regions" } dd.regions { (d.boxes.len()) }
-                                        dt { "Extra height" } dd.extra { (format!("{:+}", d.extra_height)) " px" }
+                                        dt { "Extra height" } dd.extra { (extra_height(d.extra_height)) }
                                     }
                                     div.compare.diff-shots tabindex="0" role="region" aria-label={ "Screenshots of " (name) ": changes, before and after" } {
                                         figure {
@@ -321,5 +329,8 @@ mod tests {
         assert_eq!(percent(0.0), "0 % (no change)");
         assert_eq!(percent(0.00001), "less than 0.01 %");
         assert_eq!(percent(0.1234), "12.34 %");
+        assert_eq!(extra_height(0), "none (same height)");
+        assert_eq!(extra_height(-12), "-12 px");
+        assert_eq!(extra_height(30), "+30 px");
     }
 }

@@ -77,6 +77,32 @@ impl Session {
         let status = r.status().as_u16();
         (status, r.text().await.expect("page text"))
     }
+
+    /// Posts a form; the status and the `Location` it redirects to.
+    pub(crate) async fn post(&self, path: &str, fields: &[(&str, &str)]) -> (u16, String) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("cookie", &self.cookie)
+            .form(fields)
+            .send()
+            .await
+            .expect("form post");
+        let location = r
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        (r.status().as_u16(), location)
+    }
+}
+
+/// The CSRF token the page's forms carry.
+fn csrf(page: &str) -> String {
+    const FIELD: &str = "name=\"csrf\" value=\"";
+    let at = page.find(FIELD).expect("a form with a CSRF token") + FIELD.len();
+    page[at..].split('"').next().unwrap_or_default().to_string()
 }
 
 async fn create(s: &Server, subject: &str, html: &str, clients: &[&str]) -> String {
@@ -217,4 +243,77 @@ async fn the_why_panel_and_the_diff_page_over_http() {
         assert_eq!(status, 404, "{path}");
         assert!(body.contains("Test not found"), "{path}: {body}");
     }
+}
+
+/// A link to a loopback address (refused by the network policy, never contacted) on line 3 and
+/// an image without `alt` on line 4.
+const LINKS: &str =
+    "<!doctype html>\n<html><body>\n<p><a href=\"http://127.0.0.1:9/offer\">Offer</a></p>\n\
+<img src=\"http://127.0.0.1:9/logo.png\">\n</body></html>\n";
+
+#[tokio::test]
+async fn the_link_check_from_the_web_pages() {
+    let s = Server::start().await;
+    let id = create(&s, "Links", LINKS, &["gmail_chrome_web"]).await;
+    let web = Session::sign_in(&s, ADMIN_KEY, ADMIN_PASS).await;
+
+    let (status, test_page) = web.page(&format!("/tests/{id}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        test_page.contains(&format!("href=\"/tests/{id}/links\"")),
+        "a Links tab"
+    );
+    let (status, before) = web.page(&format!("/tests/{id}/links")).await;
+    assert_eq!(status, 200);
+    assert!(before.contains("have not been checked yet"), "{before}");
+
+    // Starting the check is a form post with the session's CSRF token.
+    let (status, _) = web.post(&format!("/tests/{id}/links"), &[]).await;
+    assert_eq!(status, 403, "no token, no check");
+    let (status, _) = web.page(&format!("/tests/{id}/links")).await;
+    assert_eq!(status, 200);
+    let token = csrf(&before);
+    let (status, location) = web
+        .post(&format!("/tests/{id}/links"), &[("csrf", token.as_str())])
+        .await;
+    assert!((300..400).contains(&status), "{status}");
+    assert_eq!(location, format!("/tests/{id}/links"));
+
+    let start = std::time::Instant::now();
+    let report = loop {
+        let (_, p) = web.page(&location).await;
+        if !p.contains("data-reload-after") {
+            break p;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the link check did not finish: {p}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    };
+    // The same report as the API's, row by row.
+    let api = s.get(&format!("/v5/email/tests/{id}/links")).await;
+    let links = api.ok()["links"].as_array().expect("links").clone();
+    assert_eq!(links.len(), 2, "{links:?}");
+    let rows: Vec<&str> = report.split("<tr data-state=").skip(1).collect();
+    assert_eq!(rows.len(), 2, "{report}");
+    let offer = rows[0];
+    assert!(offer.starts_with("\"error\""), "{offer}");
+    assert!(offer.contains("content?view=source#L3\""), "{offer}");
+    let error = links[0]["error"]
+        .as_str()
+        .expect("the loopback link's error");
+    assert!(
+        offer.contains(&error.replace('"', "&quot;")),
+        "{offer} lacks {error}"
+    );
+    let logo = rows[1];
+    assert!(logo.contains("#L4\"") && logo.contains("Image"), "{logo}");
+    assert!(logo.contains("no alt attribute"), "{logo}");
+
+    // Not another account's test.
+    s.add_account("intruder", "enterprise", &[]);
+    let other = Session::sign_in(&s, "intruder", "password-1").await;
+    let (status, _) = other.page(&format!("/tests/{id}/links")).await;
+    assert_eq!(status, 404);
 }

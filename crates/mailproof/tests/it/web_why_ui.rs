@@ -1,7 +1,8 @@
 //! The "why" panel and the visual diff page in headless Chromium, on real screenshots from one
 //! engine and two clients: the panel's line link lands on the offending line of the source view,
 //! the diff of a test against itself is zero and a recoloured block is a changed region in every
-//! client; axe-core finds no serious or critical violation on these pages.
+//! client; the Links tab runs the link check; axe-core finds no serious or critical violation on
+//! these pages.
 
 use std::time::Duration;
 
@@ -122,6 +123,16 @@ async fn the_why_panel_and_the_visual_diff_in_chromium() {
         "line 7 is the target: {target}"
     );
     b.check_accessibility(&axe, "numbered source").await;
+
+    // The Links tab starts the link check and shows its report once done.
+    b.goto(&s.url(&format!("/tests/{before}/links"))).await;
+    b.click_and_wait("form[action$='/links'] button").await;
+    b.wait_for(
+        "!document.querySelector('[data-reload-after]') && document.readyState === 'complete' && document.body.textContent.includes('no links or images')",
+        Duration::from_secs(60),
+    )
+    .await;
+    b.check_accessibility(&axe, "links").await;
 
     // From the newer test's page, the picker offers the earlier test of the same subject.
     b.goto(&s.url(&format!("/tests/{after}"))).await;
