@@ -5,6 +5,7 @@ use axum::extract::{Path, State};
 use axum::Json;
 use domain::TestKind;
 use serde_json::{json, Value};
+use store::TestRow;
 
 use super::email::owned_test;
 use crate::auth::Caller;
@@ -24,11 +25,7 @@ pub async fn start(
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
-    state
-        .store
-        .request_link_check(&test.id, chrono::Utc::now().timestamp())
-        .await?;
-    state.links_ready.notify_one();
+    request_check(&state, &test).await?;
     Ok(Json(json!({"status": "pending"})))
 }
 
@@ -39,35 +36,76 @@ pub async fn report(
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
-    let Some(row) = state.store.link_check(&test.id).await? else {
-        return Err(ApiError::new(
+    match link_state(&state, &test).await? {
+        LinkState::NotStarted => Err(ApiError::new(
             ErrorName::BadRequest,
             format!(
                 "links of test {id:?} have not been checked: start the check with PUT \
                  /v5/email/tests/{id}/links, then GET this URL again"
             ),
-        ));
+        )),
+        LinkState::Pending => Ok(Json(
+            json!({"status": "pending", "links": [], "uribl": [], "uribl_status": URIBL_PENDING}),
+        )),
+        LinkState::Complete {
+            completed_at,
+            check,
+        } => {
+            // `uribl` lists only what a list answered; `uribl_status` says which lists were
+            // consulted, so an empty list from lists that were offline never reads as "clean".
+            let (uribl, uribl_status) = match &check.uribl {
+                Some(report) => (json!(report.hits), json!(report.status)),
+                None => (json!([]), json!(URIBL_NOT_ASKED)),
+            };
+            Ok(Json(json!({
+                "status": "complete",
+                "completed_at": completed_at,
+                "links": check.links,
+                "skipped": check.skipped,
+                "uribl": uribl,
+                "uribl_status": uribl_status,
+                "uribl_consulted": check.uribl.as_ref().map(|r| r.consulted.clone()).unwrap_or_default(),
+            })))
+        }
+    }
+}
+
+/// Where a test's link check stands.
+#[derive(Clone, Debug)]
+pub enum LinkState {
+    /// Never requested.
+    NotStarted,
+    /// Queued or running.
+    Pending,
+    Complete {
+        completed_at: Option<i64>,
+        check: content::links::LinkCheck,
+    },
+}
+
+/// Queues a link check of `test` (already owned by the caller) and wakes the worker; the API's
+/// `PUT` and the web's "Check links" button both call this.
+pub async fn request_check(state: &AppState, test: &TestRow) -> ApiResult<()> {
+    state
+        .store
+        .request_link_check(&test.id, chrono::Utc::now().timestamp())
+        .await?;
+    state.links_ready.notify_one();
+    Ok(())
+}
+
+/// The state of `test`'s link check (the caller already owns `test`).
+pub async fn link_state(state: &AppState, test: &TestRow) -> ApiResult<LinkState> {
+    let Some(row) = state.store.link_check(&test.id).await? else {
+        return Ok(LinkState::NotStarted);
     };
     let Some(result) = row.result.filter(|_| row.state == "done") else {
-        return Ok(Json(
-            json!({"status": "pending", "links": [], "uribl": [], "uribl_status": URIBL_PENDING}),
-        ));
+        return Ok(LinkState::Pending);
     };
     let check: content::links::LinkCheck = serde_json::from_str(&result)
         .map_err(|e| ApiError::internal("stored link report is unreadable", e))?;
-    // `uribl` lists only what a list answered; `uribl_status` says which lists were consulted, so
-    // an empty list from lists that were offline never reads as "clean".
-    let (uribl, uribl_status) = match &check.uribl {
-        Some(report) => (json!(report.hits), json!(report.status)),
-        None => (json!([]), json!(URIBL_NOT_ASKED)),
-    };
-    Ok(Json(json!({
-        "status": "complete",
-        "completed_at": row.completed_at,
-        "links": check.links,
-        "skipped": check.skipped,
-        "uribl": uribl,
-        "uribl_status": uribl_status,
-        "uribl_consulted": check.uribl.as_ref().map(|r| r.consulted.clone()).unwrap_or_default(),
-    })))
+    Ok(LinkState::Complete {
+        completed_at: row.completed_at,
+        check,
+    })
 }

@@ -24,3 +24,5 @@ mod ssrf;
 mod tenancy;
 mod visual_diff;
 mod web_ui;
+mod web_why;
+mod web_why_ui;
