@@ -34,8 +34,7 @@ pub async fn check(args: &CheckArgs, progress: &Progress) -> Result<Report, CliE
         .transpose()?;
     let smtp = match args.spam {
         Some(m) if m.needs_smtp() => Some(SmtpSettings::from_env(m)?),
-        Some(_) => SmtpSettings::from_env(crate::SpamMethod::Svc).ok(),
-        None => None,
+        _ => None,
     };
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out)
