@@ -27,7 +27,12 @@ fn email(block_colour: &str) -> String {
 
 /// Runs `mailproof check <args>` with the given credentials (none: the variables are removed).
 async fn check(creds: Option<(&str, &str)>, args: &[&str]) -> Output {
+    check_env(creds, &[], args).await
+}
+
+async fn check_env(creds: Option<(&str, &str)>, env: &[(&str, String)], args: &[&str]) -> Output {
     let mut cmd = tokio::process::Command::new(BIN);
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
     cmd.arg("check")
         .args(args)
         .env_remove("MAILPROOF_API_KEY")
@@ -298,4 +303,83 @@ async fn credentials_come_only_from_the_environment_and_are_named_when_missing_o
     );
     let listed = s.get("/v5/email/tests").await.ok().clone();
     assert_eq!(listed, serde_json::json!([]), "no test was created");
+}
+
+const CLEAN_HTML: &str = r#"<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Acme monthly: what we shipped in November</title></head>
+<body style="font-family:Arial,sans-serif;color:#222">
+<table width="600" cellpadding="0" cellspacing="0" align="center"><tr><td>
+<h1>November at Acme</h1>
+<p>Hello Jane,</p>
+<p>This month the team finished the new reporting screens you asked about in the spring survey.
+Reports now load faster, can be shared with colleagues, and keep their filters when you come back.</p>
+<p>We also fixed the calendar export that some of you reported, and the mobile app remembers your
+last project again.</p>
+<p>Thanks for reading, and see you next month.</p>
+<p>Maria from the Acme product team</p>
+</td></tr></table></body></html>
+"#;
+
+const SPAM_HTML: &str = r##"<html><head><title>FREE VIAGRA!!! 100% GUARANTEED $$$ CASH NOW</title></head><body bgcolor="#ff0000">
+<p><b><font size="7">BUY VIAGRA AND CIALIS ONLINE - NO PRESCRIPTION NEEDED!!!</font></b></p>
+<p>Dear friend, you have been selected as the WINNER of $1,000,000 US DOLLARS in our lottery!!!
+100% GUARANTEED, RISK FREE, act now! Limited time offer, click below to claim your prize money.</p>
+<p><a href="http://203.0.113.7/claim.php?id=1">CLICK HERE TO CLAIM YOUR CASH $$$</a></p>
+<p>Cheap VIAGRA, CIALIS, LEVITRA, XANAX and VALIUM at the lowest prices from our online pharmacy.
+No doctor visit, no prescription, discreet shipping worldwide! Enlarge your penis today, 100%
+satisfaction guaranteed or your money back!!!</p>
+<p>Make money fast working from home!!! Earn $5000 per week, no experience needed. This is not spam,
+you signed up for this offer. To be removed from our list click <a href="http://203.0.113.7/remove">here</a>.</p>
+<p><a href="http://203.0.113.7/buy">ORDER NOW</a> <a href="http://203.0.113.7/buy">ORDER NOW</a></p>
+</body></html>
+"##;
+
+#[tokio::test]
+async fn a_seed_spam_test_is_sent_from_here_and_a_spam_verdict_fails_the_check_naming_the_filter() {
+    let s = MailServer::start_with("[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n").await;
+    let work = tempfile::tempdir().expect("dir");
+    let clean = write(work.path(), "clean.html", CLEAN_HTML);
+    let spammy = write(work.path(), "spammy.html", SPAM_HTML);
+    let env = [
+        ("MAILPROOF_SMTP_HOST", s.smtp.ip().to_string()),
+        ("MAILPROOF_SMTP_PORT", s.smtp.port().to_string()),
+        ("MAILPROOF_SMTP_FROM", "maria@acme.example".to_string()),
+    ];
+    let creds = Some((ADMIN_KEY, ADMIN_PASS));
+    let common = [
+        "--server",
+        s.base.as_str(),
+        "--clients",
+        "gmail_chrome_web",
+        "--spam",
+        "seed",
+        "--format",
+        "junit",
+        "--timeout",
+        "4m",
+    ];
+
+    let o = check_env(creds, &env, &[&[spammy.as_str()][..], &common[..]].concat()).await;
+    let (xml, err) = expect_code(&o, 1);
+    let cases = junit_cases(&xml);
+    let spam_failures: Vec<&String> = cases.iter().flat_map(|(_, f)| f).collect();
+    assert!(
+        !spam_failures.is_empty()
+            && spam_failures
+                .iter()
+                .all(|f| f.starts_with("spam filter ") && f.contains("marked the email as spam")),
+        "only spam verdicts fail: {xml}"
+    );
+    assert!(err.contains("marked the email as spam"), "{err}");
+    // The filters' test cases follow the client's: one per filter, each with a verdict.
+    assert!(cases.len() >= 3, "a client and the filters: {xml}");
+
+    let o = check_env(creds, &env, &[&[clean.as_str()][..], &common[..]].concat()).await;
+    let (xml, _) = expect_code(&o, 0);
+    assert_eq!(junit_cases(&xml).len(), cases.len(), "{xml}");
+
+    // Without an SMTP server to send through, seed is refused before a test is created.
+    let o = check(creds, &[&[clean.as_str()][..], &common[..]].concat()).await;
+    let (_, err) = expect_code(&o, 2);
+    assert!(err.contains("MAILPROOF_SMTP_HOST"), "{err}");
 }
