@@ -125,7 +125,7 @@ pub async fn check(args: &CheckArgs, progress: &Progress) -> Result<Report, CliE
 
     let results = api
         .get(
-            &format!("/v5.0.1/email/tests/{test_id}/results"),
+            &format!("/v5/email/tests/{test_id}/results"),
             "reading the results",
         )
         .await?;

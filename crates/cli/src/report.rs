@@ -234,7 +234,8 @@ impl Report {
                 (Some(Comparison::NotCompared { reason }), _) => format!("not compared: {reason}"),
                 (None, _) => String::new(),
             };
-            let _ = writeln!(s, "  {tag:<8} {:<width$}  {detail}", c.id);
+            let line = format!("  {tag:<8} {:<width$}  {detail}", c.id);
+            let _ = writeln!(s, "{}", line.trim_end());
         }
         if let Some(spam) = &self.spam {
             let _ = writeln!(s, "spam ({}):", spam.method);

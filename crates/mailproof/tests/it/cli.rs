@@ -303,6 +303,25 @@ async fn credentials_come_only_from_the_environment_and_are_named_when_missing_o
     );
     let listed = s.get("/v5/email/tests").await.ok().clone();
     assert_eq!(listed, serde_json::json!([]), "no test was created");
+    // This server has no engines, so the screenshot never comes: the timeout names what waits.
+    let o = check(
+        Some((ADMIN_KEY, ADMIN_PASS)),
+        &[
+            email.as_str(),
+            "--server",
+            s.base.as_str(),
+            "--clients",
+            "gmail_chrome_web",
+            "--timeout",
+            "2s",
+        ],
+    )
+    .await;
+    let (_, err) = expect_code(&o, 2);
+    assert!(
+        err.contains("did not finish within --timeout 2s: still processing gmail_chrome_web"),
+        "{err}"
+    );
 }
 
 const CLEAN_HTML: &str = r#"<!DOCTYPE html>
