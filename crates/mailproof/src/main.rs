@@ -1,5 +1,6 @@
 //! The `mailproof` command: `serve` runs the service; `accounts` manages API accounts, also while
-//! the service runs (they share the SQLite database, which serialises writers).
+//! the service runs (they share the SQLite database, which serialises writers); `check` tests an
+//! email against a running server for CI (crate `cli`).
 
 mod accounts;
 mod config;
@@ -44,6 +45,10 @@ enum Command {
         #[command(subcommand)]
         command: accounts::AccountsCommand,
     },
+    /// Test an email against a running server, for CI: exit 0 when unchanged, 1 when a client
+    /// bounced, changed beyond --max-diff or a filter said spam, 2 when the check could not run.
+    /// Credentials come from MAILPROOF_API_KEY and MAILPROOF_PASSWORD.
+    Check(::cli::CheckArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -67,12 +72,18 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(o) => serve::run(o).await,
-            Command::Accounts { command } => accounts::run(command).await,
+            Command::Serve(o) => serve::run(o)
+                .await
+                .map(|()| std::process::ExitCode::SUCCESS),
+            Command::Accounts { command } => accounts::run(command)
+                .await
+                .map(|()| std::process::ExitCode::SUCCESS),
+            // `check` has exit codes of its own (0 passed, 1 failed, 2 could not check).
+            Command::Check(args) => Ok(::cli::run(args).await),
         }
     });
     match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("mailproof: {e:#}");
             std::process::ExitCode::FAILURE
