@@ -30,6 +30,29 @@ pub struct FileConfig {
     pub render: Option<RenderSettings>,
     pub spam: Option<SpamSettings>,
     pub http_limits: Option<HttpLimits>,
+    pub webhooks: Option<WebhookSettings>,
+}
+
+/// The `[webhooks]` section: how completion callbacks are retried.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Attempts before a callback is marked failed.
+    pub max_attempts: i64,
+    /// Seconds before the first retry; each later retry waits twice as long (with jitter).
+    pub base_delay: u64,
+    /// Longest wait between two attempts, in seconds.
+    pub max_delay: u64,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings {
+            max_attempts: 8,
+            base_delay: 30,
+            max_delay: 3600,
+        }
+    }
 }
 
 /// The `[http_limits]` section: how long clients may take, how many are served at once, and how
@@ -145,6 +168,7 @@ pub struct Settings {
     pub render: RenderSettings,
     pub spam: SpamSettings,
     pub http_limits: HttpLimits,
+    pub webhooks: WebhookSettings,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -240,6 +264,16 @@ impl Settings {
                     .into(),
             );
         }
+        let webhooks = file.webhooks.unwrap_or_default();
+        if webhooks.max_attempts < 1
+            || webhooks.base_delay < 1
+            || webhooks.max_delay < webhooks.base_delay
+        {
+            problems.push(
+                "[webhooks] max_attempts and base_delay must be at least 1, and max_delay at least base_delay"
+                    .into(),
+            );
+        }
         if !problems.is_empty() {
             bail!("invalid settings:\n  {}", problems.join("\n  "));
         }
@@ -277,6 +311,7 @@ impl Settings {
             render: file.render.unwrap_or_default(),
             spam: file.spam.unwrap_or_default(),
             http_limits,
+            webhooks,
         })
     }
 }

@@ -7,6 +7,7 @@ mod http;
 mod links;
 mod mail;
 mod serve;
+mod webhooks;
 
 use clap::{Parser, Subcommand};
 
