@@ -23,3 +23,4 @@ mod ssrf;
 mod tenancy;
 mod visual_diff;
 mod web_ui;
+mod webhooks;
