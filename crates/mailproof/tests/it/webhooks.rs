@@ -1,7 +1,8 @@
 //! Issue 12, point 1: completion webhooks over real HTTP. A receiver on the allow-listed loopback
 //! address 127.0.0.2 gets one signed POST per completed test, also when the service is killed
 //! with SIGKILL while the delivery is in flight; a loopback target that is not allow-listed never
-//! sees a connection and the callback is recorded as refused by the network policy.
+//! sees a connection and the callback is recorded as refused by the network policy. A spam test is
+//! called back once its last filter has answered.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -57,9 +58,13 @@ struct Receiver {
 impl Receiver {
     /// An HTTP receiver on 127.0.0.2 (Linux routes all of 127/8 to loopback).
     async fn start(mode: u8) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.2:0")
+        Receiver::start_on("127.0.0.2", mode).await
+    }
+
+    async fn start_on(ip: &str, mode: u8) -> Receiver {
+        let listener = TcpListener::bind((ip, 0))
             .await
-            .expect("bind 127.0.0.2");
+            .unwrap_or_else(|e| panic!("bind {ip}: {e}"));
         let addr = listener.local_addr().expect("addr");
         let receiver = Receiver {
             url: format!("http://{addr}/hook"),
@@ -372,4 +377,53 @@ async fn a_loopback_target_that_is_not_allow_listed_gets_no_connection() {
         0,
         "no connection to 127.0.0.1"
     );
+}
+
+#[tokio::test]
+async fn a_spam_test_is_called_back_once_every_filter_answered() {
+    // The mail harness allow-lists 127.0.0.1 (for its own relay); the receiver sits there.
+    let receiver = Receiver::start_on("127.0.0.1", ANSWER_200).await;
+    let s = MailServer::start_with("[webhooks]\nbase_delay = 1\nmax_delay = 2\n").await;
+    let secret = secret(&s).await;
+    let id = s
+        .post(
+            "/v5/spam/tests",
+            &json!({"subject": "Team update", "html": "<p>Hello Jane, the report is ready.</p>",
+                    "test_method": "svc", "callback_url": receiver.url}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let verdicts = spam_verdicts(&s, (ADMIN_KEY, ADMIN_PASS), &id, Duration::from_secs(180)).await;
+    let got = receiver.wait_for(1).await;
+    let state = s
+        .get(&format!("/v5/spam/tests/{id}/callback"))
+        .await
+        .ok()
+        .clone();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(receiver.received().len(), 1, "exactly one POST");
+    assert_signed(&got[0], &secret);
+    let body = got[0].json();
+    assert_eq!(body["test_id"], id.as_str());
+    assert_eq!(body["kind"], "spam");
+    assert_eq!(body["counts"]["clients"], 0);
+    assert_eq!(body["counts"]["filters"], verdicts.len());
+    let sent: Vec<(Value, Value)> = body["spam"]
+        .as_array()
+        .expect("spam verdicts")
+        .iter()
+        .map(|v| (v["client"].clone(), v["spam"].clone()))
+        .collect();
+    let shown: Vec<(Value, Value)> = verdicts
+        .iter()
+        .map(|v| (v["client"].clone(), v["spam"].clone()))
+        .collect();
+    assert_eq!(
+        sent, shown,
+        "the summary carries the verdicts the API shows"
+    );
+    assert_eq!(state["delivery_id"], body["delivery_id"]);
 }
