@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod params;
 pub mod state;
 pub mod version;
+pub mod webhook;
 
 use axum::extract::Request;
 use axum::http::{header, Method, StatusCode};
@@ -29,7 +30,7 @@ pub use auth::hash_password;
 pub use error::{ApiError, ErrorName};
 pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 
-use handlers::{analysis, clients, create, diff, email, links, lists, shots, spam};
+use handlers::{analysis, clients, create, diff, email, links, lists, shots, spam, webhooks};
 use version::{first_segment, ApiVersion};
 
 pub(crate) fn wrong_version(segment: &str) -> ApiError {
@@ -128,6 +129,18 @@ fn api_routes() -> Router<AppState> {
             get(spam::spam_test_seedlist),
         )
         .route("/{version}/spam/seedlist", get(spam::reserve_seedlist))
+        .route(
+            "/{version}/account/webhook",
+            get(webhooks::get_account_webhook).put(webhooks::put_account_webhook),
+        )
+        .route(
+            "/{version}/email/tests/{id}/callback",
+            get(webhooks::email_test_callback),
+        )
+        .route(
+            "/{version}/spam/tests/{id}/callback",
+            get(webhooks::spam_test_callback),
+        )
         .route("/{version}/tests", get(lists::list_all_tests))
 }
 

@@ -84,6 +84,8 @@ pub(crate) fn build_test(
         spam_filters: Vec::new(),
         reprocesses: reprocess_quota,
         monthly_limit: tenancy.monthly_limit,
+        // Mail carries no callback URL; the account's default applies.
+        callback_url: None,
     })
 }
 

@@ -32,6 +32,7 @@ pub struct FileConfig {
     pub http_limits: Option<HttpLimits>,
     pub dns: Option<DnsSettings>,
     pub metrics: Option<MetricsSettings>,
+    pub webhooks: Option<WebhookSettings>,
 }
 
 /// The `[metrics]` section.
@@ -73,6 +74,28 @@ impl DnsSettings {
             (false, _) => content::dns::DnsMode::Disabled,
             (true, Some(addr)) => content::dns::DnsMode::Server { addr, timeout },
             (true, None) => content::dns::DnsMode::System { timeout },
+        }
+    }
+}
+
+/// The `[webhooks]` section: how completion callbacks are retried.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Attempts before a callback is marked failed.
+    pub max_attempts: i64,
+    /// Seconds before the first retry; each later retry waits twice as long (with jitter).
+    pub base_delay: u64,
+    /// Longest wait between two attempts, in seconds.
+    pub max_delay: u64,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings {
+            max_attempts: 8,
+            base_delay: 30,
+            max_delay: 3600,
         }
     }
 }
@@ -192,6 +215,7 @@ pub struct Settings {
     pub http_limits: HttpLimits,
     pub dns: DnsSettings,
     pub metrics: MetricsSettings,
+    pub webhooks: WebhookSettings,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -291,6 +315,16 @@ impl Settings {
         if !(10..=10_000).contains(&dns.timeout_ms) {
             problems.push("[dns] timeout_ms must be between 10 and 10000".into());
         }
+        let webhooks = file.webhooks.unwrap_or_default();
+        if webhooks.max_attempts < 1
+            || webhooks.base_delay < 1
+            || webhooks.max_delay < webhooks.base_delay
+        {
+            problems.push(
+                "[webhooks] max_attempts and base_delay must be at least 1, and max_delay at least base_delay"
+                    .into(),
+            );
+        }
         if !problems.is_empty() {
             bail!("invalid settings:\n  {}", problems.join("\n  "));
         }
@@ -330,6 +364,7 @@ impl Settings {
             http_limits,
             dns,
             metrics: file.metrics.unwrap_or_default(),
+            webhooks,
         })
     }
 }

@@ -8,6 +8,7 @@ mod http;
 mod links;
 mod mail;
 mod serve;
+mod webhooks;
 
 use clap::{Parser, Subcommand};
 

@@ -329,6 +329,12 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         state.links_ready.clone(),
         stop_rx.clone(),
     ));
+    let webhooks = tokio::spawn(crate::webhooks::run(
+        store.clone(),
+        settings.fetch.clone(),
+        settings.webhooks.clone(),
+        stop_rx.clone(),
+    ));
     let retention = tokio::spawn(retention_loop(
         store.clone(),
         blobs.clone(),
@@ -357,6 +363,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     let _ = stop_tx.send(true);
     let _ = retention.await;
     let _ = links.await;
+    let _ = webhooks.await;
     mail.shutdown().await;
     if let Some((renderer, worker)) = rendering {
         let _ = worker.await;

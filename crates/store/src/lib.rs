@@ -11,6 +11,7 @@
 
 mod accounts;
 mod blobs;
+mod callbacks;
 mod inbound;
 mod jobs;
 mod links;
@@ -31,6 +32,7 @@ pub use accounts::{Account, NewAccount};
 pub use blobs::{
     diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
 };
+pub use callbacks::{CallbackOutcome, CallbackRow, ClaimedCallback};
 pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;

@@ -39,6 +39,14 @@ const QUEUES: &[(&str, &str)] = &[
                 MIN(CASE WHEN state = 'queued' OR lease_expires < ?1 THEN requested_at END)
          FROM link_checks WHERE state IN ('queued', 'leased')",
     ),
+    (
+        "callbacks",
+        "SELECT COALESCE(SUM(CASE WHEN state = 'queued' OR lease_expires < ?1 THEN 1 ELSE 0 END), 0),
+                COALESCE(SUM(CASE WHEN state = 'leased' AND lease_expires >= ?1 THEN 1 ELSE 0 END), 0),
+                MIN(CASE WHEN (state = 'queued' OR lease_expires < ?1) AND not_before <= ?1
+                         THEN not_before END)
+         FROM callbacks WHERE state IN ('queued', 'leased')",
+    ),
 ];
 
 impl Store {

@@ -40,6 +40,8 @@ pub struct NewTest {
     pub reprocesses: i64,
     /// `(limit, month)` when this test counts against a per-customer monthly limit.
     pub monthly_limit: Option<(i64, String)>,
+    /// Where to POST the completion summary; `None` falls back to the account's default.
+    pub callback_url: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -180,8 +182,8 @@ impl Store {
         sqlx::query(
             "INSERT INTO tests (id, account_id, kind, subject, created_at, reference_id, customer_id,
                 image_blocking, free_test, source_url, spam_method, seed_key, spam_from_address,
-                reprocesses_left)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                reprocesses_left, callback_url)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&t.id)
         .bind(t.account_id)
@@ -197,6 +199,7 @@ impl Store {
         .bind(&t.seed_key)
         .bind(&t.spam_from_address)
         .bind(t.reprocesses)
+        .bind(&t.callback_url)
         .execute(&mut *tx)
         .await?;
         sqlx::query("INSERT INTO test_content (test_id, html) VALUES (?, ?)")

@@ -9,6 +9,7 @@ pub mod links;
 pub mod lists;
 pub mod shots;
 pub mod spam;
+pub mod webhooks;
 
 use axum::Json;
 use serde_json::{json, Value};

@@ -27,3 +27,4 @@ mod visual_diff;
 mod web_ui;
 mod web_why;
 mod web_why_ui;
+mod webhooks;

@@ -49,6 +49,7 @@ async fn store_with_test(variants: Vec<Variant>) -> (tempfile::TempDir, Store, S
             spam_filters: Vec::new(),
             reprocesses: 2,
             monthly_limit: None,
+            callback_url: None,
         })
         .await
         .expect("test");
@@ -312,6 +313,7 @@ async fn a_client_named_twice_in_one_reprocess_is_queued_and_paid_for_once() {
     assert_eq!(outcomes, vec![("c1".to_owned(), Queued { remaining: 0 })]);
 }
 
+mod callbacks;
 mod links;
 mod queues;
 mod web;

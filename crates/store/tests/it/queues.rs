@@ -20,6 +20,7 @@ async fn queue_figures_follow_claims_leases_and_expiry() {
     assert_eq!(stat(&stats, "render"), (2, 0, 10));
     assert_eq!(stat(&stats, "link_checks"), (0, 0, 0));
     assert_eq!(stat(&stats, "inbound"), (0, 0, 0));
+    assert_eq!(stat(&stats, "callbacks"), (0, 0, 0));
 
     store
         .claim_job("w1", 1_010, 60)
