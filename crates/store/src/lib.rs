@@ -11,6 +11,7 @@
 
 mod accounts;
 mod blobs;
+mod checks;
 mod inbound;
 mod jobs;
 mod links;
@@ -30,6 +31,7 @@ pub use accounts::{Account, NewAccount};
 pub use blobs::{
     diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
 };
+pub use checks::ContentCheckRow;
 pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;
