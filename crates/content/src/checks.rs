@@ -494,18 +494,20 @@ fn shorten(s: &str, max: usize) -> String {
 /// Measures every image of `html` (at most [`MAX_IMAGES`], a few at a time): `data:` images by
 /// their decoded size, web images by downloading them under `policy` (size and time bounded).
 pub async fn measure_images(html: &str, policy: &NetPolicy) -> Result<Vec<ImageWeight>, String> {
-    let images: Vec<FoundLink> = extract(html)?
+    let mut images: Vec<FoundLink> = extract(html)?
         .into_iter()
         .filter(|l| l.kind == LinkKind::Image)
         .collect();
-    let mut measured: Vec<ImageWeight> = stream::iter(images.iter().take(MAX_IMAGES))
+    let beyond = images.split_off(images.len().min(MAX_IMAGES));
+    // Owned items: a stream over borrowed ones makes the future not `Send` for every lifetime.
+    let mut measured: Vec<ImageWeight> = stream::iter(images)
         .map(|image| async move {
             let (bytes, error) = match measure_image(&image.url, policy).await {
                 Ok(bytes) => (Some(bytes), None),
                 Err(e) => (None, Some(e)),
             };
             ImageWeight {
-                url: image.url.clone(),
+                url: image.url,
                 line: image.line,
                 bytes,
                 error,
@@ -514,8 +516,8 @@ pub async fn measure_images(html: &str, policy: &NetPolicy) -> Result<Vec<ImageW
         .buffered(IN_FLIGHT)
         .collect()
         .await;
-    measured.extend(images.iter().skip(MAX_IMAGES).map(|image| ImageWeight {
-        url: image.url.clone(),
+    measured.extend(beyond.into_iter().map(|image| ImageWeight {
+        url: image.url,
         line: image.line,
         bytes: None,
         error: Some(format!(

@@ -2,6 +2,7 @@
 //! the service runs (they share the SQLite database, which serialises writers).
 
 mod accounts;
+mod checks;
 mod config;
 mod http;
 mod links;
