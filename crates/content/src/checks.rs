@@ -323,7 +323,8 @@ fn normalised(text: &str) -> String {
 }
 
 /// The checks that need nothing but the source, in line order (findings without a line first).
-pub fn static_findings(html: &str) -> Result<Vec<Finding>, String> {
+/// `text_part` says whether the message had a text/plain part (`None`: only HTML was submitted).
+pub fn static_findings(html: &str, text_part: Option<bool>) -> Result<Vec<Finding>, String> {
     let w = walk(html)?;
     let mut out = Vec::new();
     match &w.html {
@@ -393,15 +394,27 @@ pub fn static_findings(html: &str) -> Result<Vec<Finding>, String> {
             ),
         ));
     }
-    out.push(Finding::new(
-        "plain-text",
-        Severity::Info,
-        None,
-        "not judged: mailproof keeps only the HTML of a test, so whether the message carries a \
-         text/plain part is unknown; send a multipart/alternative message with a plain-text part, \
-         which some clients and spam filters expect"
-            .to_owned(),
-    ));
+    match text_part {
+        Some(true) => {}
+        Some(false) => out.push(Finding::new(
+            "plain-text",
+            Severity::Warning,
+            None,
+            "the message has no text/plain part: some clients, watches and screen readers show \
+             the plain-text version, and spam filters score HTML-only mail higher; send \
+             multipart/alternative with a plain-text part"
+                .to_owned(),
+        )),
+        None => out.push(Finding::new(
+            "plain-text",
+            Severity::Info,
+            None,
+            "not judged: this test was made from HTML alone (not from a message sent to the \
+             auto-inbox), so there is no message whose text/plain part could be looked at; send \
+             multipart/alternative with a plain-text part"
+                .to_owned(),
+        )),
+    }
 
     for image in extract(html)?.iter().filter(|l| l.kind == LinkKind::Image) {
         if image.alt.is_none() {
@@ -775,8 +788,25 @@ mod tests {
     const GOOD: &str = "<!DOCTYPE html>\n<html lang=\"en\">\n<head><title>Hi</title></head>\n<body>\n<div style=\"display:none\">Preview</div>\n<h1>A</h1>\n<h2>B</h2>\n<table role=\"presentation\"><tr><td><a href=\"https://example.com/o\">View your order</a></td></tr></table>\n<img src=\"data:image/png;base64,AAAA\" alt=\"\">\n</body>\n</html>\n";
 
     #[test]
+    fn the_plain_text_part_is_judged_when_the_message_is_known() {
+        let ids = |text_part| {
+            static_findings(GOOD, text_part)
+                .expect("readable")
+                .into_iter()
+                .map(|f| (f.id, f.severity))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(Some(true)), vec![]);
+        assert_eq!(
+            ids(Some(false)),
+            vec![("plain-text".to_owned(), Severity::Warning)]
+        );
+        assert_eq!(ids(None), vec![("plain-text".to_owned(), Severity::Info)]);
+    }
+
+    #[test]
     fn a_clean_email_has_only_the_plain_text_note() {
-        let findings = static_findings(GOOD).expect("readable");
+        let findings = static_findings(GOOD, None).expect("readable");
         let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids, vec!["plain-text"], "{findings:#?}");
     }
@@ -787,29 +817,30 @@ mod tests {
             "<img src=\"data:image/png;base64,AAAA\" alt=\"\">",
             "<p>\n<img src=x>",
         );
-        let findings = static_findings(&html).expect("readable");
+        let findings = static_findings(&html, None).expect("readable");
         assert_eq!(ids_at(&findings, "img-alt"), vec![Some(10)]);
     }
 
     #[test]
     fn missing_and_empty_lang_are_reported() {
-        let none = static_findings(&GOOD.replace(" lang=\"en\"", "")).expect("readable");
+        let none = static_findings(&GOOD.replace(" lang=\"en\"", ""), None).expect("readable");
         assert_eq!(ids_at(&none, "lang"), vec![Some(2)]);
-        let empty = static_findings(&GOOD.replace("lang=\"en\"", "lang=\" \"")).expect("readable");
+        let empty =
+            static_findings(&GOOD.replace("lang=\"en\"", "lang=\" \""), None).expect("readable");
         assert!(
             empty
                 .iter()
                 .any(|f| f.id == "lang" && f.message.contains("an empty lang")),
             "{empty:#?}"
         );
-        let fragment = static_findings("<p>hi</p>").expect("readable");
+        let fragment = static_findings("<p>hi</p>", None).expect("readable");
         assert_eq!(ids_at(&fragment, "lang"), vec![None]);
     }
 
     #[test]
     fn skipped_heading_level_is_reported() {
         let html = GOOD.replace("<h2>B</h2>", "<h3>B</h3>\n<h4>C</h4>\n<h2>D</h2>");
-        let findings = static_findings(&html).expect("readable");
+        let findings = static_findings(&html, None).expect("readable");
         assert_eq!(ids_at(&findings, "heading-order"), vec![Some(7)]);
     }
 
@@ -819,7 +850,7 @@ mod tests {
             "View your order</a>",
             "View your order</a>\n<a href=\"https://e.com\"><span>Click</span> here!</a>\n<a href=\"https://e.com\"><img src=\"a.png\" alt=\"\"></a>\n<a href=\"https://e.com\" aria-label=\"Your invoice\">here</a>\n<a href=\"https://e.com\"><img src=\"b.png\" alt=\"Shop shoes\"></a>",
         );
-        let findings = static_findings(&html).expect("readable");
+        let findings = static_findings(&html, None).expect("readable");
         assert_eq!(ids_at(&findings, "link-text"), vec![Some(9), Some(10)]);
         let vague = findings.iter().find(|f| f.id == "link-text").expect("one");
         assert_eq!(vague.severity, Severity::Warning);
@@ -832,22 +863,23 @@ mod tests {
             "</body>",
             "<table>\n<tr><td>x</td></tr></table>\n<table><tr><th>Item</th></tr></table>\n<table role=\"none\"><tr><td>y</td></tr></table>\n</body>",
         );
-        let findings = static_findings(&html).expect("readable");
+        let findings = static_findings(&html, None).expect("readable");
         assert_eq!(ids_at(&findings, "table-role"), vec![Some(10)]);
     }
 
     #[test]
     fn missing_or_empty_title_and_preheader_are_reported() {
-        let no_title = static_findings(&GOOD.replace("<title>Hi</title>", "")).expect("ok");
+        let no_title = static_findings(&GOOD.replace("<title>Hi</title>", ""), None).expect("ok");
         assert!(no_title
             .iter()
             .any(|f| f.id == "title" && f.message.contains("no <title>")));
-        let empty =
-            static_findings(&GOOD.replace("<title>Hi</title>", "<title> </title>")).expect("ok");
+        let empty = static_findings(&GOOD.replace("<title>Hi</title>", "<title> </title>"), None)
+            .expect("ok");
         assert!(empty
             .iter()
             .any(|f| f.id == "title" && f.message.contains("empty")));
-        let no_pre = static_findings(&GOOD.replace(" style=\"display:none\"", "")).expect("ok");
+        let no_pre =
+            static_findings(&GOOD.replace(" style=\"display:none\"", ""), None).expect("ok");
         assert_eq!(ids_at(&no_pre, "preheader"), vec![None]);
     }
 
@@ -857,7 +889,7 @@ mod tests {
             "</body>",
             &format!("<p>{}</p></body>", "x".repeat(110 * 1024)),
         );
-        let findings = static_findings(&big).expect("readable");
+        let findings = static_findings(&big, None).expect("readable");
         assert_eq!(ids_at(&findings, "gmail-clip"), vec![None]);
         let (summary, _) = weigh(&big, None);
         assert!(summary.gmail_clipped);

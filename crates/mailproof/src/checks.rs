@@ -72,7 +72,8 @@ impl Worker {
         };
         tracing::info!(%test_id, attempt, "checking content");
         let html = self.store.test_content(&test_id).await?.unwrap_or_default();
-        let mut findings = match checks::static_findings(&html) {
+        let text_part = self.store.test_text_part(&test_id).await?;
+        let mut findings = match checks::static_findings(&html, text_part) {
             Ok(findings) => findings,
             Err(reason) => vec![unreadable(&reason)],
         };
@@ -133,7 +134,9 @@ impl Worker {
             scale: 1.0,
             mobile: false,
             color_scheme: ColorScheme::Light,
-            block_images: false,
+            // Colours do not depend on images (text over a background image is not judged at
+            // all), and the images were just downloaded once to be weighed.
+            block_images: true,
         };
         match renderer.evaluate(request, checks::CONTRAST_PROBE).await {
             Ok(json) => checks::contrast_findings(&json).map_err(Failure::Final),

@@ -3,6 +3,10 @@
 -- contrast check needs Chromium) and stores the report as JSON. A check whose worker died is
 -- claimable again once its lease expires; a failed attempt is queued again after `not_before`.
 
+-- Whether the message a test came from had a text/plain part: 1 or 0 for mail (the auto-inbox),
+-- NULL when only HTML was submitted and there was no message to look at.
+ALTER TABLE test_content ADD COLUMN text_part INTEGER;
+
 CREATE TABLE content_checks (
     test_id       TEXT    PRIMARY KEY REFERENCES tests(id) ON DELETE CASCADE,
     state         TEXT    NOT NULL,          -- 'queued', 'leased' or 'done'

@@ -39,8 +39,9 @@ pub async fn report(
         })));
     }
     // The static checks take microseconds: answer them now, the rest when the worker is done.
+    let text_part = state.store.test_text_part(&test.id).await?;
     let static_findings = tokio::task::spawn_blocking(move || {
-        let findings = content::checks::static_findings(&html);
+        let findings = content::checks::static_findings(&html, text_part);
         let (summary, _) = content::checks::weigh(&html, None);
         (findings, summary)
     })

@@ -397,6 +397,7 @@ pub async fn create_email(
         spam_filters: spam_filter_rows(&state, spam.is_some()),
         reprocesses: state.settings.reprocess_quota,
         monthly_limit: tenancy.monthly_limit,
+        text_part: None,
     };
     state.store.create_test(&new).await?;
     state.work_ready.notify_waiters();
@@ -462,6 +463,7 @@ pub async fn create_spam_test(
         spam_filters: spam_filter_rows(&state, true),
         reprocesses: 0,
         monthly_limit: tenancy.monthly_limit,
+        text_part: None,
     };
     state.store.create_test(&new).await?;
     state.work_ready.notify_waiters();

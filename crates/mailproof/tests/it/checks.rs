@@ -243,3 +243,73 @@ async fn without_engines_contrast_is_not_judged_and_says_why() {
         .await
         .expect_error("InvalidTestID", 404);
 }
+
+/// Polls the checks of `id` as `auth` until complete.
+async fn wait_complete_as(s: &Server, auth: (&str, &str), id: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let path = format!("/v5/email/tests/{id}/checks");
+        let body = s.call("GET", &path, Some(auth), None).await.ok().clone();
+        if body["status"] == "complete" {
+            return body;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "content check not complete after 60 s: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn mail_to_the_auto_inbox_is_judged_for_its_plain_text_part() {
+    let s = MailServer::start_with("[spam]\ndaemons = false\n").await;
+    s.add_account("checks-inbox", "enterprise", &["--auto-inbox", "checks"]);
+    let auth = ("checks-inbox", "password-1");
+    let html_only = "From: a@example.org\r\nTo: checks@inbox.localhost\r\nSubject: html-only\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<html lang=\"en\"><body><p>Hi</p></body></html>\r\n";
+    let both = "From: a@example.org\r\nTo: checks@inbox.localhost\r\nSubject: with-text\r\nMIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=\"alt\"\r\n\r\n--alt\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nHi\r\n--alt\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<html lang=\"en\"><body><p>Hi</p></body></html>\r\n--alt--\r\n";
+    let mut conn = SmtpConn::connect(s.smtp).await;
+    for message in [html_only, both] {
+        let (code, text) = conn
+            .send(
+                "a@example.org",
+                &["checks@inbox.localhost".to_owned()],
+                message.as_bytes(),
+            )
+            .await;
+        assert_eq!(code, 250, "{text}");
+    }
+    let mut plain_text = Vec::new();
+    for subject in ["html-only", "with-text"] {
+        let start = Instant::now();
+        let id = loop {
+            let listed = s
+                .call(
+                    "GET",
+                    &format!("/v5/tests?subject={subject}"),
+                    Some(auth),
+                    None,
+                )
+                .await
+                .ok()
+                .clone();
+            if let Some(id) = listed[0]["id"].as_str() {
+                break id.to_owned();
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no test made from the {subject} message within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let report = wait_complete_as(&s, auth, &id).await;
+        plain_text.push(
+            found(&report)
+                .into_iter()
+                .filter(|f| f.0 == "plain-text")
+                .map(|f| f.1)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(plain_text, vec![vec!["warning".to_owned()], vec![]]);
+}

@@ -49,6 +49,7 @@ async fn store_with_test(variants: Vec<Variant>) -> (tempfile::TempDir, Store, S
             spam_filters: Vec::new(),
             reprocesses: 2,
             monthly_limit: None,
+            text_part: None,
         })
         .await
         .expect("test");
