@@ -554,7 +554,15 @@ async fn measure_image(url: &str, policy: &NetPolicy) -> Result<u64, String> {
         );
     }
     if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-        return Err("not measured: only http(s) and data: images can be".to_owned());
+        return Err(match url::Url::parse(url) {
+            Ok(u) => format!(
+                "not measured: a {}: image cannot be loaded from an email; use an https:// URL",
+                u.scheme()
+            ),
+            Err(_) => "not measured: a relative URL has no base in an email, so the image shows \
+                       as broken; give an absolute https:// URL"
+                .to_owned(),
+        });
     }
     match tokio::time::timeout(policy.timeout, download_size(url, policy)).await {
         Ok(result) => result,
@@ -907,7 +915,7 @@ mod tests {
 
     #[tokio::test]
     async fn data_images_are_measured_and_cid_and_refused_ones_say_why() {
-        let html = "<img src=\"data:image/gif;base64,R0lGODlhAQABAAAAACw=\" alt=\"\">\n<img src=\"cid:logo\" alt=\"\">\n<img src=\"http://127.0.0.1:9/a.png\" alt=\"\">";
+        let html = "<img src=\"data:image/gif;base64,R0lGODlhAQABAAAAACw=\" alt=\"\">\n<img src=\"cid:logo\" alt=\"\">\n<img src=\"http://127.0.0.1:9/a.png\" alt=\"\">\n<img src=\"images/a.png\" alt=\"\">";
         let images = measure_images(html, &NetPolicy::default())
             .await
             .expect("readable");
@@ -923,9 +931,16 @@ mod tests {
                 .is_some_and(|e| e.contains("refused")),
             "{images:?}"
         );
+        assert!(
+            images[3]
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("relative URL")),
+            "{images:?}"
+        );
         let (summary, _) = weigh(html, Some(images));
         assert_eq!(summary.image_bytes, 14);
-        assert_eq!(summary.images_not_measured, 2);
+        assert_eq!(summary.images_not_measured, 3);
         assert_eq!(summary.total_bytes, html.len() as u64 + 14);
     }
 
