@@ -30,7 +30,9 @@ pub use auth::hash_password;
 pub use error::{ApiError, ErrorName};
 pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 
-use handlers::{analysis, clients, create, diff, email, links, lists, shots, spam, webhooks};
+use handlers::{
+    analysis, checks, clients, create, diff, email, links, lists, shots, spam, webhooks,
+};
 use version::{first_segment, ApiVersion};
 
 pub(crate) fn wrong_version(segment: &str) -> ApiError {
@@ -93,6 +95,7 @@ fn api_routes() -> Router<AppState> {
             "/{version}/email/tests/{id}/links",
             get(links::report).put(links::start),
         )
+        .route("/{version}/email/tests/{id}/checks", get(checks::report))
         .route("/{version}/email/tests/{id}/content", get(email::content))
         .route(
             "/{version}/email/tests/{id}/content/inlinecss",

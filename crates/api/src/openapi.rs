@@ -82,6 +82,12 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     ),
     (
         "get",
+        "/v5/email/tests/{test_id}/checks",
+        "Accessibility and content checks (extension), started by the first call: lang, image alt, link text, heading order, layout tables, title, preheader, colour contrast judged in Chromium (WCAG AA), image and email weight, Gmail clipping; each finding with id, severity, message and line",
+        &[],
+    ),
+    (
+        "get",
         "/v5/email/tests/{test_id}/diff/{other_test_id}",
         "Visual diff (extension): per client and variant Complete in both tests, the share of changed pixels, the changed regions, the extra height and a highlight image over the other test's screenshot",
         &[],

@@ -4,6 +4,7 @@
 //!
 //! Invariant: nothing here touches the database; fetching goes only through [`netpolicy`].
 
+pub mod checks;
 #[cfg(test)]
 mod corpus;
 pub mod decode;

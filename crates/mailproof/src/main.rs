@@ -3,6 +3,7 @@
 //! email against a running server for CI (crate `cli`).
 
 mod accounts;
+mod checks;
 mod config;
 mod http;
 mod links;

@@ -335,6 +335,18 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         settings.webhooks.clone(),
         stop_rx.clone(),
     ));
+    let content_checks = tokio::spawn(
+        crate::checks::Worker {
+            store: store.clone(),
+            policy: settings.fetch.clone(),
+            renderer: rendering.as_ref().map(|(renderer, _)| renderer.clone()),
+            lease_secs: crate::checks::lease_secs(
+                &settings.fetch,
+                Duration::from_secs(settings.render.render_timeout.max(1)),
+            ),
+        }
+        .run(state.checks_ready.clone(), stop_rx.clone()),
+    );
     let retention = tokio::spawn(retention_loop(
         store.clone(),
         blobs.clone(),
@@ -364,6 +376,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     let _ = retention.await;
     let _ = links.await;
     let _ = webhooks.await;
+    // Before the renderer is unwrapped below: the worker holds a reference to it.
+    let _ = content_checks.await;
     mail.shutdown().await;
     if let Some((renderer, worker)) = rendering {
         let _ = worker.await;

@@ -12,6 +12,7 @@
 mod accounts;
 mod blobs;
 mod callbacks;
+mod checks;
 mod inbound;
 mod jobs;
 mod links;
@@ -33,6 +34,7 @@ pub use blobs::{
     diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
 };
 pub use callbacks::{CallbackOutcome, CallbackRow, ClaimedCallback};
+pub use checks::ContentCheckRow;
 pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;

@@ -42,6 +42,8 @@ pub struct NewTest {
     pub monthly_limit: Option<(i64, String)>,
     /// Where to POST the completion summary; `None` falls back to the account's default.
     pub callback_url: Option<String>,
+    /// Whether the message had a text/plain part; `None` when only HTML was submitted.
+    pub text_part: Option<bool>,
 }
 
 #[derive(Clone, Debug)]
@@ -202,9 +204,10 @@ impl Store {
         .bind(&t.callback_url)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("INSERT INTO test_content (test_id, html) VALUES (?, ?)")
+        sqlx::query("INSERT INTO test_content (test_id, html, text_part) VALUES (?, ?, ?)")
             .bind(&t.id)
             .bind(&t.html)
+            .bind(t.text_part)
             .execute(&mut *tx)
             .await?;
         for (name, value) in &t.headers {
@@ -298,6 +301,16 @@ impl Store {
                 .fetch_optional(&self.pool)
                 .await?,
         )
+    }
+
+    /// Whether the test's message had a text/plain part (`None`: unknown, or content removed).
+    pub async fn test_text_part(&self, test_id: &str) -> Result<Option<bool>> {
+        let found: Option<Option<bool>> =
+            sqlx::query_scalar("SELECT text_part FROM test_content WHERE test_id = ?")
+                .bind(test_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(found.flatten())
     }
 
     pub async fn test_headers(&self, test_id: &str) -> Result<BTreeMap<String, String>> {

@@ -414,6 +414,7 @@ pub async fn create_email(
         reprocesses: state.settings.reprocess_quota,
         monthly_limit: tenancy.monthly_limit,
         callback_url,
+        text_part: None,
     };
     state.store.create_test(&new).await?;
     state.work_ready.notify_waiters();
@@ -481,6 +482,7 @@ pub async fn create_spam_test(
         reprocesses: 0,
         monthly_limit: tenancy.monthly_limit,
         callback_url,
+        text_part: None,
     };
     state.store.create_test(&new).await?;
     state.work_ready.notify_waiters();

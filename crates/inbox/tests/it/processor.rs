@@ -91,6 +91,7 @@ impl Fixture {
             reprocesses: 0,
             monthly_limit: None,
             callback_url: None,
+            text_part: None,
         };
         self.store
             .create_test(&test)

@@ -4,6 +4,7 @@ mod support;
 
 mod auth;
 mod auto_inbox;
+mod checks;
 mod cli;
 mod clients;
 mod code_analysis;

@@ -80,6 +80,7 @@ impl Fixture {
                 reprocesses: 2,
                 monthly_limit: None,
                 callback_url: callback_url.map(str::to_owned),
+                text_part: None,
             })
             .await
             .expect("test");

@@ -50,6 +50,7 @@ async fn store_with_test(variants: Vec<Variant>) -> (tempfile::TempDir, Store, S
             reprocesses: 2,
             monthly_limit: None,
             callback_url: None,
+            text_part: None,
         })
         .await
         .expect("test");
@@ -314,6 +315,7 @@ async fn a_client_named_twice_in_one_reprocess_is_queued_and_paid_for_once() {
 }
 
 mod callbacks;
+mod checks;
 mod links;
 mod queues;
 mod web;
