@@ -158,6 +158,9 @@ fn test_prefix(test_id: &str) -> String {
 }
 
 #[cfg(test)]
+mod backend_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
