@@ -187,3 +187,88 @@ async fn a_key_that_is_not_a_path_is_refused_by_both() {
         assert!(b.on_disk().is_empty(), "{}: nothing written", b.name);
     }
 }
+
+/// `server`'s configuration with `change` applied.
+fn s3_config(
+    server: &S3Server,
+    change: impl FnOnce(&mut String, &mut String, &mut bool),
+) -> BlobsConfig {
+    let mut cfg = server.config();
+    if let BlobsConfig::S3 {
+        bucket,
+        secret_access_key,
+        allow_http,
+        ..
+    } = &mut cfg
+    {
+        change(bucket, secret_access_key, allow_http);
+    }
+    cfg
+}
+
+#[tokio::test]
+async fn a_plain_http_endpoint_without_allow_http_is_refused_when_opened() {
+    let server = S3Server::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = s3_config(&server, |_, _, allow_http| *allow_http = false);
+    let err = Blobs::open(&cfg, dir.path())
+        .expect_err("an http:// endpoint with allow_http off cannot work")
+        .to_string();
+    assert!(
+        err.contains("allow_http = true") && err.contains(server.endpoint()),
+        "the error names the endpoint and the setting: {err}"
+    );
+}
+
+#[tokio::test]
+async fn wrong_credentials_fail_naming_bucket_endpoint_and_the_settings_to_check() {
+    let server = S3Server::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = s3_config(&server, |_, secret, _| *secret = "not-the-secret".into());
+    let blobs = Blobs::open(&cfg, dir.path()).expect("open");
+    let key = screenshot_key("t1", "gmail_chrome_web", "default");
+    let errors = [
+        blobs.put(&key, blob(1, 10)).await.err(),
+        blobs.get(&key).await.err(),
+        blobs.delete_test("t1").await.err(),
+        blobs.check().await.err(),
+    ];
+    for err in errors {
+        let err = err.expect("refused by the server").to_string();
+        for part in [server.bucket(), server.endpoint(), "secret_access_key"] {
+            assert!(err.contains(part), "{part:?} in: {err}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn check_passes_on_a_reachable_bucket_and_names_a_missing_one() {
+    let server = S3Server::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    Blobs::open(&server.config(), dir.path())
+        .expect("open")
+        .check()
+        .await
+        .expect("the test server's bucket is reachable");
+    Blobs::open(&BlobsConfig::Local, dir.path())
+        .expect("open local")
+        .check()
+        .await
+        .expect("local files are always reachable");
+
+    let cfg = s3_config(&server, |bucket, _, _| *bucket = "no-such-bucket".into());
+    let err = Blobs::open(&cfg, dir.path())
+        .expect("open")
+        .check()
+        .await
+        .expect_err("a missing bucket fails the check")
+        .to_string();
+    for part in [
+        "no-such-bucket",
+        server.endpoint(),
+        "NoSuchBucket",
+        "create the bucket",
+    ] {
+        assert!(err.contains(part), "{part:?} in: {err}");
+    }
+}
