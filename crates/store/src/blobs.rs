@@ -173,6 +173,8 @@ impl Blobs {
              and list the bucket"
         } else if text.contains("NoSuchBucket") {
             "; create the bucket, or correct bucket (and endpoint) in [blobs]"
+        } else if unreachable(&cause) {
+            "; is an S3 server listening at that endpoint, and is endpoint in [blobs] right?"
         } else {
             ""
         };
@@ -226,6 +228,30 @@ impl Blobs {
         }
         Ok(())
     }
+}
+
+/// Whether `e` comes from failing to reach the server at all (refused, reset, timed out, no route),
+/// found by the I/O error at the bottom of its chain.
+fn unreachable(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind::*;
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                ConnectionRefused
+                    | ConnectionReset
+                    | ConnectionAborted
+                    | NotConnected
+                    | TimedOut
+                    | AddrNotAvailable
+                    | HostUnreachable
+                    | NetworkUnreachable
+            );
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// Where a screenshot lives: `shots/<test>/<client>/<variant>.png`, and beside it the thumbnails.

@@ -272,3 +272,30 @@ async fn check_passes_on_a_reachable_bucket_and_names_a_missing_one() {
         assert!(err.contains(part), "{part:?} in: {err}");
     }
 }
+
+#[tokio::test]
+async fn an_unreachable_endpoint_fails_the_check_naming_it() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let dead = format!("http://127.0.0.1:{port}");
+    let cfg = BlobsConfig::S3 {
+        bucket: "mailproof".into(),
+        endpoint: Some(dead.clone()),
+        region: "us-east-1".into(),
+        access_key_id: "k".into(),
+        secret_access_key: "s".into(),
+        allow_http: true,
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let err = Blobs::open(&cfg, dir.path())
+        .expect("open")
+        .check()
+        .await
+        .expect_err("nothing listens there")
+        .to_string();
+    for part in [dead.as_str(), "\"mailproof\"", "is an S3 server listening"] {
+        assert!(err.contains(part), "{part:?} in: {err}");
+    }
+}
