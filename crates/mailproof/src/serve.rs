@@ -256,6 +256,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         )
     })?;
     let blobs = Blobs::open(&settings.blobs, &settings.data_dir)?;
+    blobs.check().await?;
     ensure_first_account(&store).await?;
     // Bind before building the state: with port 0 the default public URL needs the real port.
     let listener = tokio::net::TcpListener::bind(settings.http)

@@ -19,6 +19,8 @@ mod links;
 mod queues;
 mod retention;
 mod spam;
+#[cfg(any(test, feature = "test-s3"))]
+pub mod test_s3;
 mod tests;
 mod web;
 
