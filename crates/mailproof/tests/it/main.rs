@@ -19,6 +19,7 @@ mod metrics;
 mod protocol;
 mod rendering;
 mod reprocess_quota;
+mod roles;
 mod spam_e2e;
 mod spam_tests;
 mod ssrf;
