@@ -1,5 +1,6 @@
 //! `mailproof serve`: loads and checks the data files, opens storage, makes sure an account exists,
-//! then runs the HTTP API and the background jobs until SIGTERM or SIGINT.
+//! then runs the parts of its roles (`--role`: the HTTP API, the renderer, the mail side) until
+//! SIGTERM or SIGINT.
 
 use std::path::Path;
 use std::sync::Arc;
