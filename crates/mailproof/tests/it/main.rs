@@ -20,6 +20,7 @@ mod metrics;
 mod protocol;
 mod rendering;
 mod reprocess_quota;
+mod roles;
 mod s3_storage;
 mod spam_e2e;
 mod spam_tests;
