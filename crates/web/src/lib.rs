@@ -12,6 +12,7 @@
 // allocation on the error path.
 #![allow(clippy::result_large_err)]
 
+mod contentchecks;
 mod linkcheck;
 mod newtest;
 mod pages;
@@ -63,6 +64,7 @@ pub fn router(api: api::AppState, options: WebOptions) -> Router {
             "/tests/{id}/links",
             get(linkcheck::report).post(linkcheck::start),
         )
+        .route("/tests/{id}/checks", get(contentchecks::report))
         .route("/tests/{id}/reprocess", post(pages::reprocess))
         .route("/tests/{id}/shares", post(pages::create_share))
         .route("/tests/{id}/shares/revoke", post(pages::revoke_share))

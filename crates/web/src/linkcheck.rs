@@ -125,6 +125,20 @@ fn table(check: &LinkCheck, test_id: &str) -> Markup {
             @if check.skipped > 0 {
                 p.help { (check.skipped) " more links and images were not checked (the limit per email)." }
             }
+            h2 { "URI blocklists" }
+            @match &check.uribl {
+                None => { p.help { "Not checked: this report predates blocklist lookups; check again." } }
+                Some(u) => {
+                    p.help { (u.status) }
+                    @if !u.hits.is_empty() {
+                        ul {
+                            @for h in &u.hits {
+                                li { span.fail { code { (h.domain) } " is listed on " (h.list) } " (" (h.zone) " answered " (h.answer) ")" }
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 }

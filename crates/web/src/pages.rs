@@ -527,6 +527,7 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
                     a href={ (scope.base) "/content?view=inlinecss" } { "CSS inlined" }
                     a href={ (scope.base) "/content?view=text" } { "Text version" }
                     a href={ (scope.base) "/links" } { "Links" }
+                    a href={ (scope.base) "/checks" } { "Checks" }
                 }
             }
             form id="compare" method="get" action={ (scope.base) "/compare" } {

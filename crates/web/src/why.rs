@@ -34,8 +34,11 @@ pub(crate) async fn panel(
                 Ok(a) => (analysis_markup(a, &source)),
                 Err(e) => p.error { "The code analysis is not available: " (e.message) }
             }
-            // The accessibility and content checks (`GET …/tests/<id>/checks`) get their own
-            // section here, between what this client does to the code and the general advice.
+            // The checks judge the whole email, whatever the client: a pointer, not a copy.
+            p.checks-link {
+                "Accessibility and content (language, alt text, contrast, weight, Gmail clipping): "
+                a href={ "/tests/" (test.id) "/checks" } { "see the checks" } "."
+            }
             @match &tips {
                 Ok((_, t)) => (tips_markup(t)),
                 Err(e) => p.error { "Tips are not available: " (e.message) }

@@ -13,15 +13,28 @@ use super::email::{owned_test, stored_content};
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
+use store::TestRow;
 
-/// `GET /v5/email/tests/{id}/checks`.
-pub async fn report(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path((_, id)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
-    let html = stored_content(&state, &test).await?;
+/// Where a test's content check stands.
+#[derive(Clone, Debug)]
+pub enum CheckState {
+    /// The worker has not finished: the static findings (computed now) and why it is retrying,
+    /// if it is.
+    Pending {
+        findings: Vec<Finding>,
+        summary: Summary,
+        retrying_after: Option<String>,
+    },
+    Complete {
+        completed_at: Option<i64>,
+        report: CheckReport,
+    },
+}
+
+/// Starts `test`'s content check if it never ran (the caller already owns `test`) and answers
+/// what is known; the API's `GET` and the web's Checks page both call this.
+pub async fn check_state(state: &AppState, test: &TestRow) -> ApiResult<CheckState> {
+    let html = stored_content(state, test).await?;
     let now = chrono::Utc::now().timestamp();
     if state.store.request_content_check(&test.id, now).await? {
         state.checks_ready.notify_one();
@@ -31,23 +44,20 @@ pub async fn report(
         let result = row.result.as_deref().unwrap_or_default();
         let report: CheckReport = serde_json::from_str(result)
             .map_err(|e| ApiError::internal("stored content check is unreadable", e))?;
-        return Ok(Json(json!({
-            "status": "complete",
-            "completed_at": row.completed_at,
-            "checks": report.findings.iter().map(finding).collect::<Vec<_>>(),
-            "summary": summary(&report.summary),
-        })));
+        return Ok(CheckState::Complete {
+            completed_at: row.completed_at,
+            report,
+        });
     }
     // The static checks take microseconds: answer them now, the rest when the worker is done.
     let text_part = state.store.test_text_part(&test.id).await?;
-    let static_findings = tokio::task::spawn_blocking(move || {
+    let (findings, summary) = tokio::task::spawn_blocking(move || {
         let findings = content::checks::static_findings(&html, text_part);
         let (summary, _) = content::checks::weigh(&html, None);
         (findings, summary)
     })
     .await
     .map_err(|e| ApiError::internal("static content checks failed", e))?;
-    let (findings, partial) = static_findings;
     let findings = findings.unwrap_or_else(|reason| {
         vec![Finding {
             id: "html".into(),
@@ -57,16 +67,47 @@ pub async fn report(
             contrast: None,
         }]
     });
-    let mut body = json!({
-        "status": "pending",
-        "pending": ["contrast", "image weights"],
-        "checks": findings.iter().map(finding).collect::<Vec<_>>(),
-        "summary": summary(&partial),
-    });
-    if let Some(error) = row.and_then(|r| r.last_error) {
-        body["retrying_after"] = json!(error);
-    }
-    Ok(Json(body))
+    Ok(CheckState::Pending {
+        findings,
+        summary,
+        retrying_after: row.and_then(|r| r.last_error),
+    })
+}
+
+/// `GET /v5/email/tests/{id}/checks`.
+pub async fn report(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((_, id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
+    Ok(Json(match check_state(&state, &test).await? {
+        CheckState::Complete {
+            completed_at,
+            report,
+        } => json!({
+            "status": "complete",
+            "completed_at": completed_at,
+            "checks": report.findings.iter().map(finding).collect::<Vec<_>>(),
+            "summary": summary(&report.summary),
+        }),
+        CheckState::Pending {
+            findings,
+            summary: partial,
+            retrying_after,
+        } => {
+            let mut body = json!({
+                "status": "pending",
+                "pending": ["contrast", "image weights"],
+                "checks": findings.iter().map(finding).collect::<Vec<_>>(),
+                "summary": summary(&partial),
+            });
+            if let Some(error) = retrying_after {
+                body["retrying_after"] = json!(error);
+            }
+            body
+        }
+    }))
 }
 
 fn severity(s: Severity) -> &'static str {

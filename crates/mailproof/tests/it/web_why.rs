@@ -310,10 +310,104 @@ async fn the_link_check_from_the_web_pages() {
     let logo = rows[1];
     assert!(logo.contains("#L4\"") && logo.contains("Image"), "{logo}");
     assert!(logo.contains("no alt attribute"), "{logo}");
+    // The blocklists' own sentence: what was looked up, or why nothing was.
+    let uribl = api.ok()["uribl_status"]
+        .as_str()
+        .expect("uribl_status")
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;");
+    assert!(
+        report.contains("URI blocklists") && report.contains(&uribl),
+        "{report} lacks {uribl}"
+    );
 
     // Not another account's test.
     s.add_account("intruder", "enterprise", &[]);
     let other = Session::sign_in(&s, "intruder", "password-1").await;
     let (status, _) = other.page(&format!("/tests/{id}/links")).await;
+    assert_eq!(status, 404);
+}
+
+/// No `lang` (line 2), an image without `alt` on line 4, "click here" on line 5; the server has no
+/// engines, so contrast is said to be not judged rather than passed.
+const CHECKS: &str = "<!doctype html>\n<html>\n<head><title>Checks</title></head><body>\n\
+<img src=\"cid:logo\">\n<p><a href=\"https://example.com/\">click here</a></p>\n</body></html>\n";
+
+#[tokio::test]
+async fn the_content_checks_from_the_web_pages() {
+    let s = Server::start().await;
+    let id = create(&s, "Checks", CHECKS, &["gmail_chrome_web"]).await;
+    let web = Session::sign_in(&s, ADMIN_KEY, ADMIN_PASS).await;
+    s.add_account("intruder", "enterprise", &[]);
+
+    let (status, test_page) = web.page(&format!("/tests/{id}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        test_page.contains(&format!("href=\"/tests/{id}/checks\"")),
+        "the test page links its checks: {test_page}"
+    );
+    let (_, panel) = web
+        .page(&format!("/tests/{id}/clients/gmail_chrome_web"))
+        .await;
+    assert!(
+        panel.contains(&format!("href=\"/tests/{id}/checks\"")),
+        "the why panel points to the checks: {panel}"
+    );
+
+    // The page shows what the API answers, finding by finding, with line links.
+    let api = loop {
+        let body = s
+            .get(&format!("/v5/email/tests/{id}/checks"))
+            .await
+            .ok()
+            .clone();
+        if body["status"] == "complete" {
+            break body;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let (status, page) = web.page(&format!("/tests/{id}/checks")).await;
+    assert_eq!(status, 200, "{page}");
+    let findings = api["checks"].as_array().expect("checks");
+    assert!(findings.len() >= 3, "{api}");
+    for f in findings {
+        let message = f["message"].as_str().expect("message");
+        let escaped = message
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;");
+        assert!(page.contains(&escaped), "{page} lacks {message}");
+        if let Some(line) = f["line"].as_u64() {
+            assert!(
+                page.contains(&format!("content?view=source#L{line}\"")),
+                "line {line} of {message} is linked: {page}"
+            );
+        }
+    }
+    for (id_, line) in [("lang", None), ("img-alt", Some(4)), ("link-text", Some(5))] {
+        let found = findings.iter().find(|f| {
+            f["id"].as_str().is_some_and(|i| i.starts_with(id_))
+                && (line.is_none() || f["line"].as_u64() == line)
+        });
+        assert!(found.is_some(), "no {id_} finding in {api}");
+    }
+
+    // Another account's test is not found.
+    let theirs = s
+        .call(
+            "POST",
+            "/v5/email/tests",
+            Some(("intruder", "password-1")),
+            Some(&json!({"subject": "x", "html": CHECKS, "clients": ["gmail_chrome_web"]})),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let (status, _) = web.page(&format!("/tests/{theirs}/checks")).await;
     assert_eq!(status, 404);
 }
