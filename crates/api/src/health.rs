@@ -125,7 +125,7 @@ impl Health {
 
 /// `GET /healthz`: 200 with the components while the service can serve; 503 when its database
 /// does not answer (checked live on every call).
-pub(crate) async fn healthz(
+pub async fn healthz(
     axum::extract::State(state): axum::extract::State<crate::AppState>,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;

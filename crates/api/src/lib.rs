@@ -12,10 +12,12 @@ pub mod error;
 pub mod handlers;
 pub mod health;
 mod login;
+pub mod metrics;
 pub mod openapi;
 pub mod params;
 pub mod state;
 pub mod version;
+pub mod webhook;
 
 use axum::extract::Request;
 use axum::http::{header, Method, StatusCode};
@@ -28,7 +30,9 @@ pub use auth::hash_password;
 pub use error::{ApiError, ErrorName};
 pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 
-use handlers::{analysis, clients, create, diff, email, links, lists, shots, spam};
+use handlers::{
+    analysis, checks, clients, create, diff, email, links, lists, shots, spam, webhooks,
+};
 use version::{first_segment, ApiVersion};
 
 pub(crate) fn wrong_version(segment: &str) -> ApiError {
@@ -91,6 +95,7 @@ fn api_routes() -> Router<AppState> {
             "/{version}/email/tests/{id}/links",
             get(links::report).put(links::start),
         )
+        .route("/{version}/email/tests/{id}/checks", get(checks::report))
         .route("/{version}/email/tests/{id}/content", get(email::content))
         .route(
             "/{version}/email/tests/{id}/content/inlinecss",
@@ -127,6 +132,18 @@ fn api_routes() -> Router<AppState> {
             get(spam::spam_test_seedlist),
         )
         .route("/{version}/spam/seedlist", get(spam::reserve_seedlist))
+        .route(
+            "/{version}/account/webhook",
+            get(webhooks::get_account_webhook).put(webhooks::put_account_webhook),
+        )
+        .route(
+            "/{version}/email/tests/{id}/callback",
+            get(webhooks::email_test_callback),
+        )
+        .route(
+            "/{version}/spam/tests/{id}/callback",
+            get(webhooks::spam_test_callback),
+        )
         .route("/{version}/tests", get(lists::list_all_tests))
 }
 
@@ -135,7 +152,10 @@ pub fn router(state: AppState) -> Router {
     let max_body = state.settings.max_body_bytes;
     // The API rules wrap the versioned router as one service, not route by route: axum adds the
     // `Allow` header of a 405 outside per-route middleware, and `BadMethod` must repeat it.
-    let api = api_routes().fallback(not_found).with_state(state.clone());
+    let api = api_routes()
+        .route_layer(middleware::from_fn(metrics::count_requests))
+        .fallback(not_found)
+        .with_state(state.clone());
     let api = tower::Layer::layer(&middleware::from_fn(api_rules), api);
     Router::new()
         .route("/screenshots/{test}/{client}/{file}", get(shots::serve))
@@ -144,6 +164,8 @@ pub fn router(state: AppState) -> Router {
             "/openapi.json",
             get(|| async { axum::Json(openapi::document()) }),
         )
+        .route("/metrics", get(metrics::metrics))
+        .route_layer(middleware::from_fn(metrics::count_requests))
         .fallback_service(api)
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(request_shape))

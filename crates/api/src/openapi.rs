@@ -33,6 +33,7 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
             "clients",
             "image_blocking",
             "spam",
+            "callback_url",
         ],
     ),
     ("get", "/v5/email/tests", "List and search email tests", &[]),
@@ -77,6 +78,12 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
         "get",
         "/v5/email/tests/{test_id}/links",
         "Link validation report: status, redirects, MIME type, alt, warnings and errors of every link and image, and URI blocklist hits",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/checks",
+        "Accessibility and content checks (extension), started by the first call: lang, image alt, link text, heading order, layout tables, title, preheader, colour contrast judged in Chromium (WCAG AA), image and email weight, Gmail clipping; each finding with id, severity, message and line",
         &[],
     ),
     (
@@ -147,6 +154,7 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
             "smtp_info",
             "from_address",
             "key",
+            "callback_url",
         ],
     ),
     ("get", "/v5/spam/tests", "List and search spam tests", &[]),
@@ -165,7 +173,37 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     ),
     ("get", "/v5/spam/seedlist", "Reserve a seed list", &[]),
     ("get", "/v5/tests", "List and search all tests", &[]),
+    (
+        "get",
+        "/v5/account/webhook",
+        "Webhook settings (extension): the account's default callback URL and the secret that signs callbacks (X-Mailproof-Signature: t=<unix>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">)",
+        &[],
+    ),
+    (
+        "put",
+        "/v5/account/webhook",
+        "Set the default callback URL (extension) for tests that carry no `callback_url`; null or \"\" clears it",
+        &["callback_url"],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/callback",
+        "State of the test's completion callback (extension): none, waiting, queued, leased, delivered or failed, with attempts and the last error",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/spam/tests/{test_id}/callback",
+        "State of the spam test's completion callback (extension)",
+        &[],
+    ),
 ];
+
+/// Request fields that are extensions of the spec, with what they do.
+const FIELD_DESCRIPTIONS: &[(&str, &str)] = &[(
+    "callback_url",
+    "Extension: an http(s) URL that receives one signed JSON summary (POST) when the test completes: every client Complete or Bounced and every spam filter answered. Falls back to the account's default (PUT /v5/account/webhook). Delivered at least once, with retries and backoff; dedupe on `delivery_id`. At most 2048 bytes; private and loopback targets are refused.",
+)];
 
 const LIST_PARAMS: &[&str] = &[
     "from",
@@ -201,8 +239,17 @@ pub fn document() -> Value {
             op.insert("parameters".into(), Value::Array(parameters));
         }
         if !body.is_empty() {
-            let props: Map<String, Value> =
-                body.iter().map(|f| (f.to_string(), json!({}))).collect();
+            let props: Map<String, Value> = body
+                .iter()
+                .map(|f| {
+                    let doc = FIELD_DESCRIPTIONS.iter().find(|(name, _)| name == f);
+                    let schema = match doc {
+                        Some((_, text)) => json!({"type": "string", "description": text}),
+                        None => json!({}),
+                    };
+                    (f.to_string(), schema)
+                })
+                .collect();
             op.insert(
                 "requestBody".into(),
                 json!({"content": {"application/json": {"schema": {"type": "object", "properties": props}}}}),

@@ -84,6 +84,8 @@ pub struct ApiSettings {
     pub failed_logins_per_address: u32,
     /// Failed logins per minute for one API key, from all addresses together.
     pub failed_logins_per_key: u32,
+    /// When set, `GET /metrics` answers only `Authorization: Bearer <token>`.
+    pub metrics_token: Option<String>,
 }
 
 #[derive(Clone)]
@@ -98,6 +100,8 @@ pub struct AppState {
     pub work_ready: Arc<Notify>,
     /// Wakes the link-check worker when a check is requested.
     pub links_ready: Arc<Notify>,
+    /// Wakes the content-check worker when a check is requested.
+    pub checks_ready: Arc<Notify>,
     pub(crate) credentials: Arc<CredentialCache>,
     pub(crate) rate: Arc<RateLimiter>,
     pub(crate) logins: Arc<crate::login::LoginGuard>,
@@ -125,6 +129,7 @@ impl AppState {
             smtp_probe: None,
             work_ready,
             links_ready: Arc::default(),
+            checks_ready: Arc::default(),
             credentials: Arc::new(CredentialCache::default()),
             rate: Arc::new(RateLimiter::default()),
             logins: Arc::new(crate::login::LoginGuard::default()),

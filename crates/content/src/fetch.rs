@@ -131,6 +131,51 @@ async fn fetch_following_redirects(
     }
 }
 
+/// POSTs `body` to `url` under `policy` (the webhook deliveries) and returns the HTTP status of
+/// the answer; the answer's body is not read. The same client and checks as [`fetch_source`]:
+/// http(s) only, permitted addresses only, `policy.timeout` in all. Redirects are not followed:
+/// a POST is not repeated at a place the caller did not name, so a 3xx is returned as it is.
+/// `headers` are `(name, value)` pairs; a value that cannot be a header is an error.
+pub async fn post(
+    url: &str,
+    content_type: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+    policy: &NetPolicy,
+) -> Result<u16, FetchError> {
+    let target = checked_url(url, policy)?;
+    let client = client(policy, &target)?;
+    let invalid_header = |name: &str| FetchError::Request {
+        url: target.to_string(),
+        reason: format!("the header {name} has a value that cannot be sent"),
+    };
+    let mut request = client
+        .post(target.clone())
+        .header(
+            CONTENT_TYPE,
+            HeaderValue::from_str(content_type).map_err(|_| invalid_header("Content-Type"))?,
+        )
+        .body(body);
+    for (name, value) in headers {
+        let value = HeaderValue::from_str(value).map_err(|_| invalid_header(name))?;
+        request = request.header(*name, value);
+    }
+    let send = async {
+        request
+            .send()
+            .await
+            .map(|response| response.status().as_u16())
+            .map_err(|e| request_error(&target, &e, policy))
+    };
+    match tokio::time::timeout(policy.timeout, send).await {
+        Ok(result) => result,
+        Err(_elapsed) => Err(FetchError::Timeout {
+            url: target.to_string(),
+            seconds: policy.timeout.as_secs_f64(),
+        }),
+    }
+}
+
 /// Where a redirect response leads, checked against the policy like the first URL; `None` when
 /// `response` is not a redirect. `followed` redirects came before it on the way from `start`.
 pub(crate) fn next_hop(
@@ -510,6 +555,53 @@ mod tests {
             Ok(source) => panic!("{url} was fetched: {source:?}"),
             Err(e) => e,
         }
+    }
+
+    #[tokio::test]
+    async fn a_post_reaches_a_permitted_receiver_and_a_redirect_is_not_followed() {
+        let addr = serve(|path, addr| match path {
+            "/hook" => Reply::status(204),
+            _ => Reply::redirect(format!("http://{addr}/hook")),
+        })
+        .await;
+        let policy = loopback_allowed();
+        let headers = [("X-Test", "1".to_owned())];
+        for (path, status) in [("/hook", 204), ("/moved", 302)] {
+            let url = format!("http://{addr}{path}");
+            let answer = post(&url, "application/json", &headers, b"{}".to_vec(), &policy).await;
+            assert_eq!(answer, Ok(status), "{path}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_post_to_loopback_is_refused_without_the_allow_list() {
+        let addr = serve(|_, _| Reply::status(200)).await;
+        let refused = post(
+            &format!("http://{addr}/"),
+            "application/json",
+            &[],
+            Vec::new(),
+            &NetPolicy::default(),
+        )
+        .await;
+        assert_eq!(
+            refused,
+            Err(FetchError::RefusedAddress {
+                host: "127.0.0.1".to_owned()
+            })
+        );
+        let by_name = post(
+            &format!("http://localhost:{}/", addr.port()),
+            "application/json",
+            &[],
+            Vec::new(),
+            &NetPolicy::default(),
+        )
+        .await;
+        assert!(
+            matches!(by_name, Err(FetchError::RefusedHost { .. })),
+            "{by_name:?}"
+        );
     }
 
     #[tokio::test]

@@ -4,14 +4,17 @@
 //!
 //! Invariant: nothing here touches the database; fetching goes only through [`netpolicy`].
 
+pub mod checks;
 #[cfg(test)]
 mod corpus;
 pub mod decode;
+pub mod dns;
 pub mod fetch;
 pub mod inline;
 pub mod links;
 pub mod netpolicy;
 pub mod text;
+pub mod uribl;
 
 pub use decode::{decode_source, DecodeError, TransferEncoding};
 pub use fetch::{fetch_source, FetchError, FetchedSource};

@@ -66,11 +66,15 @@ pub struct LinkReport {
 }
 
 /// The reports for one email.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkCheck {
     pub links: Vec<LinkReport>,
     /// Links and images beyond [`MAX_LINKS`], not checked.
     pub skipped: usize,
+    /// What the URI blocklists say of the link domains; absent in reports stored before they
+    /// were consulted.
+    #[serde(default)]
+    pub uribl: Option<crate::uribl::UriblReport>,
 }
 
 /// Every `<a href>`, `<area href>` and `<img src>` of `html`, in document order.
@@ -265,7 +269,11 @@ pub async fn check_email(html: &str, policy: &NetPolicy) -> Result<LinkCheck, St
         .buffered(IN_FLIGHT)
         .collect()
         .await;
-    Ok(LinkCheck { links, skipped })
+    Ok(LinkCheck {
+        links,
+        skipped,
+        uribl: None,
+    })
 }
 
 /// Judges one link and, for http(s) URLs, follows it: `HEAD` first, `GET` when the server does

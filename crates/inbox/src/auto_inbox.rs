@@ -84,6 +84,9 @@ pub(crate) fn build_test(
         spam_filters: Vec::new(),
         reprocesses: reprocess_quota,
         monthly_limit: tenancy.monthly_limit,
+        // Mail carries no callback URL; the account's default applies.
+        callback_url: None,
+        text_part: Some(has_text_part(&message)),
     })
 }
 
@@ -184,6 +187,14 @@ fn html(message: &Message<'_>) -> String {
     )
 }
 
+/// Whether the message carries a real text/plain body part (mail-parser also lists an HTML-only
+/// message's HTML part among its text bodies, converted; that one does not count).
+fn has_text_part(message: &Message<'_>) -> bool {
+    (0..message.text_body_count() as u32)
+        .filter_map(|i| message.text_part(i))
+        .any(|p| p.is_text() && !p.is_text_html())
+}
+
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
@@ -259,6 +270,23 @@ mod tests {
             .keys()
             .all(|k| !k.to_ascii_lowercase().starts_with("x-svc")));
         assert_eq!(test.reprocesses, 5);
+        assert_eq!(test.text_part, Some(false), "an HTML-only message");
+    }
+
+    #[test]
+    fn a_text_plain_alternative_is_recorded() {
+        let raw = "Subject: s\r\nMIME-Version: 1.0\r\nContent-Type: multipart/alternative; boundary=b\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nHello\r\n--b\r\nContent-Type: text/html\r\n\r\n<p>Hello</p>\r\n--b--\r\n";
+        let test = build_test(
+            raw.as_bytes(),
+            &account(Plan::Enterprise),
+            None,
+            &catalog(),
+            0,
+            1,
+        )
+        .expect("a test");
+        assert_eq!(test.text_part, Some(true));
+        assert!(test.html.contains("<p>Hello</p>"));
     }
 
     #[test]

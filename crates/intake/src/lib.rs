@@ -10,6 +10,7 @@
 //! Invariant: no IO. The clock, the catalog and the account are handed in.
 
 use std::collections::HashSet;
+use std::net::IpAddr;
 
 use domain::{Catalog, Client, Plan, Variant};
 use store::{Account, NewTestClient};
@@ -23,6 +24,8 @@ pub const MAX_ID_LEN: usize = 255;
 /// Largest email source accepted: what the renderer takes (larger HTML would bounce for every
 /// client, so it is refused when the test is created instead).
 pub const MAX_HTML_BYTES: usize = domain::MAX_HTML_BYTES;
+/// Longest `callback_url`: far more than a real webhook endpoint needs, little to store.
+pub const MAX_CALLBACK_URL: usize = 2048;
 
 /// A rule the request broke. The API turns each into its §7 error; the auto-inbox logs it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +54,8 @@ pub enum IntakeError {
     HeaderLineBreak(String),
     #[error("the email source is {len} bytes, over the {MAX_HTML_BYTES}-byte limit")]
     HtmlTooLarge { len: usize },
+    #[error("`callback_url` {0}")]
+    CallbackUrl(String),
 }
 
 /// What to do with a broken rule that could be passed over (an unknown client id, a malformed
@@ -279,6 +284,58 @@ pub fn check_html(html: &str) -> Result<(), IntakeError> {
         return Err(IntakeError::HtmlTooLarge { len: html.len() });
     }
     Ok(())
+}
+
+/// May a test (or an account's default) be called back at this URL? http or https, with a host,
+/// no credentials, at most [`MAX_CALLBACK_URL`] bytes; an address literal must be one `permits`
+/// (the network policy) admits. Host names are judged when the callback is delivered, since
+/// their addresses may change. Returns the URL as it will be called.
+pub fn check_callback_url(
+    raw: &str,
+    permits: impl Fn(IpAddr) -> bool,
+) -> Result<String, IntakeError> {
+    let bad = |reason: String| Err(IntakeError::CallbackUrl(reason));
+    let raw = raw.trim();
+    if raw.len() > MAX_CALLBACK_URL {
+        return bad(format!(
+            "is {} bytes long; give a URL of at most {MAX_CALLBACK_URL} bytes",
+            raw.len()
+        ));
+    }
+    let url = match url::Url::parse(raw) {
+        Ok(url) => url,
+        Err(e) => {
+            return bad(format!(
+                "{raw:?} is not a valid URL ({e}); give an absolute http:// or https:// URL"
+            ))
+        }
+    };
+    if !matches!(url.scheme(), "http" | "https") {
+        return bad(format!(
+            "uses the {}: scheme; give an http:// or https:// URL",
+            url.scheme()
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return bad(
+            "carries credentials; remove them and verify callbacks by their \
+             X-Mailproof-Signature header instead"
+                .to_owned(),
+        );
+    }
+    let literal = match url.host() {
+        None => return bad(format!("{raw:?} has no host; give an absolute URL")),
+        Some(url::Host::Domain(_)) => None,
+        Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
+    };
+    if let Some(ip) = literal.filter(|ip| !permits(*ip)) {
+        return bad(format!(
+            "points at {ip}, a private, loopback or otherwise internal address the service may \
+             not call; give a host on the public internet"
+        ));
+    }
+    Ok(url.to_string())
 }
 
 #[cfg(test)]

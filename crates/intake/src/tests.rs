@@ -212,3 +212,39 @@ fn ids_of_existing_v5_libraries_are_accepted_under_their_own_name() {
         "an alias of a client the account may not use is refused"
     );
 }
+
+#[test]
+fn callback_urls_are_http_with_a_host_and_no_credentials() {
+    let public_only = |ip: std::net::IpAddr| !ip.is_loopback() && !ip.is_unspecified();
+    assert_eq!(
+        check_callback_url(" https://hooks.example.com/mailproof?x=1 ", public_only),
+        Ok("https://hooks.example.com/mailproof?x=1".to_owned())
+    );
+    assert_eq!(
+        check_callback_url("http://203.0.113.9:8080/h", public_only),
+        Ok("http://203.0.113.9:8080/h".to_owned())
+    );
+    for (url, says) in [
+        ("ftp://hooks.example.com/", "scheme"),
+        ("hooks.example.com/h", "not a valid URL"),
+        ("https://user:pw@hooks.example.com/", "credentials"),
+        ("http://127.0.0.1:9/h", "internal address"),
+        ("http://[::1]/h", "internal address"),
+        ("http://2130706433/h", "internal address"),
+        ("", "not a valid URL"),
+    ] {
+        match check_callback_url(url, public_only) {
+            Err(IntakeError::CallbackUrl(reason)) => {
+                assert!(reason.contains(says), "{url}: {reason}")
+            }
+            other => panic!("{url} was not refused: {other:?}"),
+        }
+    }
+    let long = format!("https://hooks.example.com/{}", "a".repeat(MAX_CALLBACK_URL));
+    assert!(matches!(
+        check_callback_url(&long, public_only),
+        Err(IntakeError::CallbackUrl(reason)) if reason.contains("bytes")
+    ));
+    // The allow-list decides for addresses: an admitted loopback literal is fine.
+    assert!(check_callback_url("http://127.0.0.2:80/h", |_| true).is_ok());
+}

@@ -31,6 +31,185 @@ pub struct FileConfig {
     pub render: Option<RenderSettings>,
     pub spam: Option<SpamSettings>,
     pub http_limits: Option<HttpLimits>,
+    pub dns: Option<DnsSettings>,
+    pub metrics: Option<MetricsSettings>,
+    pub webhooks: Option<WebhookSettings>,
+    pub keys: Option<KeySettings>,
+    pub role: Option<String>,
+}
+
+/// The `[keys]` section: keys every process of one service must share. Unset, each is generated
+/// once into the data directory, which only processes sharing that directory share.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KeySettings {
+    /// At least 32 random bytes that sign presigned screenshot URLs and the web's CSRF tokens
+    /// (needed by `api` processes); e.g. `head -c 32 /dev/urandom > url-signing.key`.
+    pub url_signing_key_file: Option<PathBuf>,
+    /// The PKCS#1 PEM RSA key that signs `svc` spam test mail (needed by `mail` processes); e.g.
+    /// `openssl genrsa -traditional -out dkim.pem 2048`.
+    pub dkim_key_file: Option<PathBuf>,
+}
+
+/// What one `mailproof serve` process does; any number of processes of each role can share one
+/// database and blob store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// HTTP: the API, the web pages and screenshots; retention.
+    Api,
+    /// The rendering engines and the render worker.
+    Render,
+    /// SMTP intake, the spam filters, the inbound processor, the svc sender and the link checks.
+    Mail,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Api, Role::Render, Role::Mail];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Api => "api",
+            Role::Render => "render",
+            Role::Mail => "mail",
+        }
+    }
+}
+
+/// The roles of this process (`--role api,render,mail`); all three by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roles {
+    api: bool,
+    render: bool,
+    mail: bool,
+}
+
+impl Default for Roles {
+    fn default() -> Self {
+        Roles {
+            api: true,
+            render: true,
+            mail: true,
+        }
+    }
+}
+
+impl Roles {
+    /// A comma-separated list of `api`, `render` and `mail` (or `all`).
+    pub fn parse(text: &str) -> Result<Roles, String> {
+        let mut roles = Roles {
+            api: false,
+            render: false,
+            mail: false,
+        };
+        for part in text.split(',').map(str::trim) {
+            match part.to_ascii_lowercase().as_str() {
+                "api" => roles.api = true,
+                "render" => roles.render = true,
+                "mail" => roles.mail = true,
+                "all" => roles = Roles::default(),
+                "" => {}
+                other => {
+                    return Err(format!(
+                        "--role {text:?}: unknown role {other:?}; give a comma-separated list of api, render and mail (or all)"
+                    ))
+                }
+            }
+        }
+        if roles.iter().next().is_none() {
+            return Err(format!(
+                "--role {text:?} names no role; give a comma-separated list of api, render and mail (or all)"
+            ));
+        }
+        Ok(roles)
+    }
+
+    pub fn has(self, role: Role) -> bool {
+        match role {
+            Role::Api => self.api,
+            Role::Render => self.render,
+            Role::Mail => self.mail,
+        }
+    }
+
+    pub fn is_all(self) -> bool {
+        self == Roles::default()
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Role> {
+        Role::ALL.into_iter().filter(move |r| self.has(*r))
+    }
+}
+
+impl std::fmt::Display for Roles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.iter().map(Role::as_str).collect();
+        f.write_str(&names.join(","))
+    }
+}
+
+/// The `[metrics]` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// When set, `GET /metrics` answers only `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+/// The `[dns]` section: where the lookups mailproof makes itself go (SPF/DKIM/DMARC and URI
+/// blocklists in the built-in spam filter, URI blocklists in the link check).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DnsSettings {
+    /// Off: no lookups at all (authentication results are `temperror`, blocklists not consulted).
+    pub enabled: bool,
+    /// One name server, `ip:port`, instead of /etc/resolv.conf's: e.g. your own caching resolver,
+    /// which URI blocklists require (they refuse queries from public resolvers).
+    pub nameserver: Option<SocketAddr>,
+    /// Milliseconds per query try (two tries).
+    pub timeout_ms: u64,
+}
+
+impl Default for DnsSettings {
+    fn default() -> Self {
+        DnsSettings {
+            enabled: true,
+            nameserver: None,
+            timeout_ms: 500,
+        }
+    }
+}
+
+impl DnsSettings {
+    pub fn mode(&self) -> content::dns::DnsMode {
+        let timeout = std::time::Duration::from_millis(self.timeout_ms);
+        match (self.enabled, self.nameserver) {
+            (false, _) => content::dns::DnsMode::Disabled,
+            (true, Some(addr)) => content::dns::DnsMode::Server { addr, timeout },
+            (true, None) => content::dns::DnsMode::System { timeout },
+        }
+    }
+}
+
+/// The `[webhooks]` section: how completion callbacks are retried.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookSettings {
+    /// Attempts before a callback is marked failed.
+    pub max_attempts: i64,
+    /// Seconds before the first retry; each later retry waits twice as long (with jitter).
+    pub base_delay: u64,
+    /// Longest wait between two attempts, in seconds.
+    pub max_delay: u64,
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings {
+            max_attempts: 8,
+            base_delay: 30,
+            max_delay: 3600,
+        }
+    }
 }
 
 /// The `[http_limits]` section: how long clients may take, how many are served at once, and how
@@ -148,6 +327,11 @@ pub struct Settings {
     pub render: RenderSettings,
     pub spam: SpamSettings,
     pub http_limits: HttpLimits,
+    pub dns: DnsSettings,
+    pub metrics: MetricsSettings,
+    pub webhooks: WebhookSettings,
+    pub keys: KeySettings,
+    pub roles: Roles,
 }
 
 /// Values given on the command line or in the environment (clap merges those two).
@@ -179,6 +363,18 @@ pub struct Overrides {
     /// Optional TOML file with any of these settings and the `[fetch]` and `[blobs]` sections.
     #[arg(long, env = "MAILPROOF_CONFIG")]
     pub config: Option<PathBuf>,
+    /// What this process runs: a comma-separated list of api (HTTP), render (the engines) and
+    /// mail (SMTP intake, filters, svc sender, link checks); default all.
+    #[arg(long, env = "MAILPROOF_ROLE")]
+    pub role: Option<String>,
+    /// File with the key that signs screenshot URLs (`[keys] url_signing_key_file`); every api
+    /// process of one service needs the same one.
+    #[arg(long, env = "MAILPROOF_URL_SIGNING_KEY_FILE")]
+    pub url_signing_key_file: Option<PathBuf>,
+    /// File with the DKIM key of svc spam tests (`[keys] dkim_key_file`); every mail process of
+    /// one service needs the same one.
+    #[arg(long, env = "MAILPROOF_DKIM_KEY_FILE")]
+    pub dkim_key_file: Option<PathBuf>,
 }
 
 /// The data files shipped with the source tree, for running from a checkout.
@@ -256,6 +452,35 @@ impl Settings {
                 ));
             }
         }
+        let dns = file.dns.unwrap_or_default();
+        if !(10..=10_000).contains(&dns.timeout_ms) {
+            problems.push("[dns] timeout_ms must be between 10 and 10000".into());
+        }
+        let webhooks = file.webhooks.unwrap_or_default();
+        if webhooks.max_attempts < 1
+            || webhooks.base_delay < 1
+            || webhooks.max_delay < webhooks.base_delay
+        {
+            problems.push(
+                "[webhooks] max_attempts and base_delay must be at least 1, and max_delay at least base_delay"
+                    .into(),
+            );
+        }
+        let roles = match o.role.clone().or(file.role) {
+            Some(text) => Roles::parse(&text).unwrap_or_else(|e| {
+                problems.push(e);
+                Roles::default()
+            }),
+            None => Roles::default(),
+        };
+        let file_keys = file.keys.unwrap_or_default();
+        let keys = KeySettings {
+            url_signing_key_file: o
+                .url_signing_key_file
+                .clone()
+                .or(file_keys.url_signing_key_file),
+            dkim_key_file: o.dkim_key_file.clone().or(file_keys.dkim_key_file),
+        };
         if !problems.is_empty() {
             bail!("invalid settings:\n  {}", problems.join("\n  "));
         }
@@ -294,6 +519,11 @@ impl Settings {
             render: file.render.unwrap_or_default(),
             spam: file.spam.unwrap_or_default(),
             http_limits,
+            dns,
+            metrics: file.metrics.unwrap_or_default(),
+            webhooks,
+            keys,
+            roles,
         })
     }
 }
@@ -326,5 +556,57 @@ mod tests {
         .to_string();
         assert!(err.contains("database_url"), "{err}");
         assert!(!err.contains("secret"), "the password is not shown: {err}");
+    }
+
+    #[test]
+    fn roles_default_to_all_and_parse_a_comma_list() {
+        let all = Settings::resolve(&Overrides::default()).expect("defaults resolve");
+        assert!(all.roles.is_all());
+        let some = Roles::parse(" api, Mail ").expect("a valid list");
+        assert!(some.has(Role::Api) && some.has(Role::Mail) && !some.has(Role::Render));
+        assert_eq!(some.to_string(), "api,mail");
+        assert!(Roles::parse("render,all").expect("all").is_all());
+    }
+
+    #[test]
+    fn an_unknown_or_empty_role_is_refused_naming_the_valid_ones() {
+        let err = Settings::resolve(&Overrides {
+            role: Some("api,renderer".into()),
+            ..Default::default()
+        })
+        .expect_err("an unknown role is refused");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("\"renderer\"") && msg.contains("api, render and mail"),
+            "{msg}"
+        );
+        let err = Roles::parse(" , ").expect_err("no role at all is refused");
+        assert!(err.contains("names no role"), "{err}");
+    }
+
+    #[test]
+    fn key_files_come_from_flags_over_the_config_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("m.toml");
+        std::fs::write(
+            &config,
+            "role = \"render\"\n[keys]\nurl_signing_key_file = \"/k/url\"\ndkim_key_file = \"/k/dkim.pem\"\n",
+        )
+        .expect("write config");
+        let s = Settings::resolve(&Overrides {
+            config: Some(config),
+            dkim_key_file: Some("/flag/dkim.pem".into()),
+            ..Default::default()
+        })
+        .expect("resolves");
+        assert!(s.roles.has(Role::Render) && !s.roles.has(Role::Api));
+        assert_eq!(
+            s.keys.url_signing_key_file.as_deref(),
+            Some(Path::new("/k/url"))
+        );
+        assert_eq!(
+            s.keys.dkim_key_file.as_deref(),
+            Some(Path::new("/flag/dkim.pem"))
+        );
     }
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use content::uribl::UriblLookup;
 use content::NetPolicy;
 use store::Store;
 use tokio::sync::{watch, Notify};
@@ -23,6 +24,7 @@ fn lease_secs(policy: &NetPolicy) -> i64 {
 pub async fn run(
     store: Store,
     policy: NetPolicy,
+    uribl: UriblLookup,
     ready: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -32,7 +34,7 @@ pub async fn run(
         chrono::Utc::now().timestamp()
     );
     loop {
-        match run_one(&store, &policy, &worker).await {
+        match run_one(&store, &policy, &uribl, &worker).await {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => tracing::error!(error = %e, "link check failed; will retry"),
@@ -46,7 +48,12 @@ pub async fn run(
 }
 
 /// Runs one due check; false when none is due.
-async fn run_one(store: &Store, policy: &NetPolicy, worker: &str) -> anyhow::Result<bool> {
+async fn run_one(
+    store: &Store,
+    policy: &NetPolicy,
+    uribl: &UriblLookup,
+    worker: &str,
+) -> anyhow::Result<bool> {
     let now = chrono::Utc::now().timestamp();
     let Some((test_id, attempt)) = store
         .claim_link_check(worker, now, lease_secs(policy))
@@ -56,17 +63,22 @@ async fn run_one(store: &Store, policy: &NetPolicy, worker: &str) -> anyhow::Res
     };
     tracing::info!(%test_id, attempt, "checking links");
     let html = store.test_content(&test_id).await?.unwrap_or_default();
-    let check = match content::links::check_email(&html, policy).await {
+    let mut check = match content::links::check_email(&html, policy).await {
         Ok(check) => check,
         // Unreadable HTML has no links to follow; the report says so rather than failing forever.
         Err(reason) => {
             tracing::warn!(%test_id, %reason, "links could not be extracted");
-            content::links::LinkCheck {
-                links: Vec::new(),
-                skipped: 0,
-            }
+            content::links::LinkCheck::default()
         }
     };
+    // The blocklists are asked about every link and image domain, as the built-in spam filter
+    // asks about the links of a scanned message.
+    let hosts: Vec<String> = check
+        .links
+        .iter()
+        .filter_map(|l| url::Url::parse(&l.url).ok()?.host_str().map(str::to_owned))
+        .collect();
+    check.uribl = Some(uribl.check(hosts).await);
     let result = serde_json::to_string(&check)?;
     let stored = store
         .finish_link_check(&test_id, worker, &result, chrono::Utc::now().timestamp())

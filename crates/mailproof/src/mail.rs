@@ -11,10 +11,11 @@ use anyhow::Context;
 use api::health::{Component, Health, State};
 use api::{SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 use content::netpolicy::ResolveError;
+use content::uribl::UriblLookup;
 use inbox::{InboundProcessor, InboxConfig, InboxSink, SvcSender};
 use spam::{
-    DaemonConfig, DaemonState, DnsMode, FilterAddresses, FilterProfiles, FilterStatus,
-    FilterSupervisor, SpamFilters,
+    DaemonConfig, DaemonState, FilterAddresses, FilterProfiles, FilterStatus, FilterSupervisor,
+    SpamFilters,
 };
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -37,11 +38,36 @@ pub struct MailContext {
     pub health: Arc<Health>,
 }
 
+/// What the API needs of the mail side without running it: the filter profiles it lists (for
+/// `api::AppState::new`) and the `smtp` method's send through a caller's server, which happens in
+/// the API process at test creation (for `api::AppState::with_smtp_probe`). The `svc` and `seed`
+/// methods only write rows that a `mail` process's workers pick up.
+pub fn api_parts(
+    settings: &crate::config::Settings,
+) -> anyhow::Result<(Vec<SpamClientInfo>, Arc<dyn SmtpProbe>)> {
+    let profiles = FilterProfiles::load(&settings.resources.join("spam-filters.toml"))?;
+    let probe: Arc<dyn SmtpProbe> = Arc::new(CallerSmtp {
+        seed_domain: settings.seed_domain.clone(),
+        policy: settings.fetch.clone(),
+    });
+    Ok((client_infos(&profiles), probe))
+}
+
+fn client_infos(profiles: &FilterProfiles) -> Vec<SpamClientInfo> {
+    profiles
+        .all()
+        .iter()
+        .map(|p| SpamClientInfo {
+            client: p.client.clone(),
+            kind: p.kind.as_str().to_owned(),
+            description: p.description.clone(),
+        })
+        .collect()
+}
+
 pub struct MailService {
-    /// The spam filter profiles, for `api::AppState::new`.
-    pub spam_clients: Vec<SpamClientInfo>,
-    /// For `api::AppState::with_smtp_probe`.
-    pub smtp_probe: Arc<dyn SmtpProbe>,
+    /// The URI blocklists the built-in filter consults, for the link check to report.
+    pub uribl: UriblLookup,
     stop: watch::Sender<bool>,
     tasks: Vec<(&'static str, JoinHandle<()>)>,
 }
@@ -66,16 +92,12 @@ impl MailService {
         } = ctx;
         let profiles_path = settings.resources.join("spam-filters.toml");
         let profiles = FilterProfiles::load(&profiles_path)?;
-        let spam_clients: Vec<SpamClientInfo> = profiles
-            .all()
-            .iter()
-            .map(|p| SpamClientInfo {
-                client: p.client.clone(),
-                kind: p.kind.as_str().to_owned(),
-                description: p.description.clone(),
-            })
+        let dns_mode = settings.dns.mode();
+        let uribl = UriblLookup::new(profiles.uribl_zones().to_vec(), &dns_mode);
+        let names: Vec<String> = client_infos(&profiles)
+            .into_iter()
+            .map(|c| c.client)
             .collect();
-        let names: Vec<String> = spam_clients.iter().map(|c| c.client.clone()).collect();
         let bound = smtp_listener
             .local_addr()
             .context("cannot read the SMTP listener's address")?;
@@ -85,6 +107,15 @@ impl MailService {
             reprocess_quota: settings.reprocess_quota,
         };
 
+        // A configured key is shared with the other mail processes: it must exist (never
+        // generated here, or each process would sign with its own) and is checked before any
+        // mail is taken. The default key is generated in the background on first start.
+        let configured = match &settings.keys.dkim_key_file {
+            Some(path) => {
+                Some(load_configured_dkim(path.clone(), settings.seed_domain.clone()).await?)
+            }
+            None => None,
+        };
         let (stop_tx, stop_rx) = watch::channel(false);
         let mut tasks = Vec::new();
         tasks.push((
@@ -158,7 +189,7 @@ impl MailService {
                 let filters = Arc::new(SpamFilters::with_dns(
                     profiles,
                     &FilterAddresses::default(),
-                    DnsMode::default(),
+                    dns_mode.clone(),
                 ));
                 if let Some(supervisor) = &supervisor {
                     let mut status = supervisor.status();
@@ -205,8 +236,12 @@ impl MailService {
         tasks.push((
             "svc sender",
             tokio::spawn(async move {
-                let Some(signer) = dkim_signer(key_path, seed_domain.clone()).await else {
-                    return;
+                let signer = match configured {
+                    Some(signer) => signer,
+                    None => match dkim_signer(key_path, seed_domain.clone()).await {
+                        Some(signer) => signer,
+                        None => return,
+                    },
                 };
                 SvcSender::new(store, signer, loopback(bound), seed_domain)
                     .run(work_ready, stop_rx)
@@ -215,11 +250,7 @@ impl MailService {
         ));
         tracing::info!(smtp = %bound, profiles = names.len(), "mail service started");
         Ok(MailService {
-            spam_clients,
-            smtp_probe: Arc::new(CallerSmtp {
-                seed_domain: settings.seed_domain,
-                policy: settings.fetch,
-            }),
+            uribl,
             stop: stop_tx,
             tasks,
         })
@@ -300,6 +331,30 @@ fn report_filters(health: &Health, status: &FilterStatus) {
         };
         health.set("filters", name, component);
     }
+}
+
+/// The DKIM key of `[keys] dkim_key_file`, which must exist.
+async fn load_configured_dkim(path: PathBuf, domain: String) -> anyhow::Result<smtp::DkimSigner> {
+    if !path.is_file() {
+        anyhow::bail!(
+            "[keys] dkim_key_file {} is not a file: create the key once (`openssl genrsa -traditional -out {} 2048`) and give every mail process the same file",
+            path.display(),
+            path.display()
+        );
+    }
+    let shown = path.display().to_string();
+    let signer = tokio::task::spawn_blocking(move || {
+        smtp::DkimSigner::generate_or_load(&path, &domain, DKIM_SELECTOR)
+    })
+    .await
+    .context("the DKIM key task failed")?
+    .with_context(|| format!("cannot use [keys] dkim_key_file {shown}"))?;
+    tracing::info!(
+        name = signer.dns_name(),
+        record = signer.dns_record(),
+        "publish this DKIM record for svc tests to pass DKIM"
+    );
+    Ok(signer)
 }
 
 /// The service's DKIM key, generated on first use (RSA generation takes a moment: off the runtime).

@@ -1,5 +1,6 @@
 //! `mailproof serve`: loads and checks the data files, opens storage, makes sure an account exists,
-//! then runs the HTTP API and the background jobs until SIGTERM or SIGINT.
+//! then runs the parts of its roles (`--role`: the HTTP API, the renderer, the mail side) until
+//! SIGTERM or SIGINT.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use rand::Rng;
 use store::{Blobs, NewAccount, Store};
 use tokio::sync::{watch, Notify};
 
-use crate::config::{Overrides, Settings};
+use crate::config::{Overrides, Role, Roles, Settings};
 
 /// The client rule sets, loaded once: the renderer transforms with them and the API analyses
 /// emails with them.
@@ -116,10 +117,29 @@ pub fn load_catalog(resources: &Path) -> anyhow::Result<Catalog> {
     Catalog::parse(&text).with_context(|| format!("in {}", path.display()))
 }
 
-/// The key that signs screenshot URLs: made once, kept in the data directory, so that URLs stay
-/// valid across restarts.
-fn signing_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
-    let path = data_dir.join("signing.key");
+/// The key that signs screenshot URLs (and the web's CSRF tokens): `[keys] url_signing_key_file`
+/// when configured, which every api process of one service must share; otherwise made once and
+/// kept in the data directory, so that URLs stay valid across restarts.
+fn signing_key(settings: &Settings) -> anyhow::Result<Vec<u8>> {
+    if let Some(path) = &settings.keys.url_signing_key_file {
+        let key = std::fs::read(path).with_context(|| {
+            format!(
+                "cannot read [keys] url_signing_key_file {}: create it once (`head -c 32 /dev/urandom > {}`) and give every api process the same file",
+                path.display(),
+                path.display()
+            )
+        })?;
+        if key.len() < 32 {
+            bail!(
+                "[keys] url_signing_key_file {} has {} bytes; it needs at least 32 random bytes (`head -c 32 /dev/urandom > {}`)",
+                path.display(),
+                key.len(),
+                path.display()
+            );
+        }
+        return Ok(key);
+    }
+    let path = settings.data_dir.join("signing.key");
     match std::fs::read(&path) {
         Ok(k) if k.len() >= 32 => return Ok(k),
         Ok(_) => bail!(
@@ -139,6 +159,67 @@ fn signing_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
     }
     std::fs::rename(&tmp, &path)?;
     Ok(key.to_vec())
+}
+
+/// A process running only some roles shares its work with other processes, which may not share
+/// its data directory: a key generated there would be this process's alone (presigned URLs that
+/// other api processes refuse, svc mail signed with a key nobody published).
+fn warn_about_unshared_keys(settings: &Settings) {
+    let roles = settings.roles;
+    if roles.is_all() {
+        return;
+    }
+    if roles.has(Role::Api) && settings.keys.url_signing_key_file.is_none() {
+        tracing::warn!(
+            roles = %roles,
+            fallback = %settings.data_dir.join("signing.key").display(),
+            "NO SHARED URL SIGNING KEY: this api process signs screenshot URLs with a key in its own data directory; other api processes accept them only if they share that directory. Set [keys] url_signing_key_file (or MAILPROOF_URL_SIGNING_KEY_FILE) to the same file on every api process"
+        );
+    }
+    if roles.has(Role::Mail) && settings.keys.dkim_key_file.is_none() {
+        tracing::warn!(
+            roles = %roles,
+            fallback = %settings.data_dir.join("dkim.pem").display(),
+            "NO SHARED DKIM KEY: this mail process signs svc spam test mail with a key in its own data directory; other mail processes sign with theirs unless they share that directory. Set [keys] dkim_key_file (or MAILPROOF_DKIM_KEY_FILE) to the same file on every mail process"
+        );
+    }
+}
+
+/// What `/healthz` says of a part that runs in other processes.
+fn not_this_role(health: &api::health::Health, group: &str, names: &[&str]) {
+    use api::health::{Component, State};
+    for name in names {
+        health.set(
+            group,
+            name,
+            Component {
+                state: State::Off,
+                reason: Some("not this process's role".into()),
+                next_retry: None,
+            },
+        );
+    }
+}
+
+/// The HTTP routes of a process without the api role: its own health and metrics, for the
+/// orchestrator and the scraper; every other path says where the API is.
+fn status_router(state: api::AppState, roles: Roles) -> axum::Router {
+    use axum::response::IntoResponse;
+    axum::Router::new()
+        .route("/healthz", axum::routing::get(api::health::healthz))
+        .route("/metrics", axum::routing::get(api::metrics::metrics))
+        .fallback(move |req: axum::extract::Request| async move {
+            api::ApiError::new(
+                api::ErrorName::NotFound,
+                format!(
+                    "{} {} is not served here: this process runs the roles {roles} and answers only /healthz and /metrics; the API and web pages are served by processes with the api role",
+                    req.method(),
+                    req.uri().path()
+                ),
+            )
+            .into_response()
+        })
+        .with_state(state)
 }
 
 fn random_secret(len: usize) -> String {
@@ -242,6 +323,8 @@ async fn retention_loop(store: Store, blobs: Blobs, days: i64, mut stop: watch::
 
 pub async fn run(o: Overrides) -> anyhow::Result<()> {
     let settings = Settings::resolve(&o)?;
+    let roles = settings.roles;
+    warn_about_unshared_keys(&settings);
     let catalog = Arc::new(load_catalog(&settings.resources)?);
     std::fs::create_dir_all(&settings.data_dir).with_context(|| {
         format!(
@@ -252,7 +335,11 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     let store =
         crate::accounts::open_store(&settings.data_dir, settings.database_url.as_deref()).await?;
     let blobs = Blobs::open(&settings.blobs, &settings.data_dir)?;
-    ensure_first_account(&store).await?;
+    blobs.check().await?;
+    // The first account's credentials are printed once: by a process that serves the API.
+    if roles.has(Role::Api) {
+        ensure_first_account(&store).await?;
+    }
     // Bind before building the state: with port 0 the default public URL needs the real port.
     let listener = tokio::net::TcpListener::bind(settings.http)
         .await
@@ -263,10 +350,18 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     } else {
         settings.public_url.clone()
     };
+    // Wake-ups reach workers of this process only; workers in other processes poll the
+    // database every few seconds (render, inbound, svc, link checks).
     let work_ready = Arc::new(Notify::new());
     let api_settings = api::ApiSettings {
         public_url,
-        signing_key: signing_key(&settings.data_dir)?,
+        // No route of a process without the api role signs or checks anything: it gets a key of
+        // its own rather than reading (or generating) the shared one.
+        signing_key: if roles.has(Role::Api) {
+            signing_key(&settings)?
+        } else {
+            rand::thread_rng().gen::<[u8; 32]>().to_vec()
+        },
         net_policy: settings.fetch.clone(),
         reprocess_quota: settings.reprocess_quota,
         default_rate_limit: settings.default_rate_limit,
@@ -274,84 +369,154 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         max_body_bytes: settings.max_body_bytes,
         failed_logins_per_address: settings.http_limits.failed_logins_per_address,
         failed_logins_per_key: settings.http_limits.failed_logins_per_key,
+        metrics_token: settings.metrics.token.clone(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let health = Arc::new(api::health::Health::default());
-    let smtp_listener = tokio::net::TcpListener::bind(settings.smtp)
-        .await
-        .with_context(|| format!("cannot listen for SMTP on {}", settings.smtp))?;
-    let smtp_bound = smtp_listener.local_addr()?;
-    let mail = crate::mail::MailService::start(
-        crate::mail::MailContext {
-            settings: settings.clone(),
-            store: store.clone(),
-            catalog: catalog.clone(),
-            work_ready: work_ready.clone(),
-            stop: stop_rx.clone(),
-            health: health.clone(),
-        },
-        smtp_listener,
-    )
-    .await?;
+    // Only a mail process binds SMTP: another one on the same machine could not otherwise start.
+    let mail = if roles.has(Role::Mail) {
+        let smtp_listener = tokio::net::TcpListener::bind(settings.smtp)
+            .await
+            .with_context(|| format!("cannot listen for SMTP on {}", settings.smtp))?;
+        let smtp_bound = smtp_listener.local_addr()?;
+        let mail = crate::mail::MailService::start(
+            crate::mail::MailContext {
+                settings: settings.clone(),
+                store: store.clone(),
+                catalog: catalog.clone(),
+                work_ready: work_ready.clone(),
+                stop: stop_rx.clone(),
+                health: health.clone(),
+            },
+            smtp_listener,
+        )
+        .await?;
+        Some((mail, smtp_bound))
+    } else {
+        not_this_role(&health, "smtp", &[""]);
+        not_this_role(&health, "filters", &["spamassassin", "rspamd"]);
+        None
+    };
     let rules = load_rules(&settings, &catalog)?;
+    let (spam_clients, smtp_probe) = crate::mail::api_parts(&settings)?;
     let state = api::AppState::new(
         store.clone(),
         blobs.clone(),
         catalog.clone(),
-        mail.spam_clients.clone(),
+        spam_clients,
         api_settings,
         work_ready.clone(),
     )
-    .with_smtp_probe(mail.smtp_probe.clone())
+    .with_smtp_probe(smtp_probe)
     .with_health(health.clone())
     .with_rules(rules.clone());
 
-    let rendering = start_rendering(
-        &settings,
-        &store,
-        &blobs,
-        &catalog,
-        rules,
-        work_ready.clone(),
-        stop_rx.clone(),
-        &health,
-    )
-    .await?;
-    let links = tokio::spawn(crate::links::run(
-        store.clone(),
-        settings.fetch.clone(),
-        state.links_ready.clone(),
-        stop_rx.clone(),
-    ));
-    let retention = tokio::spawn(retention_loop(
-        store.clone(),
-        blobs.clone(),
-        settings.retention_days,
-        stop_rx.clone(),
-    ));
+    let rendering = if roles.has(Role::Render) {
+        start_rendering(
+            &settings,
+            &store,
+            &blobs,
+            &catalog,
+            rules,
+            work_ready.clone(),
+            stop_rx.clone(),
+            &health,
+        )
+        .await?
+    } else {
+        not_this_role(&health, "engines", &[""]);
+        None
+    };
+    // Link checks follow links on the network and need no engine: background work of the mail
+    // role, beside the filters' own URI blocklist lookups (and, like them, off the API's hosts).
+    let links = mail.as_ref().map(|(mail, _)| {
+        tokio::spawn(crate::links::run(
+            store.clone(),
+            settings.fetch.clone(),
+            mail.uribl.clone(),
+            state.links_ready.clone(),
+            stop_rx.clone(),
+        ))
+    });
+    // Retention runs in every api process: its deletes are idempotent (a test already purged is
+    // not picked again; deleting screenshots already gone succeeds), so several api processes
+    // only repeat a cheap query.
+    let retention = roles.has(Role::Api).then(|| {
+        tokio::spawn(retention_loop(
+            store.clone(),
+            blobs.clone(),
+            settings.retention_days,
+            stop_rx.clone(),
+        ))
+    });
+    // Callbacks are outbound background work, like the link checks: the mail role's.
+    let webhooks = mail.as_ref().map(|_| {
+        tokio::spawn(crate::webhooks::run(
+            store.clone(),
+            settings.fetch.clone(),
+            settings.webhooks.clone(),
+            stop_rx.clone(),
+        ))
+    });
+    // Content checks judge contrast in the engine: the render role's, where the engines are (with
+    // `[render] engines = []` the reports say contrast was not judged, and why).
+    let content_checks = roles.has(Role::Render).then(|| {
+        tokio::spawn(
+            crate::checks::Worker {
+                store: store.clone(),
+                policy: settings.fetch.clone(),
+                renderer: rendering.as_ref().map(|(renderer, _)| renderer.clone()),
+                lease_secs: crate::checks::lease_secs(
+                    &settings.fetch,
+                    Duration::from_secs(settings.render.render_timeout.max(1)),
+                ),
+            }
+            .run(state.checks_ready.clone(), stop_rx.clone()),
+        )
+    });
 
-    tracing::info!(http = %bound, clients = catalog.clients().len(), data_dir = %settings.data_dir.display(), "mailproof is ready");
-    // A line on stdout that scripts (and the tests) can wait for.
-    println!("mailproof: smtp on {smtp_bound}");
+    tracing::info!(http = %bound, roles = %roles, clients = catalog.clients().len(), data_dir = %settings.data_dir.display(), "mailproof is ready");
+    // Lines on stdout that scripts (and the tests) can wait for.
+    println!("mailproof: roles {roles}");
+    if let Some((_, smtp_bound)) = &mail {
+        println!("mailproof: smtp on {smtp_bound}");
+    }
     println!("mailproof: listening on http://{bound}");
     let limits = crate::http::Limits {
         header_timeout: Duration::from_secs(settings.http_limits.header_timeout),
         body_timeout: Duration::from_secs(settings.http_limits.body_timeout),
         max_connections: settings.http_limits.max_connections,
     };
-    // The web pages answer under `/`; everything else (the API under /v5, screenshots, health)
-    // falls through to the API's router, with its own error rules.
-    let web_options = web::WebOptions {
-        secure_cookies: state.settings.public_url.starts_with("https://"),
-        share_days: 7,
+    let router = if roles.has(Role::Api) {
+        // The web pages answer under `/`; everything else (the API under /v5, screenshots,
+        // health) falls through to the API's router, with its own error rules.
+        let web_options = web::WebOptions {
+            secure_cookies: state.settings.public_url.starts_with("https://"),
+            share_days: 7,
+        };
+        web::router(state.clone(), web_options).fallback_service(api::router(state))
+    } else {
+        status_router(state, roles)
     };
-    let router = web::router(state.clone(), web_options).fallback_service(api::router(state));
     crate::http::serve(listener, router, limits, shutdown_signal()).await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
-    let _ = retention.await;
-    let _ = links.await;
-    mail.shutdown().await;
+    if let Some(retention) = retention {
+        let _ = retention.await;
+    }
+    if let Some(links) = links {
+        let _ = links.await;
+    }
+    if let Some(webhooks) = webhooks {
+        let _ = webhooks.await;
+    }
+    // Before the renderer is unwrapped below: the worker holds a reference to it.
+    if let Some(checks) = content_checks {
+        let _ = checks.await;
+    }
+    if let Some((mail, _)) = mail {
+        mail.shutdown().await;
+    }
     if let Some((renderer, worker)) = rendering {
         let _ = worker.await;
         match Arc::try_unwrap(renderer) {

@@ -144,6 +144,72 @@ impl Chromium {
         slot: usize,
         req: &ShotRequest<'_>,
     ) -> Result<Shot, RenderError> {
+        let session = self.load(slot, req).await?;
+        let conn = &self.running.conn;
+        let metrics = call(conn, Some(session), "Page.getLayoutMetrics", json!({})).await?;
+
+        let content_height = metrics
+            .pointer("/cssContentSize/height")
+            .and_then(Value::as_f64)
+            .unwrap_or(req.height as f64);
+        let height = (content_height.ceil() as u32).clamp(1, req.max_css_height);
+        let shot = call(
+            conn,
+            Some(session),
+            "Page.captureScreenshot",
+            json!({
+                "format": "png",
+                "captureBeyondViewport": true,
+                "fromSurface": true,
+                "clip": {"x": 0, "y": 0, "width": req.width, "height": height, "scale": 1},
+            }),
+        )
+        .await?;
+        let data = shot
+            .get("data")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RenderError::Document("Chromium returned no screenshot data".into()))?;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| RenderError::Image(format!("Chromium screenshot is not base64: {e}")))?;
+        Ok(Shot { png })
+    }
+
+    /// Evaluates `expression` on the loaded page and returns its value as JSON text.
+    pub(crate) async fn evaluate(
+        &self,
+        slot: usize,
+        req: &ShotRequest<'_>,
+        expression: &str,
+    ) -> Result<String, RenderError> {
+        let session = self.load(slot, req).await?;
+        let answer = call(
+            &self.running.conn,
+            Some(session),
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+        )
+        .await?;
+        if let Some(details) = answer.get("exceptionDetails") {
+            let text = details
+                .pointer("/exception/description")
+                .or_else(|| details.get("text"))
+                .and_then(Value::as_str)
+                .unwrap_or("unknown exception");
+            return Err(RenderError::Document(format!(
+                "the probe script failed in Chromium: {text}"
+            )));
+        }
+        let value = answer.pointer("/result/value").ok_or_else(|| {
+            RenderError::Document(
+                "the probe script's result is not JSON-serialisable; return plain data".into(),
+            )
+        })?;
+        Ok(value.to_string())
+    }
+
+    /// Sets the tab up for `req` and loads its document; returns the tab's session.
+    async fn load(&self, slot: usize, req: &ShotRequest<'_>) -> Result<&str, RenderError> {
         let tab = self
             .tabs
             .get(slot)
@@ -241,33 +307,7 @@ impl Chromium {
         )
         .await?;
         drop(events);
-
-        let metrics = call(conn, Some(session), "Page.getLayoutMetrics", json!({})).await?;
-        let content_height = metrics
-            .pointer("/cssContentSize/height")
-            .and_then(Value::as_f64)
-            .unwrap_or(req.height as f64);
-        let height = (content_height.ceil() as u32).clamp(1, req.max_css_height);
-        let shot = call(
-            conn,
-            Some(session),
-            "Page.captureScreenshot",
-            json!({
-                "format": "png",
-                "captureBeyondViewport": true,
-                "fromSurface": true,
-                "clip": {"x": 0, "y": 0, "width": req.width, "height": height, "scale": 1},
-            }),
-        )
-        .await?;
-        let data = shot
-            .get("data")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RenderError::Document("Chromium returned no screenshot data".into()))?;
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .map_err(|e| RenderError::Image(format!("Chromium screenshot is not base64: {e}")))?;
-        Ok(Shot { png })
+        Ok(session)
     }
 }
 

@@ -68,6 +68,20 @@ impl Instance {
         }
     }
 
+    /// Loads the page and evaluates `expression` on it; only Chromium offers this, through CDP's
+    /// `Runtime.evaluate` (the other engines' protocols here drive screenshots only).
+    pub(crate) async fn evaluate(
+        &self,
+        slot: usize,
+        req: &ShotRequest<'_>,
+        expression: &str,
+    ) -> Result<String, RenderError> {
+        match self {
+            Instance::Chromium(c) => c.evaluate(slot, req, expression).await,
+            Instance::Firefox(_) => Err(probe_unsupported(Engine::Gecko)),
+        }
+    }
+
     fn running(&self) -> &Running {
         match self {
             Instance::Chromium(c) => &c.running,
@@ -90,6 +104,12 @@ impl Instance {
         };
         self.running().shutdown(close).await
     }
+}
+
+pub(crate) fn probe_unsupported(engine: Engine) -> RenderError {
+    RenderError::InvalidRequest(format!(
+        "page probes run only in Chromium (blink), not in {engine}; ask for the blink engine"
+    ))
 }
 
 /// A started browser with its protocol connection and private profile.

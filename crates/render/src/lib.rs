@@ -213,6 +213,7 @@ impl Pool {
         }
         if let Some((_, old)) = now {
             tracing::warn!(engine = %self.engine, pid = old.pid(), "restarting the engine");
+            telemetry::global().engine_restart(self.engine.as_str());
             old.shutdown().await;
         }
         let fresh = Instance::start(self.engine, &self.setup).await?;
@@ -339,6 +340,14 @@ impl Renderer {
 
     /// Renders `req` and returns the whole-document PNG and its thumbnails.
     pub async fn render(&self, req: RenderRequest) -> Result<Rendered, RenderError> {
+        let started = std::time::Instant::now();
+        let engine = req.engine;
+        let result = self.render_inner(req).await;
+        telemetry::global().screenshot(engine.as_str(), result.is_ok(), started.elapsed());
+        result
+    }
+
+    async fn render_inner(&self, req: RenderRequest) -> Result<Rendered, RenderError> {
         validate(&req)?;
         let png = if req.engine == Engine::Webkit {
             self.render_webkit(&req).await?
@@ -360,6 +369,27 @@ impl Renderer {
             thumbnail: thumbs.top,
             full_thumbnail: thumbs.full,
         })
+    }
+
+    /// Loads `req`'s document as [`Renderer::render`] would (same viewport, colour scheme, image
+    /// blocking, network policy) and evaluates the JavaScript `expression` on it instead of taking
+    /// a screenshot; returns the expression's value as JSON text. Chromium (`Engine::Blink`) only:
+    /// the other engines answer `RenderError::InvalidRequest`.
+    pub async fn evaluate(
+        &self,
+        req: RenderRequest,
+        expression: &str,
+    ) -> Result<String, RenderError> {
+        validate(&req)?;
+        if req.engine != Engine::Blink {
+            return Err(engine::probe_unsupported(req.engine));
+        }
+        match self.run_browser(&req, Op::Evaluate(expression)).await? {
+            Output::Json(json) => Ok(json),
+            Output::Png(_) => Err(RenderError::Document(
+                "the engine answered a screenshot to a probe".into(),
+            )),
+        }
     }
 
     async fn render_webkit(&self, req: &RenderRequest) -> Result<Vec<u8>, RenderError> {
@@ -386,6 +416,17 @@ impl Renderer {
     }
 
     async fn render_browser(&self, req: &RenderRequest) -> Result<Vec<u8>, RenderError> {
+        match self.run_browser(req, Op::Shoot).await? {
+            Output::Png(png) => Ok(png),
+            Output::Json(_) => Err(RenderError::Document(
+                "the engine answered a probe to a screenshot".into(),
+            )),
+        }
+    }
+
+    /// Runs `op` on `req`'s document in a slot of its engine, restarting a broken engine and
+    /// trying once more.
+    async fn run_browser(&self, req: &RenderRequest, op: Op<'_>) -> Result<Output, RenderError> {
         let pool = self
             .pools
             .iter()
@@ -414,19 +455,28 @@ impl Renderer {
                 block_images: req.block_images,
                 max_css_height,
             };
-            let result = tokio::time::timeout(
-                self.cfg.render_timeout,
-                instance.shoot(lease.slot, &shot_req),
-            )
-            .await
-            .unwrap_or(Err(RenderError::Timeout {
-                engine: req.engine,
-                timeout: self.cfg.render_timeout,
-            }));
+            let work = async {
+                match op {
+                    Op::Shoot => instance
+                        .shoot(lease.slot, &shot_req)
+                        .await
+                        .map(|shot| Output::Png(shot.png)),
+                    Op::Evaluate(expression) => instance
+                        .evaluate(lease.slot, &shot_req, expression)
+                        .await
+                        .map(Output::Json),
+                }
+            };
+            let result = tokio::time::timeout(self.cfg.render_timeout, work)
+                .await
+                .unwrap_or(Err(RenderError::Timeout {
+                    engine: req.engine,
+                    timeout: self.cfg.render_timeout,
+                }));
             drop(ticket);
             attempt += 1;
             match result {
-                Ok(shot) => return Ok(shot.png),
+                Ok(output) => return Ok(output),
                 Err(e) if e.is_retryable() || !instance.is_alive().await => {
                     tracing::warn!(engine = %req.engine, attempt, error = %e, "render failed on a broken engine; restarting it");
                     last_error = Some(e);
@@ -452,6 +502,18 @@ impl Renderer {
             webkit.engine.shutdown().await;
         }
     }
+}
+
+/// What a browser slot does with a loaded document.
+#[derive(Clone, Copy)]
+enum Op<'a> {
+    Shoot,
+    Evaluate(&'a str),
+}
+
+enum Output {
+    Png(Vec<u8>),
+    Json(String),
 }
 
 /// A first start on a busy machine can miss its timeout although the browser is fine: try again

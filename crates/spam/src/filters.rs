@@ -4,6 +4,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use content::uribl::UriblLookup;
+
 use crate::builtin::{BuiltinAnalyzer, DnsMode};
 use crate::daemons::{DaemonState, FilterAddresses, FilterStatus};
 use crate::profiles::{EngineKind, FilterProfile, FilterProfiles, FilterType};
@@ -137,16 +139,19 @@ impl SpamFilters {
         SpamFilters::with_dns(profiles, addresses, DnsMode::default())
     }
 
+    /// The built-in analyzer looks names up through `dns`, for SPF/DKIM/DMARC and the profiles'
+    /// URI blocklists.
     pub fn with_dns(
         profiles: FilterProfiles,
         addresses: &FilterAddresses,
         dns: DnsMode,
     ) -> SpamFilters {
+        let uribl = UriblLookup::new(profiles.uribl_zones().to_vec(), &dns);
         SpamFilters {
             profiles,
             spamd: RwLock::new(spamd_engine(addresses.spamd)),
             rspamd: RwLock::new(rspamd_engine(addresses.rspamd)),
-            builtin: BuiltinAnalyzer::new(dns),
+            builtin: BuiltinAnalyzer::new(dns, uribl),
         }
     }
 
@@ -251,6 +256,7 @@ impl SpamFilters {
             EngineKind::Builtin => self.builtin.analyze(message, env).await,
         };
         let elapsed_ms = started.elapsed().as_millis();
+        telemetry::global().filter_scan(engine.as_str(), result.is_ok());
         match result {
             Ok(mut report) => {
                 tracing::debug!(

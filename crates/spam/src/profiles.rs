@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
+use content::uribl::Zone;
 use serde::Deserialize;
 
 use crate::SpamError;
@@ -85,12 +86,16 @@ impl FilterProfile {
 struct ProfilesFile {
     #[serde(default)]
     filter: Vec<FilterProfile>,
+    /// The URI blocklists the built-in filter consults (and the link check reports).
+    #[serde(default)]
+    uribl: Vec<Zone>,
 }
 
 /// The validated, ordered list of profiles. Order is the order of the file (and of the API list).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FilterProfiles {
     profiles: Vec<FilterProfile>,
+    uribl: Vec<Zone>,
 }
 
 /// Names and descriptions end up in API responses and `X-` headers: keep them short and printable.
@@ -165,13 +170,29 @@ impl FilterProfiles {
                 ));
             }
         }
+        let mut zones = HashSet::new();
+        for zone in &file.uribl {
+            problems.extend(zone.problems());
+            if !zones.insert(zone.name.to_ascii_uppercase()) {
+                problems.push(format!(
+                    "uribl zone {:?} is defined twice (names are compared case-insensitively)",
+                    zone.name
+                ));
+            }
+        }
         if problems.is_empty() {
             Ok(FilterProfiles {
                 profiles: file.filter,
+                uribl: file.uribl,
             })
         } else {
             Err(SpamError::ProfilesInvalid(problems.join("; ")))
         }
+    }
+
+    /// The URI blocklists of the `[[uribl]]` tables, in file order.
+    pub fn uribl_zones(&self) -> &[Zone] {
+        &self.uribl
     }
 
     pub fn all(&self) -> &[FilterProfile] {

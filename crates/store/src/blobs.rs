@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
@@ -14,8 +14,17 @@ use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BlobError {
-    #[error("blob store: {0}")]
-    Store(#[from] object_store::Error),
+    /// An operation the store refused or could not reach; `place` names the bucket and endpoint
+    /// (or the directory), `hint` the settings to check when the cause is clear. `cause` is not
+    /// marked as the error's source: its text is already in the message, and error reports that
+    /// print the whole chain would repeat it.
+    #[error("blob store ({place}): {action} failed: {cause}{hint}")]
+    Store {
+        place: Arc<str>,
+        action: String,
+        cause: Box<object_store::Error>,
+        hint: &'static str,
+    },
     #[error("blob store: cannot create {path}: {source}")]
     Dir {
         path: PathBuf,
@@ -23,6 +32,8 @@ pub enum BlobError {
     },
     #[error("blob store: invalid key {0:?}")]
     Key(String),
+    #[error("blob store: {0}")]
+    Config(String),
 }
 
 /// Where blobs live. `local` is the default; `s3` needs a bucket and credentials.
@@ -53,18 +64,33 @@ fn default_region() -> String {
 #[derive(Clone, Debug)]
 pub struct Blobs {
     inner: Arc<dyn ObjectStore>,
+    /// Where the blobs live, for error messages: `S3 bucket "b" at <endpoint>` or the directory.
+    place: Arc<str>,
+    s3: bool,
 }
 
 impl Blobs {
     pub fn open(cfg: &BlobsConfig, data_dir: &std::path::Path) -> Result<Blobs, BlobError> {
-        let inner: Arc<dyn ObjectStore> = match cfg {
+        match cfg {
             BlobsConfig::Local => {
                 let dir = data_dir.join("blobs");
                 std::fs::create_dir_all(&dir).map_err(|source| BlobError::Dir {
                     path: dir.clone(),
                     source,
                 })?;
-                Arc::new(LocalFileSystem::new_with_prefix(&dir)?)
+                let place: Arc<str> = format!("local files in {}", dir.display()).into();
+                let inner =
+                    LocalFileSystem::new_with_prefix(&dir).map_err(|cause| BlobError::Store {
+                        place: place.clone(),
+                        action: "opening the directory".into(),
+                        cause: Box::new(cause),
+                        hint: "",
+                    })?;
+                Ok(Blobs {
+                    inner: Arc::new(inner),
+                    place,
+                    s3: false,
+                })
             }
             BlobsConfig::S3 {
                 bucket,
@@ -74,6 +100,24 @@ impl Blobs {
                 secret_access_key,
                 allow_http,
             } => {
+                let place: Arc<str> = match endpoint {
+                    Some(e) => format!("S3 bucket {bucket:?} at {e}"),
+                    None => format!("S3 bucket {bucket:?} in AWS region {region}"),
+                }
+                .into();
+                if let Some(e) = endpoint.as_deref() {
+                    // object_store would only fail at the first request, with "builder error".
+                    if e.get(..7)
+                        .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+                        && !allow_http
+                    {
+                        return Err(BlobError::Config(format!(
+                            "the S3 endpoint {e} is plain HTTP, which [blobs] refuses while \
+                             allow_http is off: set allow_http = true (only where the network \
+                             between mailproof and the server is trusted) or use an https:// endpoint"
+                        )));
+                    }
+                }
                 let mut b = AmazonS3Builder::new()
                     .with_bucket_name(bucket)
                     .with_region(region)
@@ -83,10 +127,63 @@ impl Blobs {
                 if let Some(e) = endpoint {
                     b = b.with_endpoint(e);
                 }
-                Arc::new(b.build()?)
+                let inner = b.build().map_err(|cause| BlobError::Store {
+                    place: place.clone(),
+                    action: "reading the [blobs] settings".into(),
+                    cause: Box::new(cause),
+                    hint: "",
+                })?;
+                Ok(Blobs {
+                    inner: Arc::new(inner),
+                    place,
+                    s3: true,
+                })
             }
+        }
+    }
+
+    /// Whether the store answers with the configured bucket and credentials: one listing request,
+    /// made at startup so that a wrong setting stops the service instead of failing every
+    /// screenshot later (and a missing bucket is otherwise taken for a missing screenshot, since
+    /// S3 answers both with 404).
+    pub async fn check(&self) -> Result<(), BlobError> {
+        let prefix = ObjectPath::from("shots");
+        // The listing is paged lazily: the first entry costs one request, however full the bucket.
+        match self.inner.list(Some(&prefix)).next().await {
+            None | Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(self.fail("listing shots/", e)),
+        }
+    }
+
+    /// The error of `action`, with where it happened and, for S3, the settings that cause it.
+    fn fail(&self, action: impl Into<String>, cause: object_store::Error) -> BlobError {
+        // object_store gives the status a kind only for single-object requests; a refused listing
+        // is `Generic` with the status in its text (the typed error is private to the crate).
+        let text = cause.to_string();
+        let refused = matches!(
+            cause,
+            object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }
+        ) || text.contains(" 403 Forbidden")
+            || text.contains(" 401 Unauthorized");
+        let hint = if !self.s3 {
+            ""
+        } else if refused {
+            "; check access_key_id and secret_access_key in [blobs], and that they may read, write \
+             and list the bucket"
+        } else if text.contains("NoSuchBucket") {
+            "; create the bucket, or correct bucket (and endpoint) in [blobs]"
+        } else if unreachable(&cause) {
+            "; is an S3 server listening at that endpoint, and is endpoint in [blobs] right?"
+        } else {
+            ""
         };
-        Ok(Blobs { inner })
+        BlobError::Store {
+            place: self.place.clone(),
+            action: action.into(),
+            cause: Box::new(cause),
+            hint,
+        }
     }
 
     fn path(key: &str) -> Result<ObjectPath, BlobError> {
@@ -98,16 +195,18 @@ impl Blobs {
     pub async fn put(&self, key: &str, data: Vec<u8>) -> Result<(), BlobError> {
         self.inner
             .put(&Self::path(key)?, PutPayload::from(Bytes::from(data)))
-            .await?;
+            .await
+            .map_err(|e| self.fail(format!("writing {key}"), e))?;
         Ok(())
     }
 
     /// `None` when the blob does not exist.
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>, BlobError> {
+        let read = |e| self.fail(format!("reading {key}"), e);
         match self.inner.get(&Self::path(key)?).await {
-            Ok(r) => Ok(Some(r.bytes().await?)),
+            Ok(r) => Ok(Some(r.bytes().await.map_err(read)?)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(read(e)),
         }
     }
 
@@ -119,15 +218,40 @@ impl Blobs {
             .list(Some(&prefix))
             .map_ok(|m| m.location)
             .try_collect()
-            .await?;
+            .await
+            .map_err(|e| self.fail(format!("listing {prefix}/"), e))?;
         for k in keys {
             match self.inner.delete(&k).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(self.fail(format!("deleting {k}"), e)),
             }
         }
         Ok(())
     }
+}
+
+/// Whether `e` comes from failing to reach the server at all (refused, reset, timed out, no route),
+/// found by the I/O error at the bottom of its chain.
+fn unreachable(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind::*;
+    let mut next = Some(e);
+    while let Some(err) = next {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                ConnectionRefused
+                    | ConnectionReset
+                    | ConnectionAborted
+                    | NotConnected
+                    | TimedOut
+                    | AddrNotAvailable
+                    | HostUnreachable
+                    | NetworkUnreachable
+            );
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// Where a screenshot lives: `shots/<test>/<client>/<variant>.png`, and beside it the thumbnails.
@@ -156,6 +280,9 @@ pub fn diff_key(new_test: &str, base_test: &str, client_id: &str, variant: &str)
 fn test_prefix(test_id: &str) -> String {
     format!("shots/{test_id}")
 }
+
+#[cfg(test)]
+mod backend_tests;
 
 #[cfg(test)]
 mod tests {

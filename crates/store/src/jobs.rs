@@ -165,6 +165,11 @@ impl Store {
                 .await?;
             }
         }
+        if !matches!(outcome, JobOutcome::Retry { .. }) {
+            // In this transaction: the outcome that completes a test and its callback commit
+            // together, so a crash between the two cannot lose the callback.
+            crate::callbacks::enqueue_if_complete(&mut tx, self.backend, &job.test_id, now).await?;
+        }
         tx.commit().await?;
         Ok(true)
     }

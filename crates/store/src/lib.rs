@@ -25,7 +25,7 @@
 //! - Write SQL both dialects accept: `ON CONFLICT ... DO UPDATE` (not `INSERT OR REPLACE`),
 //!   `CASE` (not two-argument `MAX`), `LIKE` on `lower()` (not `instr`); in `DO UPDATE`, name the
 //!   table's own columns with the table (`SET n = t.n + 1`: PostgreSQL finds a bare `n` ambiguous). The few fragments that
-//!   must differ are methods of [`Backend`] (`skip_locked`, `insertion_order`), spliced in with
+//!   must differ are methods of [`Backend`] (`skip_locked`, `lock_row`, `insertion_order`), spliced in with
 //!   `format!`; add one there rather than branching in a query.
 //! - Queue claims are `UPDATE ... WHERE id = (SELECT id ... LIMIT 1 {skip_locked}) RETURNING ...`.
 //! - Migrations: SQLite's in `migrations/`, PostgreSQL's in `migrations/postgres/`, with the same
@@ -37,12 +37,17 @@
 
 mod accounts;
 mod blobs;
+mod callbacks;
+mod checks;
 mod inbound;
 mod jobs;
 mod links;
+mod queues;
 mod retention;
 mod spam;
 pub(crate) mod sql;
+#[cfg(any(test, feature = "test-s3"))]
+pub mod test_s3;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tests;
@@ -59,9 +64,12 @@ pub use accounts::{Account, NewAccount};
 pub use blobs::{
     diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
 };
+pub use callbacks::{CallbackOutcome, CallbackRow, ClaimedCallback};
+pub use checks::ContentCheckRow;
 pub use inbound::{InboundOutcome, InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;
+pub use queues::QueueStat;
 pub use spam::{PendingSend, SpamRow, SpamUpdate};
 pub use tests::{
     ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, TestRow,
@@ -119,6 +127,16 @@ impl Backend {
         match self {
             Backend::Sqlite => "",
             Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+        }
+    }
+
+    /// Ends a `SELECT` of one row that the transaction must hold until it commits: PostgreSQL locks
+    /// the row, so a second transaction asking for it waits for the first's commit and then sees
+    /// its changes. SQLite needs nothing: its write transactions already run one at a time.
+    pub(crate) fn lock_row(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "",
+            Backend::Postgres => "FOR UPDATE",
         }
     }
 

@@ -26,6 +26,7 @@ impl Store {
                 "test_clients",
                 "render_jobs",
                 "spam_results",
+                "content_checks",
             ] {
                 sqlx::query(&format!("DELETE FROM {table} WHERE test_id = $1"))
                     .bind(id)

@@ -46,6 +46,7 @@ impl Store {
         u: &SpamUpdate,
         now: i64,
     ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
         let res = sqlx::query(
             "UPDATE spam_results SET spam = $1, details = $2, updated_at = $3 WHERE test_id = $4 AND client = $5",
         )
@@ -54,9 +55,15 @@ impl Store {
         .bind(now)
         .bind(test_id)
         .bind(&u.client)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(res.rows_affected() > 0)
+        let changed = res.rows_affected() > 0;
+        if changed {
+            // With the verdict: the last one of a test queues its callback in the same commit.
+            crate::callbacks::enqueue_if_complete(&mut tx, self.backend, test_id, now).await?;
+        }
+        tx.commit().await?;
+        Ok(changed)
     }
 
     /// Says in `details` why a filter has no verdict yet, leaving `spam` empty; a filter that

@@ -41,6 +41,10 @@ pub struct NewTest {
     pub reprocesses: i64,
     /// `(limit, month)` when this test counts against a per-customer monthly limit.
     pub monthly_limit: Option<(i64, String)>,
+    /// Where to POST the completion summary; `None` falls back to the account's default.
+    pub callback_url: Option<String>,
+    /// Whether the message had a text/plain part; `None` when only HTML was submitted.
+    pub text_part: Option<bool>,
 }
 
 #[derive(Clone, Debug)]
@@ -181,8 +185,8 @@ impl Store {
         sqlx::query(
             "INSERT INTO tests (id, account_id, kind, subject, created_at, reference_id, customer_id,
                 image_blocking, free_test, source_url, spam_method, seed_key, spam_from_address,
-                reprocesses_left)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                reprocesses_left, callback_url)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
         )
         .bind(&t.id)
         .bind(t.account_id)
@@ -198,11 +202,13 @@ impl Store {
         .bind(&t.seed_key)
         .bind(&t.spam_from_address)
         .bind(t.reprocesses)
+        .bind(&t.callback_url)
         .execute(&mut *tx)
         .await?;
-        sqlx::query("INSERT INTO test_content (test_id, html) VALUES ($1, $2)")
+        sqlx::query("INSERT INTO test_content (test_id, html, text_part) VALUES ($1, $2, $3)")
             .bind(&t.id)
             .bind(&t.html)
+            .bind(t.text_part.map(i64::from))
             .execute(&mut *tx)
             .await?;
         for (name, value) in &t.headers {
@@ -298,6 +304,17 @@ impl Store {
                 .fetch_optional(&self.pool)
                 .await?,
         )
+    }
+
+    /// Whether the test's message had a text/plain part (`None`: unknown, or content removed).
+    pub async fn test_text_part(&self, test_id: &str) -> Result<Option<bool>> {
+        // A 0/1 integer: the `Any` driver cannot decode SQLite's integers as `bool`.
+        let found: Option<Option<i64>> =
+            sqlx::query_scalar("SELECT text_part FROM test_content WHERE test_id = $1")
+                .bind(test_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(found.flatten().map(|v| v != 0))
     }
 
     pub async fn test_headers(&self, test_id: &str) -> Result<BTreeMap<String, String>> {

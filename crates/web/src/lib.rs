@@ -12,9 +12,13 @@
 // allocation on the error path.
 #![allow(clippy::result_large_err)]
 
+mod contentchecks;
+mod linkcheck;
 mod newtest;
 mod pages;
 mod session;
+mod visdiff;
+mod why;
 
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -55,6 +59,12 @@ pub fn router(api: api::AppState, options: WebOptions) -> Router {
         .route("/tests/{id}/clients/{client}", get(pages::client_page))
         .route("/tests/{id}/compare", get(pages::compare_page))
         .route("/tests/{id}/content", get(pages::content_page))
+        .route("/tests/{id}/diff", get(visdiff::diff_page))
+        .route(
+            "/tests/{id}/links",
+            get(linkcheck::report).post(linkcheck::start),
+        )
+        .route("/tests/{id}/checks", get(contentchecks::report))
         .route("/tests/{id}/reprocess", post(pages::reprocess))
         .route("/tests/{id}/shares", post(pages::create_share))
         .route("/tests/{id}/shares/revoke", post(pages::revoke_share))

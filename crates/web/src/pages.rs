@@ -333,7 +333,11 @@ impl Scope<'_> {
     }
 }
 
-async fn owned(state: &WebState, viewer: &Viewer, id: &str) -> Result<TestRow, Response> {
+pub(crate) async fn owned(
+    state: &WebState,
+    viewer: &Viewer,
+    id: &str,
+) -> Result<TestRow, Response> {
     let Some(account) = viewer.caller.account() else {
         return Err(not_found());
     };
@@ -370,7 +374,7 @@ fn status_label(s: ScreenshotStatus) -> &'static str {
     s.as_str()
 }
 
-fn display_name(state: &WebState, id: &str) -> String {
+pub(crate) fn display_name(state: &WebState, id: &str) -> String {
     state
         .api
         .catalog
@@ -498,6 +502,12 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
         },
         None => Vec::new(),
     };
+    let pick = match scope.owner {
+        Some(v) if t.kind == TestKind::Email => {
+            Some(crate::visdiff::picker(state, v, t, None).await?)
+        }
+        _ => None,
+    };
     Ok(html! {
         h1 { (t.subject) }
         p.meta {
@@ -516,11 +526,14 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
                     a href={ (scope.base) "/content?view=source" } { "Source" }
                     a href={ (scope.base) "/content?view=inlinecss" } { "CSS inlined" }
                     a href={ (scope.base) "/content?view=text" } { "Text version" }
+                    a href={ (scope.base) "/links" } { "Links" }
+                    a href={ (scope.base) "/checks" } { "Checks" }
                 }
             }
             form id="compare" method="get" action={ (scope.base) "/compare" } {
                 button type="submit" { "Compare selected side by side" }
             }
+            @if let Some(p) = &pick { (p) }
             @for cat in CATEGORIES {
                 @let in_cat: Vec<&ClientRow> = clients.iter().filter(|c| category(state, &c.client_id) == Some(cat)).collect();
                 @if !in_cat.is_empty() {
@@ -720,6 +733,10 @@ async fn client_markup(
         current.as_str(),
         now,
     );
+    let why = match scope.owner {
+        Some(v) => Some(crate::why::panel(state, v, &scope.test, client).await),
+        None => None,
+    };
     Ok(html! {
         p { a href=(scope.base) { "← All clients of “" (scope.test.subject) "”" } }
         h1 { (name) }
@@ -746,13 +763,18 @@ async fn client_markup(
                 " " span.help { (scope.test.reprocesses_left) " reprocesses left for this test" }
             }
         }
-        @if row.status == ScreenshotStatus::Complete {
-            figure.full tabindex="0" {
-                img id="full-shot" src=(src) alt={ "Screenshot of the email in " (name) ", " (variant_label(current)) };
-                figcaption { (name) " — " (variant_label(current)) }
+        div.client-view {
+            div.shot-col {
+                @if row.status == ScreenshotStatus::Complete {
+                    figure.full tabindex="0" {
+                        img id="full-shot" src=(src) alt={ "Screenshot of the email in " (name) ", " (variant_label(current)) };
+                        figcaption { (name) " — " (variant_label(current)) }
+                    }
+                } @else {
+                    p.status { "The screenshot is " (row.status.as_str()) "." }
+                }
             }
-        } @else {
-            p.status { "The screenshot is " (row.status.as_str()) "." }
+            @if let Some(w) = &why { (w) }
         }
     })
 }
@@ -944,7 +966,11 @@ pub async fn content_page(
             a href={ (base) "/content?view=inlinecss" } aria-current=[(title == "CSS inlined").then_some("page")] { "CSS inlined" }
             a href={ (base) "/content?view=text" } aria-current=[(title == "Text version").then_some("page")] { "Text version" }
         }
-        pre.content tabindex="0" aria-label=(title) { (body) }
+        @if title == "Source" {
+            pre.content.numbered tabindex="0" aria-label=(title) { (crate::why::numbered_source(&body)) }
+        } @else {
+            pre.content tabindex="0" aria-label=(title) { (body) }
+        }
     };
     page(StatusCode::OK, layout(title, chrome(&viewer), None, main))
 }

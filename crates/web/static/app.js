@@ -1,5 +1,6 @@
 // mailproof web: live thumbnails (polling the test's status.json) and keyboard navigation
-// between screenshot variants. Everything works without it; it only saves reloads and clicks.
+// between screenshot variants, reloading a page that waits on a link check. Everything works
+// without it; it only saves reloads and clicks.
 (function () {
   "use strict";
 
@@ -64,5 +65,8 @@
     var url = document.body.dataset.statusUrl;
     if (url && document.querySelector(".card")) poll(url);
     variantKeys();
+    // A page waiting on background work (a link check) reloads itself until the work is done.
+    var wait = document.querySelector("[data-reload-after]");
+    if (wait) setTimeout(function () { window.location.reload(); }, parseInt(wait.dataset.reloadAfter, 10) || 2000);
   });
 })();

@@ -5,6 +5,7 @@ use axum::extract::{Path, State};
 use axum::Json;
 use domain::TestKind;
 use serde_json::{json, Value};
+use store::TestRow;
 
 use super::email::{owned_test, stored_content, test_client};
 use crate::auth::Caller;
@@ -18,22 +19,7 @@ pub async fn code_analysis(
     Path((_, id, client)): Path<(String, String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
-    let row = test_client(&state, &test, &client).await?;
-    let profile = state.catalog.get(&row.client_id).cloned().ok_or_else(|| {
-        ApiError::new(
-            ErrorName::ClientNotFound,
-            format!(
-                "client {:?} of this test is no longer in the client catalog: create a new test",
-                row.client_id
-            ),
-        )
-    })?;
-    let html = stored_content(&state, &test).await?;
-    let rules = state.rules.clone();
-    let analysis = tokio::task::spawn_blocking(move || emulate::analyze(&html, &profile, &rules))
-        .await
-        .map_err(|e| ApiError::internal("code analysis failed", e))?
-        .map_err(|e| ApiError::internal("code analysis failed", e))?;
+    let analysis = client_analysis(&state, &test, &client).await?;
     let groups: Vec<Value> = [
         emulate::Severity::Error,
         emulate::Severity::Warning,
@@ -53,6 +39,31 @@ pub async fn code_analysis(
     })
     .collect();
     Ok(Json(json!({ "code_analysis": groups })))
+}
+
+/// The code analysis of `test`'s email for one of its clients, as the endpoint computes it; the
+/// web pages show the same findings. The caller must already own `test`.
+pub async fn client_analysis(
+    state: &AppState,
+    test: &TestRow,
+    client: &str,
+) -> ApiResult<emulate::Analysis> {
+    let row = test_client(state, test, client).await?;
+    let profile = state.catalog.get(&row.client_id).cloned().ok_or_else(|| {
+        ApiError::new(
+            ErrorName::ClientNotFound,
+            format!(
+                "client {:?} of this test is no longer in the client catalog: create a new test",
+                row.client_id
+            ),
+        )
+    })?;
+    let html = stored_content(state, test).await?;
+    let rules = state.rules.clone();
+    tokio::task::spawn_blocking(move || emulate::analyze(&html, &profile, &rules))
+        .await
+        .map_err(|e| ApiError::internal("code analysis failed", e))?
+        .map_err(|e| ApiError::internal("code analysis failed", e))
 }
 
 /// `GET /v5/email/tips/{client}`.
@@ -76,6 +87,21 @@ pub async fn tips(
     caller: Caller,
     Path((_, client)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
+    let (id, tips) = client_tips(&state, &caller, &client)?;
+    let tips: Vec<Value> = tips
+        .iter()
+        .map(|t| json!({"name": t.name, "tip": t.tip}))
+        .collect();
+    Ok(Json(json!({"client": id, "tips": tips})))
+}
+
+/// The tips for `client` (an id or URL segment) as the caller may see them: the normalised id and
+/// the ranked tips, or `InvalidClient` for an unknown client or one outside the caller's plan.
+pub fn client_tips(
+    state: &AppState,
+    caller: &Caller,
+    client: &str,
+) -> ApiResult<(String, Vec<emulate::Tip>)> {
     let id = client.trim().to_ascii_lowercase();
     let profile = state.catalog.get(&id).ok_or_else(|| {
         ApiError::new(
@@ -94,9 +120,5 @@ pub async fn tips(
     }
     let tips = emulate::tips(profile, &state.rules)
         .map_err(|e| ApiError::internal("client tips failed", e))?;
-    let tips: Vec<Value> = tips
-        .iter()
-        .map(|t| json!({"name": t.name, "tip": t.tip}))
-        .collect();
-    Ok(Json(json!({"client": id, "tips": tips})))
+    Ok((id, tips))
 }

@@ -86,6 +86,7 @@ fn intake_error(e: intake::IntakeError) -> ApiError {
         | E::HeaderTooLong(_)
         | E::HeaderLineBreak(_)
         | E::HtmlTooLarge { .. } => ErrorName::BadRequest,
+        E::CallbackUrl(_) => ErrorName::InvalidParameter,
     };
     let hint = match &e {
         E::NoClients | E::InvalidClient(_) => "; GET /v5/email/clients lists the ids you can use",
@@ -96,9 +97,23 @@ fn intake_error(e: intake::IntakeError) -> ApiError {
             "; choose another name or value"
         }
         E::HtmlTooLarge { .. } => "; remove inlined images or unused markup",
-        E::IdTooLong { .. } | E::TooManyHeaders | E::HeaderTooLong(_) => "",
+        E::IdTooLong { .. } | E::TooManyHeaders | E::HeaderTooLong(_) | E::CallbackUrl(_) => "",
     };
     ApiError::new(name, format!("{e}{hint}"))
+}
+
+/// A callback URL by the intake rule, judged against this service's network policy.
+pub(crate) fn callback_url(state: &AppState, raw: &str) -> ApiResult<String> {
+    intake::check_callback_url(raw, |ip| state.settings.net_policy.permits(ip))
+        .map_err(intake_error)
+}
+
+/// The request's `callback_url` (extension), if it names one.
+fn read_callback_url(m: &Map<String, Value>, state: &AppState) -> ApiResult<Option<String>> {
+    params::string(m, "callback_url")?
+        .filter(|u| !u.trim().is_empty())
+        .map(|u| callback_url(state, &u))
+        .transpose()
 }
 
 fn read_tenancy(
@@ -341,6 +356,7 @@ pub async fn create_email(
     let src = read_source(&m, &state).await?;
     let tenancy = read_tenancy(&m, plan, account)?;
     let headers = read_headers(&m, plan)?;
+    let callback_url = read_callback_url(&m, &state)?;
     let free = params::boolean(&m, "free_test")?.unwrap_or(false) || plan == Plan::Free;
     let sandbox = params::boolean(&m, "sandbox")?.unwrap_or(false) || account.is_none();
     let image_blocking = params::boolean(&m, "image_blocking")?.unwrap_or(false);
@@ -397,6 +413,8 @@ pub async fn create_email(
         spam_filters: spam_filter_rows(&state, spam.is_some()),
         reprocesses: state.settings.reprocess_quota,
         monthly_limit: tenancy.monthly_limit,
+        callback_url,
+        text_part: None,
     };
     state.store.create_test(&new).await?;
     state.work_ready.notify_waiters();
@@ -424,6 +442,7 @@ pub async fn create_spam_test(
     let plan = account.map_or(Plan::Enterprise, |a| a.plan);
     let src = read_source(&m, &state).await?;
     let tenancy = read_tenancy(&m, plan, account)?;
+    let callback_url = read_callback_url(&m, &state)?;
     let sandbox = params::boolean(&m, "sandbox")?.unwrap_or(false) || account.is_none();
     let spam = read_spam(&m)?;
     let seed = seed_list(&spam, account, &state).await?;
@@ -462,6 +481,8 @@ pub async fn create_spam_test(
         spam_filters: spam_filter_rows(&state, true),
         reprocesses: 0,
         monthly_limit: tenancy.monthly_limit,
+        callback_url,
+        text_part: None,
     };
     state.store.create_test(&new).await?;
     state.work_ready.notify_waiters();

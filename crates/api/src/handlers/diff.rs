@@ -7,9 +7,9 @@ use std::sync::{Arc, LazyLock};
 
 use axum::extract::{Path, State};
 use axum::Json;
-use domain::{ScreenshotStatus, TestKind};
+use domain::{ScreenshotStatus, TestKind, Variant};
 use serde_json::{json, Map, Value};
-use store::ClientRow;
+use store::{ClientRow, TestRow};
 use tokio::sync::Semaphore;
 
 use super::email::owned_test;
@@ -25,6 +25,52 @@ const CONCURRENT_DIFFS: usize = 2;
 static DIFF_SLOTS: LazyLock<Arc<Semaphore>> =
     LazyLock::new(|| Arc::new(Semaphore::new(CONCURRENT_DIFFS)));
 
+/// One comparison of two tests: per client present in both (in the first test's order), then the
+/// clients only one of them has.
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    pub clients: Vec<ClientComparison>,
+    pub only_in_test: Vec<String>,
+    pub only_in_other: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClientComparison {
+    pub client: String,
+    pub outcome: ClientOutcome,
+}
+
+#[derive(Clone, Debug)]
+pub enum ClientOutcome {
+    /// Complete in both: each variant present in both, in the first test's order.
+    Compared(Vec<(Variant, VariantOutcome)>),
+    /// Not Complete in one of them, with both statuses.
+    NotCompared {
+        test_status: ScreenshotStatus,
+        other_status: ScreenshotStatus,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub enum VariantOutcome {
+    /// The figures; `highlight_png` is emptied once stored, the image is at `diff_image`.
+    Diffed {
+        diff: Box<shotdiff::Diff>,
+        diff_image: String,
+    },
+    /// A screenshot is missing from storage, or the two could not be compared: why.
+    Failed(String),
+}
+
+/// Which variants a comparison covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Variants {
+    /// Every variant present in both tests.
+    All,
+    /// Only this one (when present in both).
+    Only(Variant),
+}
+
 pub async fn visual_diff(
     State(state): State<AppState>,
     caller: Caller,
@@ -32,35 +78,101 @@ pub async fn visual_diff(
 ) -> ApiResult<Json<Value>> {
     let base = owned_test(&state, &caller, &id, TestKind::Email).await?;
     let new = owned_test(&state, &caller, &other, TestKind::Email).await?;
+    let c = compare(&state, &base, &new, Variants::All).await?;
+    let mut clients = Map::new();
+    for cc in c.clients {
+        let entry = match cc.outcome {
+            ClientOutcome::Compared(variants) => {
+                let variants: Map<String, Value> = variants
+                    .into_iter()
+                    .map(|(v, out)| (v.as_str().to_string(), variant_json(out)))
+                    .collect();
+                json!({"status": "Compared", "variants": variants})
+            }
+            ClientOutcome::NotCompared {
+                test_status,
+                other_status,
+            } => json!({
+                "status": "NotCompared",
+                "message": "only screenshots that are Complete in both tests are compared",
+                "test_status": test_status.as_str(),
+                "other_status": other_status.as_str(),
+            }),
+        };
+        clients.insert(cc.client, entry);
+    }
+    Ok(Json(json!({
+        "test_id": base.id,
+        "other_test_id": new.id,
+        "clients": clients,
+        "only_in_test": c.only_in_test,
+        "only_in_other": c.only_in_other,
+    })))
+}
+
+fn variant_json(out: VariantOutcome) -> Value {
+    match out {
+        VariantOutcome::Failed(e) => json!({ "error": e }),
+        VariantOutcome::Diffed {
+            diff: d,
+            diff_image,
+        } => {
+            let size = |(width, height): (u32, u32)| json!({"width": width, "height": height});
+            json!({
+                "changed_share": d.changed_share(),
+                "changed_pixels": d.changed_pixels,
+                "compared_pixels": d.compared_pixels,
+                "boxes": d.boxes.iter().map(|r| json!({"x": r.x, "y": r.y, "width": r.width, "height": r.height})).collect::<Vec<_>>(),
+                "extra_height": d.extra_height,
+                "extra_width": d.extra_width,
+                "test_size": size(d.old_size),
+                "other_size": size(d.new_size),
+                "diff_image": diff_image,
+            })
+        }
+    }
+}
+
+/// Compares `base`'s screenshots with `new`'s (highlights drawn over `new`'s), both already owned
+/// by the caller; the API's diff endpoint and the web's diff page both call this.
+pub async fn compare(
+    state: &AppState,
+    base: &TestRow,
+    new: &TestRow,
+    which: Variants,
+) -> ApiResult<Comparison> {
     let base_rows = state.store.test_clients(&base.id).await?;
     let new_rows = state.store.test_clients(&new.id).await?;
     let new_by_id: BTreeMap<&str, &ClientRow> =
         new_rows.iter().map(|r| (r.client_id.as_str(), r)).collect();
     let now = chrono::Utc::now().timestamp();
-    let mut clients = Map::new();
+    let mut clients = Vec::new();
     for b in &base_rows {
         let Some(n) = new_by_id.get(b.client_id.as_str()) else {
             continue;
         };
-        let entry = if b.status == ScreenshotStatus::Complete
+        let outcome = if b.status == ScreenshotStatus::Complete
             && n.status == ScreenshotStatus::Complete
         {
-            let mut variants = Map::new();
-            for v in b.variants.iter().filter(|v| n.variants.contains(v)) {
+            let mut variants = Vec::new();
+            for v in b.variants.iter().filter(|v| {
+                n.variants.contains(v) && (which == Variants::All || which == Variants::Only(**v))
+            }) {
                 let out =
-                    diff_variant(&state, &base.id, &new.id, &b.client_id, v.as_str(), now).await?;
-                variants.insert(v.as_str().into(), out);
+                    diff_variant(state, &base.id, &new.id, &b.client_id, v.as_str(), now).await?;
+                variants.push((*v, out));
             }
-            json!({"status": "Compared", "variants": variants})
+            ClientOutcome::Compared(variants)
         } else {
-            json!({
-                "status": "NotCompared",
-                "message": "only screenshots that are Complete in both tests are compared",
-                "test_status": b.status.as_str(),
-                "other_status": n.status.as_str(),
-            })
+            ClientOutcome::NotCompared {
+                test_status: b.status,
+                other_status: n.status,
+            }
         };
-        clients.insert(b.client_id.clone(), entry);
+        clients.push(ClientComparison {
+            client: b.client_id.clone(),
+            outcome,
+        });
     }
     let only = |rows: &[ClientRow], other: &[ClientRow]| -> Vec<String> {
         rows.iter()
@@ -68,13 +180,11 @@ pub async fn visual_diff(
             .map(|r| r.client_id.clone())
             .collect()
     };
-    Ok(Json(json!({
-        "test_id": base.id,
-        "other_test_id": new.id,
-        "clients": clients,
-        "only_in_test": only(&base_rows, &new_rows),
-        "only_in_other": only(&new_rows, &base_rows),
-    })))
+    Ok(Comparison {
+        clients,
+        only_in_test: only(&base_rows, &new_rows),
+        only_in_other: only(&new_rows, &base_rows),
+    })
 }
 
 /// One variant of one client: the figures, and the highlight image stored beside the new test's
@@ -87,7 +197,7 @@ async fn diff_variant(
     client: &str,
     variant: &str,
     now: i64,
-) -> ApiResult<Value> {
+) -> ApiResult<VariantOutcome> {
     let read = |test: &str| {
         let key = store::screenshot_key(test, client, variant);
         async move { state.blobs.get(&key).await }
@@ -101,9 +211,9 @@ async fn diff_variant(
             ))
         }
         _ => {
-            return Ok(json!({
-                "error": "a screenshot of this variant is missing from storage; reprocess the test that lacks it"
-            }))
+            return Ok(VariantOutcome::Failed(
+                "a screenshot of this variant is missing from storage; reprocess the test that lacks it".into(),
+            ))
         }
     };
     let permit = Arc::clone(&DIFF_SLOTS)
@@ -120,7 +230,7 @@ async fn diff_variant(
         Ok(d) => d,
         Err(e) => {
             tracing::warn!(base, new, client, variant, error = %e, "screenshot diff failed");
-            return Ok(json!({ "error": e.to_string() }));
+            return Ok(VariantOutcome::Failed(e.to_string()));
         }
     };
     state
@@ -131,16 +241,14 @@ async fn diff_variant(
         )
         .await
         .map_err(|e| ApiError::internal("storing a diff image failed", e))?;
-    let size = |(width, height): (u32, u32)| json!({"width": width, "height": height});
-    Ok(json!({
-        "changed_share": d.changed_share(),
-        "changed_pixels": d.changed_pixels,
-        "compared_pixels": d.compared_pixels,
-        "boxes": d.boxes.iter().map(|r| json!({"x": r.x, "y": r.y, "width": r.width, "height": r.height})).collect::<Vec<_>>(),
-        "extra_height": d.extra_height,
-        "extra_width": d.extra_width,
-        "test_size": size(d.old_size),
-        "other_size": size(d.new_size),
-        "diff_image": shots::url(&state.settings, new, client, &store::diff_name(base, variant), now),
-    }))
+    Ok(VariantOutcome::Diffed {
+        diff: Box::new(d),
+        diff_image: shots::url(
+            &state.settings,
+            new,
+            client,
+            &store::diff_name(base, variant),
+            now,
+        ),
+    })
 }

@@ -5,17 +5,18 @@ use axum::extract::{Path, State};
 use axum::Json;
 use domain::TestKind;
 use serde_json::{json, Value};
+use store::TestRow;
 
 use super::email::owned_test;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::state::AppState;
 
-/// Why `uribl` is empty. The spam filters mailproof runs (spamd with `skip_rbl_checks`, rspamd
-/// with its `rbl` module off, the built-in analyzer) run offline and consult no URI blocklist, so
-/// there is no list to look link domains up in; saying so beats an empty list that reads as clean.
-pub const URIBL_STATUS: &str = "not checked: the spam filters mailproof runs are offline and \
-                                consult no URI blocklist, so link domains were not looked up";
+/// `uribl_status` while the check runs.
+const URIBL_PENDING: &str = "pending: link domains are looked up when the check runs";
+/// `uribl_status` of a report stored before link checks consulted the blocklists.
+const URIBL_NOT_ASKED: &str =
+    "not checked: this report predates URI blocklist lookups; PUT the check again";
 
 /// `PUT /v5/email/tests/{id}/links`.
 pub async fn start(
@@ -24,11 +25,7 @@ pub async fn start(
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
-    state
-        .store
-        .request_link_check(&test.id, chrono::Utc::now().timestamp())
-        .await?;
-    state.links_ready.notify_one();
+    request_check(&state, &test).await?;
     Ok(Json(json!({"status": "pending"})))
 }
 
@@ -39,28 +36,76 @@ pub async fn report(
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
-    let Some(row) = state.store.link_check(&test.id).await? else {
-        return Err(ApiError::new(
+    match link_state(&state, &test).await? {
+        LinkState::NotStarted => Err(ApiError::new(
             ErrorName::BadRequest,
             format!(
                 "links of test {id:?} have not been checked: start the check with PUT \
                  /v5/email/tests/{id}/links, then GET this URL again"
             ),
-        ));
+        )),
+        LinkState::Pending => Ok(Json(
+            json!({"status": "pending", "links": [], "uribl": [], "uribl_status": URIBL_PENDING}),
+        )),
+        LinkState::Complete {
+            completed_at,
+            check,
+        } => {
+            // `uribl` lists only what a list answered; `uribl_status` says which lists were
+            // consulted, so an empty list from lists that were offline never reads as "clean".
+            let (uribl, uribl_status) = match &check.uribl {
+                Some(report) => (json!(report.hits), json!(report.status)),
+                None => (json!([]), json!(URIBL_NOT_ASKED)),
+            };
+            Ok(Json(json!({
+                "status": "complete",
+                "completed_at": completed_at,
+                "links": check.links,
+                "skipped": check.skipped,
+                "uribl": uribl,
+                "uribl_status": uribl_status,
+                "uribl_consulted": check.uribl.as_ref().map(|r| r.consulted.clone()).unwrap_or_default(),
+            })))
+        }
+    }
+}
+
+/// Where a test's link check stands.
+#[derive(Clone, Debug)]
+pub enum LinkState {
+    /// Never requested.
+    NotStarted,
+    /// Queued or running.
+    Pending,
+    Complete {
+        completed_at: Option<i64>,
+        check: content::links::LinkCheck,
+    },
+}
+
+/// Queues a link check of `test` (already owned by the caller) and wakes the worker; the API's
+/// `PUT` and the web's "Check links" button both call this.
+pub async fn request_check(state: &AppState, test: &TestRow) -> ApiResult<()> {
+    state
+        .store
+        .request_link_check(&test.id, chrono::Utc::now().timestamp())
+        .await?;
+    state.links_ready.notify_one();
+    Ok(())
+}
+
+/// The state of `test`'s link check (the caller already owns `test`).
+pub async fn link_state(state: &AppState, test: &TestRow) -> ApiResult<LinkState> {
+    let Some(row) = state.store.link_check(&test.id).await? else {
+        return Ok(LinkState::NotStarted);
     };
     let Some(result) = row.result.filter(|_| row.state == "done") else {
-        return Ok(Json(
-            json!({"status": "pending", "links": [], "uribl": [], "uribl_status": URIBL_STATUS}),
-        ));
+        return Ok(LinkState::Pending);
     };
     let check: content::links::LinkCheck = serde_json::from_str(&result)
         .map_err(|e| ApiError::internal("stored link report is unreadable", e))?;
-    Ok(Json(json!({
-        "status": "complete",
-        "completed_at": row.completed_at,
-        "links": check.links,
-        "skipped": check.skipped,
-        "uribl": [],
-        "uribl_status": URIBL_STATUS,
-    })))
+    Ok(LinkState::Complete {
+        completed_at: row.completed_at,
+        check,
+    })
 }

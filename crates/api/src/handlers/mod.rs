@@ -1,6 +1,7 @@
 //! Request handlers, one module per area of the interface.
 
 pub mod analysis;
+pub mod checks;
 pub mod clients;
 pub mod create;
 pub mod diff;
@@ -9,6 +10,7 @@ pub mod links;
 pub mod lists;
 pub mod shots;
 pub mod spam;
+pub mod webhooks;
 
 use axum::Json;
 use serde_json::{json, Value};

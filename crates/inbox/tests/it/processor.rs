@@ -90,6 +90,8 @@ impl Fixture {
             spam_filters: vec![(SA.into(), "b2b".into()), (OWN.into(), "b2c".into())],
             reprocesses: 0,
             monthly_limit: None,
+            callback_url: None,
+            text_part: None,
         };
         self.store
             .create_test(&test)

@@ -2,10 +2,12 @@
 //! against a web server on an allow-listed loopback address, and a second loopback listener that
 //! is not allow-listed and must never see a connection.
 
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use content::uribl::test_dns::BlocklistDns;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -80,6 +82,18 @@ fn find<'a>(report: &'a Value, url: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {url} in {report}"))
 }
 
+async fn create_test(s: &Server, subject: &str, html: &str) -> String {
+    s.post(
+        "/v5/email/tests",
+        &json!({"subject": subject, "html": html}),
+    )
+    .await
+    .ok()["id"]
+        .as_str()
+        .expect("test id")
+        .to_owned()
+}
+
 async fn wait_complete(s: &Server, id: &str) -> Value {
     let start = Instant::now();
     loop {
@@ -101,8 +115,9 @@ async fn wait_complete(s: &Server, id: &str) -> Value {
 async fn links_are_followed_judged_and_loopback_is_never_contacted() {
     let web = web_server().await;
     let (port, loopback_hits) = counting_listener().await;
+    // No DNS: the blocklists' answer must not depend on whether this machine is online.
     let s = Server::start_with(Options {
-        config: "[fetch]\nallow = [\"127.0.0.2/32\"]\n".into(),
+        config: "[fetch]\nallow = [\"127.0.0.2/32\"]\n[dns]\nenabled = false\n".into(),
     })
     .await;
     let html = format!(
@@ -111,16 +126,7 @@ async fn links_are_followed_judged_and_loopback_is_never_contacted() {
          <a href=\"http://127.0.0.1:{port}/admin\">internal</a>\n<a href=\"#\">top</a>\n\
          <a href=\"mailto:sales@example.com\">mail</a></p>"
     );
-    let id = s
-        .post(
-            "/v5/email/tests",
-            &json!({"subject": "links", "html": html}),
-        )
-        .await
-        .ok()["id"]
-        .as_str()
-        .expect("test id")
-        .to_owned();
+    let id = create_test(&s, "links", &html).await;
     let path = format!("/v5/email/tests/{id}/links");
 
     let before = s.get(&path).await;
@@ -204,10 +210,60 @@ async fn links_are_followed_judged_and_loopback_is_never_contacted() {
     );
 
     assert_eq!(report["uribl"], json!([]));
-    assert!(
-        report["uribl_status"]
-            .as_str()
-            .is_some_and(|t| t.starts_with("not checked")),
+    assert_eq!(
+        report["uribl_status"], "not checked: DNS lookups are disabled in the configuration",
+        "an empty list from lists never asked must not read as clean"
+    );
+}
+
+/// `uribl` lists link domains that the built-in spam filter's blocklists (data/spam-filters.toml)
+/// list, asked through `[dns] nameserver`; a zone that does not answer its test point is named as
+/// not consulted.
+#[tokio::test]
+async fn link_domains_on_a_uri_blocklist_are_reported_and_silent_lists_are_named() {
+    let dns = BlocklistDns::start([
+        // Spamhaus DBL answers its documented test point, and lists one of the email's domains.
+        ("dbltest.com.dbl.spamhaus.org", Ipv4Addr::new(127, 0, 1, 2)),
+        (
+            "listed-domain.example.dbl.spamhaus.org",
+            Ipv4Addr::new(127, 0, 1, 2),
+        ),
+        // URIBL and SURBL do not answer their test points here: not consulted.
+    ])
+    .await;
+    let s = Server::start_with(Options {
+        config: format!(
+            "[dns]\nnameserver = \"{}\"\ntimeout_ms = 300\n[fetch]\ntimeout = 2\n",
+            dns.addr()
+        ),
+    })
+    .await;
+    let html = "<p><a href=\"https://www.listed-domain.example/offer\">offer</a>\n\
+                <a href=\"https://news.clean-domain.example/\">news</a></p>";
+    let id = create_test(&s, "uribl", html).await;
+    let path = format!("/v5/email/tests/{id}/links");
+    s.put(&path, &json!({})).await.ok();
+    let report = wait_complete(&s, &id).await;
+    assert_eq!(
+        report["uribl"],
+        json!([{"domain": "listed-domain.example", "list": "DBL", "zone": "dbl.spamhaus.org",
+                "answer": "127.0.1.2"}]),
         "{report}"
+    );
+    assert_eq!(report["uribl_consulted"], json!(["dbl.spamhaus.org"]));
+    let status = report["uribl_status"].as_str().unwrap_or_default();
+    assert!(
+        status.starts_with("2 link domain(s) looked up in dbl.spamhaus.org: 1 listed"),
+        "{status}"
+    );
+    assert!(
+        status.contains(
+            "not consulted: multi.uribl.com: its test point test.uribl.com is not listed"
+        ),
+        "{status}"
+    );
+    assert!(
+        dns.queries() >= 3,
+        "the blocklists were asked through [dns] nameserver"
     );
 }

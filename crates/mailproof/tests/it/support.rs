@@ -394,11 +394,17 @@ impl MailServer {
         use std::os::unix::process::CommandExt as _;
         prepare_database(dir.path()).await;
         let config = dir.path().join("mailproof.toml");
-        // Spam tests need the filters, not the browsers. The `smtp` method's test relay listens
-        // on loopback, which the network policy admits only when allow-listed.
+        // Spam tests need the filters, not the browsers (unless `extra` asks for some). The `smtp`
+        // method's test relay listens on loopback, which the network policy admits only when
+        // allow-listed.
+        let render = if extra.contains("[render]") {
+            ""
+        } else {
+            "[render]\nengines = []\n"
+        };
         std::fs::write(
             &config,
-            format!("[render]\nengines = []\n[fetch]\nallow = [\"127.0.0.1/32\"]\n{extra}"),
+            format!("{render}[fetch]\nallow = [\"127.0.0.1/32\"]\n{extra}"),
         )
         .expect("write config");
         let mut child = Command::new(BIN)

@@ -12,7 +12,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::*;
 
-const AXE: &str = "/opt/mailproof/axe-core/node_modules/axe-core/axe.min.js";
+pub(crate) const AXE: &str = "/opt/mailproof/axe-core/node_modules/axe-core/axe.min.js";
 /// A client and its dark-mode twin, both drawn by Chromium (the one engine this test starts).
 const CLIENTS: [&str; 2] = ["outlook365_win", "outlook365_win_dm"];
 
@@ -20,7 +20,7 @@ type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// A very small CDP client for one page: navigate, evaluate, wait, press a key.
-struct Browser {
+pub(crate) struct Browser {
     child: Child,
     _profile: tempfile::TempDir,
     ws: Ws,
@@ -35,7 +35,7 @@ impl Drop for Browser {
 }
 
 impl Browser {
-    async fn start() -> Browser {
+    pub(crate) async fn start() -> Browser {
         assert!(
             std::path::Path::new("/usr/bin/chromium").exists(),
             "/usr/bin/chromium is missing: run scripts/setup.sh"
@@ -108,7 +108,7 @@ impl Browser {
         b
     }
 
-    async fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn call(&mut self, method: &str, params: Value) -> Value {
         match self.try_call(method, params).await {
             Ok(result) => result,
             Err(error) => panic!("{method} failed: {error}"),
@@ -116,7 +116,7 @@ impl Browser {
     }
 
     /// A CDP command's result, or the error the browser answered (e.g. while a page navigates).
-    async fn try_call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
+    pub(crate) async fn try_call(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let msg = json!({"id": id, "method": method, "params": params}).to_string();
         self.ws.send(Message::text(msg)).await.expect("send CDP");
@@ -140,7 +140,7 @@ impl Browser {
     }
 
     /// Evaluates JavaScript in the page (promises awaited) and returns its value.
-    async fn eval(&mut self, expr: &str) -> Value {
+    pub(crate) async fn eval(&mut self, expr: &str) -> Value {
         let r = self
             .call(
                 "Runtime.evaluate",
@@ -157,7 +157,7 @@ impl Browser {
 
     /// Waits until `expr` is true in the page. A navigation in between is fine: while the page
     /// is replaced the browser answers "target navigated", which counts as "not yet".
-    async fn wait_for(&mut self, expr: &str, limit: Duration) {
+    pub(crate) async fn wait_for(&mut self, expr: &str, limit: Duration) {
         let start = Instant::now();
         loop {
             let r = self
@@ -186,12 +186,12 @@ impl Browser {
         }
     }
 
-    async fn goto(&mut self, url: &str) {
+    pub(crate) async fn goto(&mut self, url: &str) {
         self.call("Page.navigate", json!({"url": url})).await;
         self.wait_loaded(url).await;
     }
 
-    async fn wait_loaded(&mut self, hint: &str) {
+    pub(crate) async fn wait_loaded(&mut self, hint: &str) {
         let _ = hint;
         tokio::time::sleep(Duration::from_millis(100)).await;
         self.wait_for(
@@ -202,7 +202,7 @@ impl Browser {
     }
 
     /// Clicks an element that navigates, and waits for the next page.
-    async fn click_and_wait(&mut self, selector: &str) {
+    pub(crate) async fn click_and_wait(&mut self, selector: &str) {
         self.eval("window.__before_nav = 1").await;
         let found = self
             .eval(&format!(
@@ -217,7 +217,7 @@ impl Browser {
         .await;
     }
 
-    async fn set_value(&mut self, selector: &str, value: &str) {
+    pub(crate) async fn set_value(&mut self, selector: &str, value: &str) {
         let ok = self
             .eval(&format!(
                 "(() => {{ const e = document.querySelector({selector:?}); if (!e) return false; e.value = {value:?}; return true; }})()"
@@ -227,7 +227,7 @@ impl Browser {
     }
 
     /// A real keystroke, as a person would press it.
-    async fn press(&mut self, key: &str) {
+    pub(crate) async fn press(&mut self, key: &str) {
         for kind in ["keyDown", "keyUp"] {
             self.call(
                 "Input.dispatchKeyEvent",
@@ -238,7 +238,7 @@ impl Browser {
     }
 
     /// Runs axe-core on the current page; fails on serious or critical violations.
-    async fn check_accessibility(&mut self, axe: &str, what: &str) {
+    pub(crate) async fn check_accessibility(&mut self, axe: &str, what: &str) {
         self.eval(axe).await;
         let found = self
             .eval(
@@ -254,7 +254,7 @@ impl Browser {
         );
     }
 
-    async fn text(&mut self, selector: &str) -> String {
+    pub(crate) async fn text(&mut self, selector: &str) -> String {
         self.eval(&format!(
             "(document.querySelector({selector:?}) || {{}}).textContent || ''"
         ))

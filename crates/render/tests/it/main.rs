@@ -4,6 +4,7 @@
 //! is the slow part); it runs on one shared runtime so its background tasks outlive each test.
 
 mod network;
+mod probe;
 mod recovery;
 mod startup;
 mod support;

@@ -413,6 +413,7 @@ impl Session {
             }
             RcptDecision::Reject { code, message } => {
                 tracing::info!(rcpt = %address, code, "recipient refused");
+                telemetry::global().smtp_message(false);
                 let code = if (400..600).contains(&code) {
                     code
                 } else {
@@ -541,6 +542,7 @@ impl Session {
         match self.shared.sink.store(message).await {
             Ok(()) => {
                 tracing::info!(%id, size, "message accepted");
+                telemetry::global().smtp_message(true);
                 self.commands = 0;
                 let text = format!("2.0.0 Ok: queued as {id}");
                 self.reply(250, &text);
@@ -548,6 +550,7 @@ impl Session {
             }
             Err(err) => {
                 tracing::error!(%id, error = %err, "storing an incoming message failed");
+                telemetry::global().smtp_message(false);
                 self.reply(
                     451,
                     "4.3.0 Temporary failure storing the message, try again later",

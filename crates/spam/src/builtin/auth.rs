@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use mail_auth::dmarc::verify::DmarcParameters;
 use mail_auth::dmarc::Policy;
-use mail_auth::hickory_resolver::config::ResolverOpts;
-use mail_auth::hickory_resolver::system_conf::read_system_conf;
 use mail_auth::spf::verify::SpfParameters;
 use mail_auth::{AuthenticatedMessage, DkimResult, DmarcResult, MessageAuthenticator, SpfResult};
 
@@ -16,18 +14,7 @@ use super::rule;
 use crate::filters::Envelope;
 use crate::report::Rule;
 
-/// How the analyzer reaches DNS.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DnsMode {
-    /// The resolvers of `/etc/resolv.conf`, two attempts of `timeout` per query, and a deadline
-    /// of three such queries for the whole SPF/DKIM/DMARC check.
-    System { timeout: Duration },
-    /// No lookups at all: SPF, DMARC and signed DKIM are recorded as `temperror`.
-    Disabled,
-}
-
-/// Tries per DNS query.
-const ATTEMPTS: usize = 2;
+use ::content::dns::{DnsMode, ATTEMPTS};
 
 /// SPF's `%{r}` macro names the receiving host; mailproof has no public one.
 const RECEIVER: &str = "mailproof.invalid";
@@ -43,27 +30,32 @@ pub(crate) struct AuthChecker {
 
 impl AuthChecker {
     pub(crate) fn new(dns: DnsMode) -> AuthChecker {
-        match dns {
-            DnsMode::Disabled => AuthChecker {
+        if dns == DnsMode::Disabled {
+            return AuthChecker {
                 authenticator: None,
                 deadline: Duration::ZERO,
                 unavailable: "DNS disabled",
+            };
+        }
+        let built = dns.resolver_parts().and_then(|(config, opts)| {
+            MessageAuthenticator::new(config, opts)
+                .map_err(|e| format!("cannot build the resolver: {e}"))
+        });
+        match built {
+            Ok(authenticator) => AuthChecker {
+                authenticator: Some(authenticator),
+                // A deadline of three queries' worth for the whole SPF/DKIM/DMARC check.
+                deadline: dns.timeout() * ATTEMPTS as u32 * 3,
+                unavailable: "",
             },
-            DnsMode::System { timeout } => match build_authenticator(timeout) {
-                Ok(authenticator) => AuthChecker {
-                    authenticator: Some(authenticator),
-                    deadline: timeout * ATTEMPTS as u32 * 3,
-                    unavailable: "",
-                },
-                Err(reason) => {
-                    tracing::warn!(%reason, "no DNS resolver for SPF/DKIM/DMARC; they will report temperror");
-                    AuthChecker {
-                        authenticator: None,
-                        deadline: Duration::ZERO,
-                        unavailable: "no DNS resolver configured",
-                    }
+            Err(reason) => {
+                tracing::warn!(%reason, "no DNS resolver for SPF/DKIM/DMARC; they will report temperror");
+                AuthChecker {
+                    authenticator: None,
+                    deadline: Duration::ZERO,
+                    unavailable: "no DNS resolver configured",
                 }
-            },
+            }
         }
     }
 
@@ -86,21 +78,6 @@ impl AuthChecker {
             }
         }
     }
-}
-
-fn build_authenticator(timeout: Duration) -> Result<MessageAuthenticator, String> {
-    let (config, mut opts): (_, ResolverOpts) =
-        read_system_conf().map_err(|e| format!("cannot read /etc/resolv.conf: {e}"))?;
-    if config.name_servers().is_empty() {
-        return Err("/etc/resolv.conf lists no name server".into());
-    }
-    opts.timeout = timeout;
-    // A lost UDP answer costs one short timeout, not the whole check (seen: 1 s stalls).
-    opts.attempts = ATTEMPTS;
-    // Most test senders have no SPF/DMARC record, and answers without an SOA would otherwise not
-    // be cached at all: every scan would ask again.
-    opts.negative_min_ttl = Some(Duration::from_secs(60));
-    MessageAuthenticator::new(config, opts).map_err(|e| format!("cannot build the resolver: {e}"))
 }
 
 fn all_temperror(has_dkim_signature: bool) -> Vec<Rule> {

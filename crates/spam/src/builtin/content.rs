@@ -85,7 +85,8 @@ const URL_SHORTENERS: [&str; 8] = [
 /// Phrase and case checks read at most this much text: enough to judge, bounded in time.
 const MAX_TEXT_BYTES: usize = 512 * 1024;
 
-pub(crate) fn check(message: &Message<'_>) -> Vec<Rule> {
+/// The content rules that fire, and the hosts of every link (for the URI blocklist lookups).
+pub(crate) fn check(message: &Message<'_>) -> (Vec<Rule>, Vec<String>) {
     let mut rules = Vec::new();
     let subject = message.subject().unwrap_or_default();
     let facts = html_facts(message);
@@ -138,7 +139,7 @@ pub(crate) fn check(message: &Message<'_>) -> Vec<Rule> {
     if facts.hidden_letters >= 200 {
         rules.push(rule("MP_HIDDEN_TEXT", 1.5));
     }
-    rules
+    (rules, hosts)
 }
 
 fn html_facts(message: &Message<'_>) -> html::HtmlFacts {
@@ -209,7 +210,7 @@ mod tests {
     use super::*;
 
     fn names(raw: &str) -> Vec<String> {
-        super::super::fired_rules(raw, |_, message| check(message))
+        super::super::fired_rules(raw, |_, message| check(message).0)
     }
 
     #[test]

@@ -65,6 +65,8 @@ async fn store_with_test(backend: Backend, variants: Vec<Variant>) -> (TestDb, S
             spam_filters: Vec::new(),
             reprocesses: 2,
             monthly_limit: None,
+            callback_url: None,
+            text_part: None,
         })
         .await
         .expect("test");
@@ -318,7 +320,10 @@ async fn a_client_named_twice_in_one_reprocess_is_queued_and_paid_for_once(backe
     assert_eq!(outcomes, vec![("c1".to_owned(), Queued { remaining: 0 })]);
 }
 
+mod callbacks;
+mod checks;
 mod links;
+mod queue_stats;
 mod queues;
 mod web;
 
@@ -350,6 +355,8 @@ async fn the_monthly_limit_counts_per_customer_and_refuses_the_test_over_it(back
         spam_filters: Vec::new(),
         reprocesses: 0,
         monthly_limit: Some((2, "2026-11".into())),
+        callback_url: None,
+        text_part: None,
     };
     store.create_test(&test(1, "c1")).await.expect("first");
     store.create_test(&test(2, "c1")).await.expect("second");

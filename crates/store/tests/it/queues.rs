@@ -42,6 +42,8 @@ async fn svc_test(store: &Store, account_id: i64, n: usize) -> String {
             spam_filters: vec![("SA".into(), "b2b".into())],
             reprocesses: 0,
             monthly_limit: None,
+            callback_url: None,
+            text_part: None,
         })
         .await
         .expect("svc test");

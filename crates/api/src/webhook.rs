@@ -1,0 +1,188 @@
+//! Completion webhooks on the wire: the JSON summary POSTed when a test completes, its signature
+//! header, and the per-account signing secret. The delivery worker (in the binary) builds the
+//! summary from stored rows with [`Summary::build`], signs the exact bytes with [`signature`] and
+//! posts them through the network policy.
+
+use hmac::{Hmac, Mac};
+use rand::Rng;
+use serde::Serialize;
+use sha2::Sha256;
+use store::{ClaimedCallback, ClientRow, SpamRow, TestRow};
+
+/// The header carrying `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
+pub const SIGNATURE_HEADER: &str = "X-Mailproof-Signature";
+/// The header carrying the delivery id (also in the body): the same in every attempt.
+pub const DELIVERY_HEADER: &str = "X-Mailproof-Delivery";
+/// The header naming the event.
+pub const EVENT_HEADER: &str = "X-Mailproof-Event";
+/// The only event so far.
+pub const EVENT_COMPLETED: &str = "test.completed";
+
+/// A new signing secret: `whsec_` and 32 random characters (about 190 bits).
+pub fn new_secret() -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    let mut rng = rand::thread_rng();
+    let random: String = (0..32)
+        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+        .collect();
+    format!("whsec_{random}")
+}
+
+/// The value of [`SIGNATURE_HEADER`] for `body` sent at `timestamp`. The timestamp is signed with
+/// the body so that a captured request cannot be replayed later under a fresh time.
+pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
+    // HMAC takes keys of any length, so this cannot fail; the fallback keeps it panic-free.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
+        return format!("t={timestamp},v1=");
+    };
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!(
+        "t={timestamp},v1={}",
+        hex::encode(mac.finalize().into_bytes())
+    )
+}
+
+/// The body of a completion callback.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    pub event: &'static str,
+    /// The same in every attempt of this callback: receivers dedupe on it.
+    pub delivery_id: String,
+    pub test_id: String,
+    /// `email` or `spam`.
+    pub kind: &'static str,
+    /// UNIX seconds.
+    pub completed_at: i64,
+    pub counts: Counts,
+    /// Per client of an email test (empty for spam tests).
+    pub clients: Vec<ClientStatus>,
+    /// Per spam filter (empty for an email test without spam testing).
+    pub spam: Vec<SpamVerdict>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Counts {
+    pub clients: usize,
+    pub complete: usize,
+    pub bounced: usize,
+    pub filters: usize,
+    /// Filters that marked the message as spam (`spam` = 1).
+    pub spam: usize,
+    /// Filters that passed it (`spam` = -1).
+    pub not_spam: usize,
+    /// Filters without a decision (`spam` = 0).
+    pub undecided: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClientStatus {
+    pub client: String,
+    /// `Complete` or `Bounced` (as in `GET /v5/email/tests/{id}/results`).
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounce_code: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SpamVerdict {
+    pub client: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// 1 spam, 0 undecided, -1 not spam (spec §2.8).
+    pub spam: Option<i64>,
+}
+
+impl Summary {
+    pub fn build(
+        callback: &ClaimedCallback,
+        test: &TestRow,
+        clients: &[ClientRow],
+        spam: &[SpamRow],
+    ) -> Summary {
+        let mut counts = Counts {
+            clients: clients.len(),
+            filters: spam.len(),
+            ..Counts::default()
+        };
+        let clients = clients
+            .iter()
+            .map(|c| {
+                match c.status {
+                    domain::ScreenshotStatus::Complete => counts.complete += 1,
+                    domain::ScreenshotStatus::Bounced => counts.bounced += 1,
+                    _ => {}
+                }
+                ClientStatus {
+                    client: c.client_id.clone(),
+                    status: c.status.as_str(),
+                    bounce_code: c.bounce_code.clone(),
+                }
+            })
+            .collect();
+        for row in spam {
+            match row.spam {
+                Some(1) => counts.spam += 1,
+                Some(-1) => counts.not_spam += 1,
+                _ => counts.undecided += 1,
+            }
+        }
+        Summary {
+            event: EVENT_COMPLETED,
+            delivery_id: callback.delivery_id.clone(),
+            test_id: test.id.clone(),
+            kind: match test.kind {
+                domain::TestKind::Email => "email",
+                domain::TestKind::Spam => "spam",
+            },
+            completed_at: callback.completed_at,
+            counts,
+            clients,
+            spam: spam
+                .iter()
+                .map(|s| SpamVerdict {
+                    client: s.client.clone(),
+                    kind: s.kind.clone(),
+                    spam: s.spam,
+                })
+                .collect(),
+        }
+    }
+
+    /// The exact bytes to sign and send.
+    pub fn to_body(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signature_is_hmac_sha256_of_timestamp_dot_body() {
+        // Computed independently: printf '1700000000.{"a":1}' | openssl dgst -sha256 -hmac whsec_test
+        assert_eq!(
+            signature("whsec_test", 1_700_000_000, br#"{"a":1}"#),
+            "t=1700000000,v1=38877139021993b830af32feea6e18a8da83eb2f6e49ee50bd9e4cf4ca4d3789"
+        );
+    }
+
+    #[test]
+    fn the_signature_changes_with_body_time_and_secret() {
+        let base = signature("s1", 10, b"body");
+        assert_ne!(base, signature("s1", 10, b"bodY"));
+        assert_ne!(base, signature("s1", 11, b"body"));
+        assert_ne!(base, signature("s2", 10, b"body"));
+        assert!(base.starts_with("t=10,v1="));
+        assert_eq!(base.len(), "t=10,v1=".len() + 64);
+    }
+
+    #[test]
+    fn secrets_are_long_and_different() {
+        let a = new_secret();
+        assert!(a.starts_with("whsec_") && a.len() == 38, "{a}");
+        assert_ne!(a, new_secret());
+    }
+}

@@ -1,0 +1,177 @@
+//! The content-check worker: claims requested checks under a lease, runs the static checks of
+//! `content::checks`, measures the images under the network policy and has Chromium judge the
+//! colour contrast, then stores the report. It runs beside the engines; a failed engine pass is
+//! retried with a pause, and after the last attempt the report says contrast was not judged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use content::checks::{self, CheckReport, Finding, Severity};
+use content::NetPolicy;
+use domain::catalog::Viewport;
+use domain::{ColorScheme, Engine};
+use render::{RenderError, RenderRequest, Renderer};
+use store::Store;
+use tokio::sync::{watch, Notify};
+
+/// How often the queue is looked at without a wake-up: picks up expired leases, retries that
+/// came due, and checks requested through another process sharing the database.
+const POLL: Duration = Duration::from_secs(2);
+/// Attempts at the engine pass before the report is stored without it.
+pub const MAX_ATTEMPTS: i64 = 3;
+/// Pause before a failed attempt is tried again.
+const RETRY_AFTER_SECS: i64 = 5;
+
+/// Everything one check may take: every image at its timeout a few at a time, and the engine
+/// pass with its own retry, with room to spare.
+pub fn lease_secs(policy: &NetPolicy, render_timeout: Duration) -> i64 {
+    let images = checks::MAX_IMAGES as u64;
+    let per_image = policy.timeout.as_secs().max(1);
+    let render = render_timeout.as_secs().max(1) * 2;
+    i64::try_from(images * per_image / 4 + render + 60).unwrap_or(i64::MAX)
+}
+
+pub struct Worker {
+    pub store: Store,
+    pub policy: NetPolicy,
+    /// The engines; `None` when none run, and then contrast is reported as not judged.
+    pub renderer: Option<Arc<Renderer>>,
+    pub lease_secs: i64,
+}
+
+impl Worker {
+    pub async fn run(self, ready: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+        let id = format!(
+            "checks-{}-{}",
+            std::process::id(),
+            chrono::Utc::now().timestamp()
+        );
+        loop {
+            match self.run_one(&id).await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => tracing::error!(error = %e, "content check failed; will retry"),
+            }
+            tokio::select! {
+                _ = ready.notified() => {}
+                _ = tokio::time::sleep(POLL) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    /// Runs one due check; false when none is due.
+    pub async fn run_one(&self, worker: &str) -> anyhow::Result<bool> {
+        let now = chrono::Utc::now().timestamp();
+        let Some((test_id, attempt)) = self
+            .store
+            .claim_content_check(worker, now, self.lease_secs)
+            .await?
+        else {
+            return Ok(false);
+        };
+        tracing::info!(%test_id, attempt, "checking content");
+        let html = self.store.test_content(&test_id).await?.unwrap_or_default();
+        let text_part = self.store.test_text_part(&test_id).await?;
+        let mut findings = match checks::static_findings(&html, text_part) {
+            Ok(findings) => findings,
+            Err(reason) => vec![unreadable(&reason)],
+        };
+        let images = checks::measure_images(&html, &self.policy)
+            .await
+            .unwrap_or_default();
+        let (summary, weight) = checks::weigh(&html, Some(images));
+        findings.extend(weight);
+        match self.contrast(&html).await {
+            Ok(contrast) => findings.extend(contrast),
+            Err(Failure::Final(reason)) => findings.push(not_judged(&reason)),
+            Err(Failure::Retry(reason)) if attempt >= MAX_ATTEMPTS => findings.push(not_judged(
+                &format!("the engine failed {attempt} times, last: {reason}"),
+            )),
+            Err(Failure::Retry(reason)) => {
+                tracing::warn!(%test_id, attempt, %reason, "contrast check failed; retrying");
+                let later = chrono::Utc::now().timestamp() + RETRY_AFTER_SECS;
+                self.store
+                    .retry_content_check(&test_id, worker, &reason, later)
+                    .await?;
+                return Ok(true);
+            }
+        }
+        findings.sort_by_key(|f| (f.line, f.severity));
+        let report = CheckReport { findings, summary };
+        let stored = self
+            .store
+            .finish_content_check(
+                &test_id,
+                worker,
+                &serde_json::to_string(&report)?,
+                chrono::Utc::now().timestamp(),
+            )
+            .await?;
+        if !stored {
+            tracing::info!(%test_id, "content check result dropped: lease lost");
+        }
+        Ok(true)
+    }
+
+    /// The contrast findings of `html`, judged in Chromium on the page as authored.
+    async fn contrast(&self, html: &str) -> Result<Vec<Finding>, Failure> {
+        let Some(renderer) = &self.renderer else {
+            return Err(Failure::Final(
+                "no rendering engine runs in this service ([render] engines is empty); the \
+                 contrast check needs Chromium (blink)"
+                    .into(),
+            ));
+        };
+        let tagged = checks::tag_lines(html).map_err(Failure::Final)?;
+        let request = RenderRequest {
+            html: tagged,
+            engine: Engine::Blink,
+            viewport: Viewport {
+                width: 600,
+                height: 800,
+            },
+            scale: 1.0,
+            mobile: false,
+            color_scheme: ColorScheme::Light,
+            // Colours do not depend on images (text over a background image is not judged at
+            // all), and the images were just downloaded once to be weighed.
+            block_images: true,
+        };
+        match renderer.evaluate(request, checks::CONTRAST_PROBE).await {
+            Ok(json) => checks::contrast_findings(&json).map_err(Failure::Final),
+            Err(e @ RenderError::EngineUnavailable(_)) => Err(Failure::Final(format!(
+                "{e}; the contrast check needs Chromium (add blink to [render] engines)"
+            ))),
+            Err(e) if e.is_retryable() => Err(Failure::Retry(e.to_string())),
+            Err(e) => Err(Failure::Final(e.to_string())),
+        }
+    }
+}
+
+enum Failure {
+    /// The engine may do better on another attempt (a crash, a hang).
+    Retry(String),
+    /// Another attempt would fail the same way.
+    Final(String),
+}
+
+fn not_judged(reason: &str) -> Finding {
+    Finding {
+        id: "contrast".into(),
+        severity: Severity::Info,
+        message: format!("colour contrast not judged: {reason}"),
+        line: None,
+        contrast: None,
+    }
+}
+
+fn unreadable(reason: &str) -> Finding {
+    Finding {
+        id: "html".into(),
+        severity: Severity::Error,
+        message: format!("{reason}; the static checks could not run"),
+        line: None,
+        contrast: None,
+    }
+}

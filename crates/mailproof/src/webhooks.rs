@@ -1,0 +1,269 @@
+//! The completion-webhook worker: claims queued callbacks under a lease, POSTs each test's signed
+//! summary through the network policy (`content::fetch::post`, the fetcher's one client) and
+//! records the answer: 2xx is delivered; any other answer or a network error is retried with
+//! exponential backoff and jitter up to `[webhooks] max_attempts`, then marked failed; a target
+//! the policy refuses fails at once. A delivery in flight when the process dies is claimed again
+//! when its lease expires, so a callback may arrive twice but is never lost; the delivery id lets
+//! receivers dedupe.
+
+use std::time::Duration;
+
+use api::webhook::{self, Summary};
+use content::fetch::FetchError;
+use content::NetPolicy;
+use rand::Rng;
+use store::{CallbackOutcome, ClaimedCallback, Store};
+use tokio::sync::watch;
+
+use crate::config::WebhookSettings;
+
+/// How often the queue is looked at: callbacks are queued by other tasks' transactions (the
+/// render worker, the inbox processor), and retries fall due as time passes.
+const POLL: Duration = Duration::from_secs(1);
+
+/// The lease on one delivery: the POST's whole time limit with room to spare, so a live worker
+/// never loses its lease and a dead one hands the callback on soon after.
+fn lease_secs(policy: &NetPolicy) -> i64 {
+    i64::try_from(policy.timeout.as_secs() + 10).unwrap_or(i64::MAX)
+}
+
+/// Seconds to wait before attempt `attempt + 1`, after `attempt` failed: the base delay doubled
+/// per attempt, capped at `max_delay`, of which a random share up to half is taken off
+/// (`jitter` in [0, 1)) so that receivers coming back up are not hit by every retry at once.
+pub fn backoff(attempt: i64, settings: &WebhookSettings, jitter: f64) -> u64 {
+    let doublings = u32::try_from(attempt.saturating_sub(1).clamp(0, 32)).unwrap_or(32);
+    let full = settings
+        .base_delay
+        .saturating_mul(2u64.saturating_pow(doublings))
+        .min(settings.max_delay);
+    let off = (full as f64 / 2.0 * jitter.clamp(0.0, 1.0)) as u64;
+    (full - off).max(1)
+}
+
+pub async fn run(
+    store: Store,
+    policy: NetPolicy,
+    settings: WebhookSettings,
+    mut stop: watch::Receiver<bool>,
+) {
+    let worker = format!(
+        "webhooks-{}-{}",
+        std::process::id(),
+        chrono::Utc::now().timestamp()
+    );
+    loop {
+        match run_one(&store, &policy, &settings, &worker).await {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => tracing::error!(error = %e, "webhook delivery failed; will retry"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Delivers one due callback; false when none is due.
+async fn run_one(
+    store: &Store,
+    policy: &NetPolicy,
+    settings: &WebhookSettings,
+    worker: &str,
+) -> anyhow::Result<bool> {
+    let now = chrono::Utc::now().timestamp();
+    let Some(callback) = store
+        .claim_callback(worker, now, lease_secs(policy))
+        .await?
+    else {
+        return Ok(false);
+    };
+    // A test (or account) deleted meanwhile takes its callback row with it.
+    let Some(test) = store.test_any_account(&callback.test_id).await? else {
+        return Ok(true);
+    };
+    let Some(secret) = store
+        .webhook_secret(callback.account_id, &webhook::new_secret())
+        .await?
+    else {
+        return Ok(true);
+    };
+    let clients = store.test_clients(&test.id).await?;
+    let spam = store.spam_results(&test.id).await?;
+    let body = Summary::build(&callback, &test, &clients, &spam).to_body()?;
+    let sent_at = chrono::Utc::now().timestamp();
+    let headers = [
+        (
+            webhook::SIGNATURE_HEADER,
+            webhook::signature(&secret, sent_at, &body),
+        ),
+        (webhook::DELIVERY_HEADER, callback.delivery_id.clone()),
+        (webhook::EVENT_HEADER, webhook::EVENT_COMPLETED.to_owned()),
+    ];
+    let answer =
+        content::fetch::post(&callback.url, "application/json", &headers, body, policy).await;
+    let outcome = outcome(&callback, answer, settings, rand::thread_rng().gen());
+    log(&callback, &outcome);
+    let recorded = store
+        .finish_callback(&callback, worker, chrono::Utc::now().timestamp(), &outcome)
+        .await?;
+    if !recorded {
+        tracing::info!(test_id = %callback.test_id, "callback lease lost meanwhile; outcome dropped");
+    }
+    Ok(true)
+}
+
+/// What an attempt's answer means for the callback.
+fn outcome(
+    callback: &ClaimedCallback,
+    answer: Result<u16, FetchError>,
+    settings: &WebhookSettings,
+    jitter: f64,
+) -> CallbackOutcome {
+    let (error, status) = match answer {
+        Ok(status) if (200..300).contains(&status) => return CallbackOutcome::Delivered { status },
+        Ok(status) => (
+            format!("the receiver answered HTTP {status}; a 2xx answer is needed"),
+            Some(status),
+        ),
+        // Retrying cannot change the policy's verdict on an address; a name whose addresses
+        // change is judged again only if the account fixes the URL and a new test completes.
+        Err(
+            e @ (FetchError::RefusedAddress { .. }
+            | FetchError::RefusedHost { .. }
+            | FetchError::InvalidUrl { .. }
+            | FetchError::UnsupportedScheme { .. }),
+        ) => {
+            return CallbackOutcome::Failed {
+                error: format!("refused by the network policy: {e}"),
+                status: None,
+            }
+        }
+        Err(e) => (e.to_string(), None),
+    };
+    if callback.attempts >= settings.max_attempts {
+        return CallbackOutcome::Failed {
+            error: format!(
+                "gave up after {} attempts; the last: {error}",
+                callback.attempts
+            ),
+            status,
+        };
+    }
+    let wait = backoff(callback.attempts, settings, jitter);
+    CallbackOutcome::Retry {
+        error,
+        status,
+        retry_at: chrono::Utc::now()
+            .timestamp()
+            .saturating_add(i64::try_from(wait).unwrap_or(i64::MAX)),
+    }
+}
+
+fn log(callback: &ClaimedCallback, outcome: &CallbackOutcome) {
+    let host = url::Url::parse(&callback.url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    let (test_id, delivery_id, attempt) =
+        (&callback.test_id, &callback.delivery_id, callback.attempts);
+    match outcome {
+        CallbackOutcome::Delivered { status } => {
+            tracing::info!(%test_id, %delivery_id, %host, attempt, status, "callback delivered")
+        }
+        CallbackOutcome::Retry {
+            error, retry_at, ..
+        } => {
+            tracing::warn!(%test_id, %delivery_id, %host, attempt, %error, retry_at, "callback not delivered; will retry")
+        }
+        CallbackOutcome::Failed { error, .. } => {
+            tracing::warn!(%test_id, %delivery_id, %host, attempt, %error, "callback failed for good")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> WebhookSettings {
+        WebhookSettings {
+            max_attempts: 4,
+            base_delay: 10,
+            max_delay: 60,
+        }
+    }
+
+    fn claimed(attempts: i64) -> ClaimedCallback {
+        ClaimedCallback {
+            test_id: "t".into(),
+            account_id: 1,
+            delivery_id: "d".into(),
+            url: "https://hooks.example/".into(),
+            completed_at: 0,
+            attempts,
+        }
+    }
+
+    #[test]
+    fn the_backoff_doubles_up_to_the_cap_and_jitter_takes_off_at_most_half() {
+        let s = settings();
+        let without_jitter: Vec<u64> = (1..=6).map(|a| backoff(a, &s, 0.0)).collect();
+        assert_eq!(without_jitter, [10, 20, 40, 60, 60, 60]);
+        let most_jitter: Vec<u64> = (1..=6).map(|a| backoff(a, &s, 0.999_999)).collect();
+        assert_eq!(most_jitter, [6, 11, 21, 31, 31, 31]);
+        for attempt in 1..=6 {
+            let full = without_jitter[attempt as usize - 1];
+            for jitter in [0.1, 0.5, 0.9] {
+                let wait = backoff(attempt, &s, jitter);
+                assert!(
+                    wait <= full && wait >= full / 2,
+                    "{attempt} {jitter}: {wait}"
+                );
+            }
+        }
+        // A huge attempt count neither overflows nor exceeds the cap.
+        assert_eq!(backoff(i64::MAX, &s, 0.0), 60);
+        let tiny = WebhookSettings {
+            base_delay: 1,
+            max_delay: 1,
+            ..s
+        };
+        assert_eq!(backoff(1, &tiny, 0.99), 1, "never zero");
+    }
+
+    #[test]
+    fn answers_map_to_delivered_retry_and_failed() {
+        let s = settings();
+        assert_eq!(
+            outcome(&claimed(1), Ok(204), &s, 0.0),
+            CallbackOutcome::Delivered { status: 204 }
+        );
+        match outcome(&claimed(1), Ok(500), &s, 0.0) {
+            CallbackOutcome::Retry {
+                status, retry_at, ..
+            } => {
+                assert_eq!(status, Some(500));
+                let now = chrono::Utc::now().timestamp();
+                assert!((now + 9..=now + 11).contains(&retry_at), "{retry_at}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            outcome(&claimed(4), Ok(302), &s, 0.0),
+            CallbackOutcome::Failed { status: Some(302), ref error } if error.contains("gave up after 4")
+        ));
+        let refused = outcome(
+            &claimed(1),
+            Err(FetchError::RefusedHost {
+                host: "localhost".into(),
+            }),
+            &s,
+            0.0,
+        );
+        assert!(matches!(
+            refused,
+            CallbackOutcome::Failed { status: None, ref error } if error.starts_with("refused by the network policy")
+        ));
+    }
+}

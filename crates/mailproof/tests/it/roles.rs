@@ -1,0 +1,649 @@
+//! Process roles (issue 13, points 3 and 6): `mailproof serve --role api|render|mail`, each process
+//! running only its part, several processes sharing one database, one blob store and the keys of
+//! `[keys]`.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// What every process of one test service shares. The lead can point this at PostgreSQL and an
+/// S3-compatible server later: only `process_config` reads it.
+struct Shared {
+    root: tempfile::TempDir,
+    /// One data directory for all processes: the embedded SQLite database (WAL mode serves
+    /// several processes on one machine) and local blobs.
+    data_dir: PathBuf,
+    url_key: PathBuf,
+    dkim_key: PathBuf,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        let root = tempfile::tempdir().expect("temp dir");
+        let data_dir = root.path().join("data");
+        let keys = root.path().join("keys");
+        std::fs::create_dir_all(&keys).expect("keys dir");
+        let url_key = keys.join("url-signing.key");
+        std::fs::write(&url_key, rand::random::<[u8; 32]>()).expect("write url key");
+        Shared {
+            data_dir,
+            url_key,
+            dkim_key: keys.join("dkim.pem"),
+            root,
+        }
+    }
+
+    /// Makes the DKIM key once, as an operator would with openssl, for every mail process.
+    fn make_dkim_key(&self) {
+        let out = Command::new("openssl")
+            .args(["genrsa", "-traditional", "-out"])
+            .arg(&self.dkim_key)
+            .arg("2048")
+            .output()
+            .expect("openssl runs (install it with scripts/setup.sh)");
+        assert!(
+            out.status.success(),
+            "openssl genrsa: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The configuration file of one process of `role`, with `extra` TOML appended.
+fn process_config(shared: &Shared, role: &str, extra: &str) -> String {
+    let mut text = format!(
+        "role = \"{role}\"\ndata_dir = {:?}\n[keys]\nurl_signing_key_file = {:?}\n",
+        shared.data_dir.display().to_string(),
+        shared.url_key.display().to_string(),
+    );
+    if shared.dkim_key.exists() {
+        text.push_str(&format!(
+            "dkim_key_file = {:?}\n",
+            shared.dkim_key.display().to_string()
+        ));
+    }
+    text.push_str(extra);
+    if !text.contains("[render]") {
+        text.push_str("\n[render]\nengines = []\n");
+    }
+    if !text.contains("[spam]") {
+        text.push_str("\n[spam]\ndaemons = false\n");
+    }
+    text
+}
+
+/// One `mailproof serve` process, in its own process group so that a kill also ends the
+/// browsers and filter daemons it started.
+struct Proc {
+    child: Child,
+    base: String,
+    smtp: Option<SocketAddr>,
+    http: reqwest::Client,
+}
+
+impl Proc {
+    /// Starts a process with `config` (written beside the shared data) and extra arguments.
+    fn start(shared: &Shared, name: &str, config: &str, args: &[&str]) -> Proc {
+        use std::os::unix::process::CommandExt as _;
+        let path = shared.root.path().join(format!("{name}.toml"));
+        std::fs::write(&path, config).expect("write config");
+        let mut child = Command::new(BIN)
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .args(args)
+            .arg("--config")
+            .arg(&path)
+            .env("MAILPROOF_API_KEY", ADMIN_KEY)
+            .env("MAILPROOF_PASSWORD", ADMIN_PASS)
+            .env("RUST_LOG", "warn")
+            .env_remove("MAILPROOF_ROLE")
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start mailproof serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.strip_prefix("mailproof: ") {
+                    let _ = tx.send(rest.to_string());
+                }
+            }
+        });
+        let mut smtp = None;
+        let base = loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("{name} did not report its address within 120 s"));
+            if let Some(addr) = line.strip_prefix("smtp on ") {
+                smtp = Some(addr.parse().expect("an SMTP socket address"));
+            } else if let Some(url) = line.strip_prefix("listening on ") {
+                break url.to_string();
+            }
+        };
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("http client");
+        Proc {
+            child,
+            base,
+            smtp,
+            http,
+        }
+    }
+
+    /// SIGKILL to the whole group: the service and its engines or daemons die at once.
+    fn kill9(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.child.wait();
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Reply {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS));
+        if let Some(b) = body {
+            req = req
+                .header("Content-Type", "application/json")
+                .body(b.to_string());
+        }
+        Reply::from(req.send().await.expect("request sent")).await
+    }
+
+    async fn healthz(&self) -> Value {
+        let r = Reply::from(
+            self.http
+                .get(format!("{}/healthz", self.base))
+                .send()
+                .await
+                .expect("healthz"),
+        )
+        .await;
+        assert_eq!(r.status, 200, "healthz: {}", r.body);
+        r.body
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+#[track_caller]
+fn assert_not_this_role(health: &Value, pointer: &str) {
+    let c = health
+        .pointer(pointer)
+        .unwrap_or_else(|| panic!("{pointer} missing from {health}"));
+    assert_eq!(c["state"], "off", "{pointer}: {health}");
+    assert_eq!(
+        c["reason"], "not this process's role",
+        "{pointer}: {health}"
+    );
+}
+
+#[tokio::test]
+async fn each_process_runs_only_its_roles_and_healthz_says_which() {
+    let shared = Shared::new();
+    // A port already taken: a process that bound SMTP could not start on it.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken = taken.local_addr().expect("addr").to_string();
+    let api = Proc::start(
+        &shared,
+        "api",
+        &process_config(&shared, "api", ""),
+        &["--smtp", &taken],
+    );
+    assert!(api.smtp.is_none(), "an api process announces no SMTP");
+    let health = api.healthz().await;
+    assert_eq!(health["components"]["database"]["state"], "ok");
+    assert_not_this_role(&health, "/components/smtp");
+    assert_not_this_role(&health, "/components/engines");
+    assert_not_this_role(&health, "/components/filters/spamassassin");
+    assert_not_this_role(&health, "/components/filters/rspamd");
+    api.call("GET", "/v5/auth", None).await.ok();
+
+    let render = Proc::start(
+        &shared,
+        "render",
+        &process_config(&shared, "render", ""),
+        &["--smtp", &taken],
+    );
+    let health = render.healthz().await;
+    assert_not_this_role(&health, "/components/smtp");
+    assert_not_this_role(&health, "/components/filters/rspamd");
+    // Its engines are its own: off here by configuration, not by role.
+    assert_eq!(
+        health["components"]["engines"]["reason"],
+        "[render] engines = [] in the configuration"
+    );
+    let r = render.call("GET", "/v5/auth", None).await;
+    r.expect_error("NotFound", 404);
+    let msg = r.body["error"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("api role"), "{msg}");
+    let metrics = render
+        .http
+        .get(format!("{}/metrics", render.base))
+        .send()
+        .await
+        .expect("metrics");
+    assert_eq!(metrics.status(), 200, "a render process serves /metrics");
+
+    let mail = Proc::start(
+        &shared,
+        "mail",
+        &process_config(&shared, "mail", ""),
+        &["--smtp", "127.0.0.1:0"],
+    );
+    assert!(mail.smtp.is_some(), "a mail process listens for SMTP");
+    let health = mail.healthz().await;
+    assert_eq!(health["components"]["smtp"]["state"], "ok");
+    assert_not_this_role(&health, "/components/engines");
+}
+
+#[test]
+fn an_unknown_role_is_refused_with_the_valid_ones_named() {
+    let out = Command::new(BIN)
+        .args(["serve", "--http", "127.0.0.1:0", "--role", "api,worker"])
+        .env_remove("MAILPROOF_ROLE")
+        .output()
+        .expect("run mailproof serve");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unknown role \"worker\"") && err.contains("api, render and mail"),
+        "{err}"
+    );
+}
+
+/// Finishes every queued render job of the shared database as a renderer would, with `png` as
+/// each screenshot: the key test needs stored screenshots, not browsers.
+async fn render_all(data_dir: &Path, png: &[u8]) {
+    let store = store::Store::open(data_dir).await.expect("open the store");
+    let blobs = store::Blobs::open(&store::BlobsConfig::Local, data_dir).expect("blobs");
+    let now = chrono::Utc::now().timestamp();
+    while let Some(job) = store.claim_job("test", now, 60).await.expect("claim") {
+        for name in [job.variant.as_str(), "thumbnail", "full_thumbnail"] {
+            blobs
+                .put(
+                    &store::screenshot_key(&job.test_id, &job.client_id, name),
+                    png.to_vec(),
+                )
+                .await
+                .expect("put");
+        }
+        let done = store::JobOutcome::Done {
+            engine: "blink".into(),
+            rule_set: "test".into(),
+        };
+        assert!(store
+            .finish_job(&job, "test", now, &done)
+            .await
+            .expect("finish"));
+    }
+    store.close().await;
+}
+
+/// The presigned URLs of a test's default screenshots, as the results give them.
+async fn presigned_urls(p: &Proc, id: &str) -> Vec<String> {
+    let results = p
+        .call("GET", &format!("/v5/email/tests/{id}/results"), None)
+        .await
+        .ok()
+        .clone();
+    let urls: Vec<String> = results
+        .as_object()
+        .expect("results by client")
+        .values()
+        .filter_map(|c| c["screenshots"]["default"].as_str().map(str::to_owned))
+        .collect();
+    assert!(!urls.is_empty(), "no screenshot URLs in {results}");
+    urls
+}
+
+async fn status_without_credentials(p: &Proc, url: &str, from: &Proc) -> u16 {
+    let url = url.replacen(&from.base, &p.base, 1);
+    p.http
+        .get(&url)
+        .send()
+        .await
+        .expect("get screenshot")
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn api_processes_given_one_key_file_accept_each_others_presigned_urls() {
+    let shared = Shared::new();
+    let config = process_config(&shared, "api", "");
+    let a = Proc::start(&shared, "api-a", &config, &["--smtp", "127.0.0.1:0"]);
+    let b = Proc::start(&shared, "api-b", &config, &["--smtp", "127.0.0.1:0"]);
+    // A third api process with a key of its own: the check can fail.
+    let other_key = shared.root.path().join("other.key");
+    std::fs::write(&other_key, rand::random::<[u8; 32]>()).expect("write key");
+    let c = Proc::start(
+        &shared,
+        "api-c",
+        &config,
+        &[
+            "--smtp",
+            "127.0.0.1:0",
+            "--url-signing-key-file",
+            other_key.to_str().expect("utf-8 path"),
+        ],
+    );
+    let created = a
+        .call(
+            "POST",
+            "/v5/email/tests",
+            Some(&json!({"subject": "Keys", "html": "<p>x</p>", "clients": ["gmail_chrome_web"]})),
+        )
+        .await
+        .ok()
+        .clone();
+    let id = created["id"].as_str().expect("id").to_owned();
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::new(4, 4))
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .expect("encode png");
+    render_all(&shared.data_dir, &png).await;
+    for url in presigned_urls(&a, &id).await {
+        assert_eq!(status_without_credentials(&a, &url, &a).await, 200, "{url}");
+        assert_eq!(status_without_credentials(&b, &url, &a).await, 200, "{url}");
+        assert_eq!(status_without_credentials(&c, &url, &a).await, 403, "{url}");
+    }
+    for url in presigned_urls(&b, &id).await {
+        assert_eq!(status_without_credentials(&a, &url, &b).await, 200, "{url}");
+    }
+}
+
+#[test]
+fn a_configured_key_file_that_is_missing_or_short_stops_the_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let short = dir.path().join("short.key");
+    std::fs::write(&short, b"too short").expect("write");
+    for (flag, path, expected) in [
+        (
+            "--url-signing-key-file",
+            short.clone(),
+            "at least 32 random bytes",
+        ),
+        (
+            "--url-signing-key-file",
+            dir.path().join("missing.key"),
+            "cannot read [keys] url_signing_key_file",
+        ),
+        (
+            "--dkim-key-file",
+            dir.path().join("missing.pem"),
+            "openssl genrsa",
+        ),
+    ] {
+        let out = Command::new(BIN)
+            .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .arg(flag)
+            .arg(&path)
+            .env_remove("MAILPROOF_ROLE")
+            .env("MAILPROOF_API_KEY", ADMIN_KEY)
+            .env("MAILPROOF_PASSWORD", ADMIN_PASS)
+            .stdout(Stdio::null())
+            .output()
+            .expect("run mailproof serve");
+        assert!(!out.status.success(), "{flag} {}", path.display());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(expected), "{flag}: {err}");
+    }
+}
+
+/// A loopback image server that holds requests unanswered while `hold` is set, counting them.
+struct SlowImage {
+    url: String,
+    requests: Arc<AtomicUsize>,
+    hold: Arc<AtomicBool>,
+}
+
+async fn slow_image() -> SlowImage {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(32, 32, image::Rgb([0, 0, 255])))
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .expect("encode png");
+    let png: Arc<[u8]> = png.into();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let requests = Arc::new(AtomicUsize::new(0));
+    let hold = Arc::new(AtomicBool::new(true));
+    let (count, held) = (requests.clone(), hold.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let (count, held, png) = (count.clone(), held.clone(), png.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                if sock.read(&mut buf).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                count.fetch_add(1, Ordering::SeqCst);
+                while held.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+                    png.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(&png).await;
+            });
+        }
+    });
+    SlowImage {
+        url: format!("http://{addr}/blue.png"),
+        requests,
+        hold,
+    }
+}
+
+/// Two Blink clients with the default variant only.
+const BLINK_CLIENTS: [&str; 2] = ["gmail_chrome_web", "outlook2016_win"];
+
+/// A render process: Blink only, one page at a time, and a short render timeout so that the lease
+/// a killed process leaves behind (twice the timeout plus ten seconds) runs out soon.
+const RENDER_EXTRA: &str = "[fetch]\nallow = [\"127.0.0.1/32\"]\n[render]\nengines = [\"blink\"]\nslots_per_engine = 1\nrender_timeout = 10\nresource_wait = 8\n";
+
+#[tokio::test]
+async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer() {
+    let shared = Shared::new();
+    shared.make_dkim_key();
+    let image = slow_image().await;
+    let api = Proc::start(
+        &shared,
+        "api",
+        &process_config(&shared, "api", "[fetch]\nallow = [\"127.0.0.1/32\"]\n"),
+        &[],
+    );
+    let mail = Proc::start(
+        &shared,
+        "mail",
+        &process_config(&shared, "mail", "[spam]\ndaemons = true\n"),
+        &["--smtp", "127.0.0.1:0"],
+    );
+    let mut render_a = Proc::start(
+        &shared,
+        "render-a",
+        &process_config(&shared, "render", RENDER_EXTRA),
+        &[],
+    );
+
+    let html = format!(
+        "<!doctype html><html><body><h1>Roles</h1><img src=\"{}\" width=\"100\" height=\"100\" alt=\"\"></body></html>",
+        image.url
+    );
+    let created = api
+        .call(
+            "POST",
+            "/v5/email/tests",
+            Some(&json!({"subject": "Three processes", "html": html, "clients": BLINK_CLIENTS})),
+        )
+        .await
+        .ok()
+        .clone();
+    let id = created["id"].as_str().expect("id").to_owned();
+
+    // Mid-render: the engine asked for the image, which is not answered yet.
+    let started = std::time::Instant::now();
+    while image.requests.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "render process A never started drawing test {id}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    render_a.kill9();
+    image.hold.store(false, Ordering::SeqCst);
+    // Two render processes take over and compete for the same queue.
+    let render_b = Proc::start(
+        &shared,
+        "render-b",
+        &process_config(&shared, "render", RENDER_EXTRA),
+        &[],
+    );
+    let render_c = Proc::start(
+        &shared,
+        "render-c",
+        &process_config(&shared, "render", RENDER_EXTRA),
+        &[],
+    );
+
+    // The seed spam test meanwhile: created at the api process, mail taken by the mail process.
+    let seed = api
+        .call(
+            "POST",
+            "/v5/spam/tests",
+            Some(&json!({"subject": "Roles seed", "html": "<p>Hello Jane, the November report is ready.</p>", "test_method": "seed"})),
+        )
+        .await
+        .ok()
+        .clone();
+    let seed_id = seed["id"].as_str().expect("id").to_owned();
+    let message = format!(
+        "From: news@mail.acme.example\r\nTo: jane@example.org\r\nSubject: Roles seed\r\nDate: {}\r\nMessage-ID: <{:x}@mail.acme.example>\r\nMIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Hello Jane, the November report is ready.</p>\r\n",
+        chrono::Utc::now().to_rfc2822(),
+        rand::random::<u64>()
+    );
+    let mut conn = SmtpConn::connect(mail.smtp.expect("the mail process's SMTP address")).await;
+    let (code, text) = conn
+        .send(
+            "news@mail.acme.example",
+            &address_list(&seed),
+            message.as_bytes(),
+        )
+        .await;
+    assert_eq!(code, 250, "seed mail accepted by the mail process: {text}");
+    // And an svc test: a row the api process writes and the mail process's sender sends.
+    let svc = api
+        .call(
+            "POST",
+            "/v5/spam/tests",
+            Some(&json!({"subject": "Roles svc", "html": "<p>Hello Jane.</p>", "test_method": "svc"})),
+        )
+        .await
+        .ok()
+        .clone();
+    let svc_id = svc["id"].as_str().expect("id").to_owned();
+
+    let info = wait_processed(&api, &id, Duration::from_secs(240)).await;
+    assert_eq!(
+        info["completed"].as_array().map(Vec::len),
+        Some(BLINK_CLIENTS.len()),
+        "every client completes after the kill: {info}"
+    );
+    let api_server = ApiView(&api);
+    for test in [&seed_id, &svc_id] {
+        let verdicts = api_server.spam_verdicts(test).await;
+        assert!(
+            verdicts.len() >= 3,
+            "spam test {test}: a verdict from every filter: {verdicts:#?}"
+        );
+    }
+
+    // No job done twice: the killed process's job was claimed once more, every other job once,
+    // although two live render processes competed for them.
+    let store = store::Store::open(&shared.data_dir)
+        .await
+        .expect("open the store");
+    let clients = store.test_clients(&id).await.expect("test clients");
+    let attempts: Vec<i64> = clients.iter().map(|c| c.attempts).collect();
+    assert_eq!(
+        attempts.iter().sum::<i64>(),
+        BLINK_CLIENTS.len() as i64 + 1,
+        "claims per client {attempts:?}: one per job plus one for the job of the killed process"
+    );
+    store.close().await;
+    // The screenshots, through the api process, from the shared blob store.
+    for url in presigned_urls(&api, &id).await {
+        let r = api.http.get(&url).send().await.expect("screenshot");
+        assert_eq!(r.status(), 200, "{url}");
+    }
+    drop((render_b, render_c, mail));
+}
+
+async fn wait_processed(p: &Proc, id: &str, limit: Duration) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let info = p
+            .call("GET", &format!("/v5/email/tests/{id}"), None)
+            .await
+            .ok()
+            .clone();
+        if info["processing"].as_array().map_or(0, Vec::len) == 0 {
+            return info;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "test {id} still processing after {limit:?}: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// `support::spam_verdicts` speaks to a `Server`; this is the same wait against a `Proc`.
+struct ApiView<'a>(&'a Proc);
+
+impl ApiView<'_> {
+    async fn spam_verdicts(&self, id: &str) -> Vec<Value> {
+        let started = std::time::Instant::now();
+        loop {
+            let r = self
+                .0
+                .call("GET", &format!("/v5/spam/tests/{id}"), None)
+                .await;
+            let entries = r.ok().as_array().cloned().unwrap_or_default();
+            if !entries.is_empty() && entries.iter().all(|e| !e["spam"].is_null()) {
+                return entries;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(180),
+                "not every spam filter answered for test {id} within 180 s (are spamd and rspamd installed? install them with scripts/setup.sh): {entries:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}

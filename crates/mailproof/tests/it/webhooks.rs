@@ -1,0 +1,429 @@
+//! Issue 12, point 1: completion webhooks over real HTTP. A receiver on the allow-listed loopback
+//! address 127.0.0.2 gets one signed POST per completed test, also when the service is killed
+//! with SIGKILL while the delivery is in flight; a loopback target that is not allow-listed never
+//! sees a connection and the callback is recorded as refused by the network policy. A spam test is
+//! called back once its last filter has answered.
+
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hmac::{Hmac, Mac};
+use serde_json::{json, Value};
+use sha2::Sha256;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::support::*;
+
+/// One Blink client: the cheapest real completion.
+const CLIENT: &str = "gmail_chrome_web";
+const RENDER_WAIT: Duration = Duration::from_secs(240);
+const CALLBACK_WAIT: Duration = Duration::from_secs(90);
+
+/// What the receiver does with the next request.
+const ANSWER_200: u8 = 0;
+/// Read the request, then hold the connection without answering.
+const HOLD: u8 = 1;
+
+/// A POST as the receiver read it.
+#[derive(Clone, Debug)]
+struct Received {
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    /// The status answered; `None` for a held request.
+    answered: Option<u16>,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map_or("", |(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("the callback body is JSON")
+    }
+}
+
+#[derive(Clone)]
+struct Receiver {
+    url: String,
+    mode: Arc<AtomicU8>,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Receiver {
+    /// An HTTP receiver on 127.0.0.2 (Linux routes all of 127/8 to loopback).
+    async fn start(mode: u8) -> Receiver {
+        Receiver::start_on("127.0.0.2", mode).await
+    }
+
+    async fn start_on(ip: &str, mode: u8) -> Receiver {
+        let listener = TcpListener::bind((ip, 0))
+            .await
+            .unwrap_or_else(|e| panic!("bind {ip}: {e}"));
+        let addr = listener.local_addr().expect("addr");
+        let receiver = Receiver {
+            url: format!("http://{addr}/hook"),
+            mode: Arc::new(AtomicU8::new(mode)),
+            received: Arc::new(Mutex::new(Vec::new())),
+        };
+        let r = receiver.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let r = r.clone();
+                tokio::spawn(async move { r.serve(sock).await });
+            }
+        });
+        receiver
+    }
+
+    async fn serve(&self, mut sock: tokio::net::TcpStream) {
+        let mut data = Vec::new();
+        let mut buf = [0u8; 4096];
+        let head_end = loop {
+            if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => data.extend_from_slice(&buf[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&data[..head_end]).to_string();
+        let headers: Vec<(String, String)> = head
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+            .collect();
+        let length: usize = headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        while data.len() < head_end + length {
+            match sock.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => data.extend_from_slice(&buf[..n]),
+            }
+        }
+        let body = data[head_end..head_end + length].to_vec();
+        let hold = self.mode.load(Ordering::SeqCst) == HOLD;
+        self.received.lock().expect("lock").push(Received {
+            headers,
+            body,
+            answered: (!hold).then_some(200),
+        });
+        if hold {
+            // Until the service hangs up (it is killed).
+            let _ = sock.read(&mut buf).await;
+            return;
+        }
+        let _ = sock
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .await;
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().expect("lock").clone()
+    }
+
+    /// Waits until `n` requests arrived.
+    async fn wait_for(&self, n: usize) -> Vec<Received> {
+        let start = Instant::now();
+        loop {
+            let got = self.received();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(
+                start.elapsed() < CALLBACK_WAIT,
+                "{n} callback request(s) expected within {CALLBACK_WAIT:?}, got {}",
+                got.len()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+fn config(extra: &str) -> Options {
+    Options {
+        config: format!(
+            "[fetch]\nallow = [\"127.0.0.2/32\"]\n{extra}\n[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n[webhooks]\nbase_delay = 1\nmax_delay = 2\n"
+        ),
+    }
+}
+
+/// Checks `X-Mailproof-Signature: t=<unix>,v1=<hex>` as a receiver would: HMAC-SHA256 over
+/// "<t>.<body>" with the account's secret, and a recent timestamp.
+fn assert_signed(r: &Received, secret: &str) {
+    let header = r.header("X-Mailproof-Signature");
+    let (t, v1) = header
+        .split_once(",v1=")
+        .and_then(|(t, v)| Some((t.strip_prefix("t=")?, v)))
+        .unwrap_or_else(|| panic!("malformed signature header {header:?}"));
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("hmac key");
+    mac.update(t.as_bytes());
+    mac.update(b".");
+    mac.update(&r.body);
+    let expected = hex::encode(mac.finalize().into_bytes());
+    assert_eq!(
+        v1,
+        expected,
+        "signature of {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let t: i64 = t.parse().expect("a unix timestamp");
+    let now = chrono::Utc::now().timestamp();
+    assert!((now - 600..=now + 5).contains(&t), "stale timestamp {t}");
+}
+
+async fn secret(s: &Server) -> String {
+    let settings = s.get("/v5/account/webhook").await.ok().clone();
+    let secret = settings["secret"].as_str().expect("a secret").to_owned();
+    assert!(secret.len() >= 32, "{secret}");
+    secret
+}
+
+async fn create(s: &Server, callback_url: &str) -> String {
+    s.post(
+        "/v5/email/tests",
+        &json!({"subject": "Hook", "html": "<p>Hello</p>", "clients": [CLIENT],
+                "callback_url": callback_url}),
+    )
+    .await
+    .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_owned()
+}
+
+async fn callback_state(s: &Server, id: &str, until: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let state = s
+            .get(&format!("/v5/email/tests/{id}/callback"))
+            .await
+            .ok()
+            .clone();
+        if state["state"] == until {
+            return state;
+        }
+        assert!(
+            start.elapsed() < CALLBACK_WAIT,
+            "callback of {id} not {until}: {state}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_completed_email_test_is_called_back_once_signed() {
+    let receiver = Receiver::start(ANSWER_200).await;
+    let s = Server::start_with(config("")).await;
+    let secret = secret(&s).await;
+    let id = create(&s, &receiver.url).await;
+    assert_eq!(
+        s.get(&format!("/v5/email/tests/{id}/callback")).await.ok()["state"],
+        "waiting"
+    );
+    s.wait_processed(&id, RENDER_WAIT).await;
+    let got = receiver.wait_for(1).await;
+    let state = callback_state(&s, &id, "delivered").await;
+    // Time for a duplicate to show up, were one sent.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(receiver.received().len(), 1, "exactly one POST");
+    let hook = &got[0];
+    assert_signed(hook, &secret);
+    assert_eq!(hook.header("Content-Type"), "application/json");
+    assert_eq!(hook.header("X-Mailproof-Event"), "test.completed");
+    let body = hook.json();
+    assert_eq!(body["test_id"], id.as_str());
+    assert_eq!(body["kind"], "email");
+    assert_eq!(body["delivery_id"], hook.header("X-Mailproof-Delivery"));
+    assert_eq!(body["delivery_id"], state["delivery_id"]);
+    assert_eq!(body["counts"]["clients"], 1);
+    assert_eq!(body["counts"]["complete"], 1);
+    assert_eq!(body["clients"][0]["client"], CLIENT);
+    assert_eq!(body["clients"][0]["status"], "Complete");
+    assert!(body["completed_at"].as_i64().is_some_and(|t| t > 0));
+    assert_eq!(state["attempts"], 1);
+    assert_eq!(state["last_status"], 200);
+}
+
+#[tokio::test]
+async fn a_callback_in_flight_survives_sigkill_and_arrives_once() {
+    let receiver = Receiver::start(HOLD).await;
+    // A short fetch timeout keeps the lease a killed service leaves behind short.
+    let s = Server::start_with(config("timeout = 3")).await;
+    let secret = secret(&s).await;
+    let id = create(&s, &receiver.url).await;
+    s.wait_processed(&id, RENDER_WAIT).await;
+    let held = receiver.wait_for(1).await;
+    let dir = s.kill();
+    receiver.mode.store(ANSWER_200, Ordering::SeqCst);
+    // Restarted without engines: the callback is already queued in the database.
+    let s = Server::start_in(
+        dir,
+        Options {
+            config: "[fetch]\nallow = [\"127.0.0.2/32\"]\ntimeout = 3\n[webhooks]\nbase_delay = 1\nmax_delay = 2\n".into(),
+        },
+    )
+    .await;
+    let got = receiver.wait_for(2).await;
+    let state = callback_state(&s, &id, "delivered").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let got_after = receiver.received();
+    assert_eq!(got_after.len(), 2, "one held attempt and one delivery");
+    assert_eq!(
+        got.iter().filter(|r| r.answered == Some(200)).count(),
+        1,
+        "delivered once"
+    );
+    let delivered = &got[1];
+    assert_signed(delivered, &secret);
+    assert_eq!(
+        delivered.json()["delivery_id"],
+        held[0].json()["delivery_id"],
+        "a redelivery carries the same delivery id"
+    );
+    assert_eq!(delivered.json()["test_id"], id.as_str());
+    assert_eq!(state["attempts"], 2);
+}
+
+#[tokio::test]
+async fn a_loopback_target_that_is_not_allow_listed_gets_no_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            drop(conn);
+        }
+    });
+    let s = Server::start_with(config("")).await;
+    // An address literal the policy refuses is refused at once, in both kinds of test and as the
+    // account's default.
+    let literal = format!("http://127.0.0.1:{port}/hook");
+    for (path, body) in [
+        (
+            "/v5/email/tests",
+            json!({"subject": "S", "html": "<p>x</p>", "callback_url": literal}),
+        ),
+        (
+            "/v5/spam/tests",
+            json!({"subject": "S", "html": "<p>x</p>", "callback_url": literal}),
+        ),
+    ] {
+        let r = s.post(path, &body).await;
+        r.expect_error("InvalidParameter", 400);
+        assert!(
+            r.body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("callback_url") && m.contains("internal address")),
+            "{}",
+            r.body
+        );
+    }
+    s.put("/v5/account/webhook", &json!({"callback_url": literal}))
+        .await
+        .expect_error("InvalidParameter", 400);
+    s.post(
+        "/v5/email/tests",
+        &json!({"subject": "S", "html": "<p>x</p>", "callback_url": "ftp://example.com/"}),
+    )
+    .await
+    .expect_error("InvalidParameter", 400);
+
+    // A name is judged when the callback is delivered (its addresses may change meanwhile). It
+    // comes from the account's default here.
+    let by_name = format!("http://localhost:{port}/hook");
+    let settings = s
+        .put("/v5/account/webhook", &json!({"callback_url": by_name}))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(settings["callback_url"], by_name.as_str());
+    let id = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "S", "html": "<p>x</p>", "clients": [CLIENT]}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    s.wait_processed(&id, RENDER_WAIT).await;
+    let state = callback_state(&s, &id, "failed").await;
+    assert_eq!(state["callback_url"], by_name.as_str());
+    assert_eq!(state["attempts"], 1, "a refusal is not retried");
+    assert!(
+        state["last_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("refused by the network policy")),
+        "{state}"
+    );
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        0,
+        "no connection to 127.0.0.1"
+    );
+}
+
+#[tokio::test]
+async fn a_spam_test_is_called_back_once_every_filter_answered() {
+    // The mail harness allow-lists 127.0.0.1 (for its own relay); the receiver sits there.
+    let receiver = Receiver::start_on("127.0.0.1", ANSWER_200).await;
+    let s = MailServer::start_with("[webhooks]\nbase_delay = 1\nmax_delay = 2\n").await;
+    let secret = secret(&s).await;
+    let id = s
+        .post(
+            "/v5/spam/tests",
+            &json!({"subject": "Team update", "html": "<p>Hello Jane, the report is ready.</p>",
+                    "test_method": "svc", "callback_url": receiver.url}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let verdicts = spam_verdicts(&s, (ADMIN_KEY, ADMIN_PASS), &id, Duration::from_secs(180)).await;
+    let got = receiver.wait_for(1).await;
+    let state = s
+        .get(&format!("/v5/spam/tests/{id}/callback"))
+        .await
+        .ok()
+        .clone();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(receiver.received().len(), 1, "exactly one POST");
+    assert_signed(&got[0], &secret);
+    let body = got[0].json();
+    assert_eq!(body["test_id"], id.as_str());
+    assert_eq!(body["kind"], "spam");
+    assert_eq!(body["counts"]["clients"], 0);
+    assert_eq!(body["counts"]["filters"], verdicts.len());
+    let sent: Vec<(Value, Value)> = body["spam"]
+        .as_array()
+        .expect("spam verdicts")
+        .iter()
+        .map(|v| (v["client"].clone(), v["spam"].clone()))
+        .collect();
+    let shown: Vec<(Value, Value)> = verdicts
+        .iter()
+        .map(|v| (v["client"].clone(), v["spam"].clone()))
+        .collect();
+    assert_eq!(
+        sent, shown,
+        "the summary carries the verdicts the API shows"
+    );
+    assert_eq!(state["delivery_id"], body["delivery_id"]);
+}

@@ -1,0 +1,352 @@
+//! Completion webhooks: the per-account default URL and signing secret, and the durable queue of
+//! callbacks. A callback row is written in the same transaction as the outcome that completes its
+//! test (see [`enqueue_if_complete`]), at most once per test, and is claimed by the delivery worker
+//! under a lease like a render job: a delivery in flight when the process dies is retried once the
+//! lease expires (at-least-once; every attempt carries the same delivery id).
+
+use sqlx::{AnyConnection, Row};
+
+use crate::{Backend, Result, Store};
+
+/// A callback claimed for delivery.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimedCallback {
+    pub test_id: String,
+    pub account_id: i64,
+    pub delivery_id: String,
+    pub url: String,
+    pub completed_at: i64,
+    /// Including this one.
+    pub attempts: i64,
+}
+
+/// How one delivery attempt ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallbackOutcome {
+    /// The receiver answered 2xx.
+    Delivered { status: u16 },
+    /// Try again after `retry_at`.
+    Retry {
+        error: String,
+        status: Option<u16>,
+        retry_at: i64,
+    },
+    /// Give up: the last attempt failed, or the target may never be reached.
+    Failed { error: String, status: Option<u16> },
+}
+
+/// A test's callback as stored, for the status endpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CallbackRow {
+    pub delivery_id: String,
+    pub url: String,
+    /// `queued`, `leased`, `delivered` or `failed`.
+    pub state: String,
+    pub completed_at: i64,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    pub last_status: Option<i64>,
+    pub finished_at: Option<i64>,
+}
+
+/// Queues the callback of `test_id` if the test is now complete (every client Complete or Bounced,
+/// every spam filter answered), has a callback URL (its own, else its account's default) and has
+/// no callback yet. Runs inside the caller's transaction, so the outcome that completes a test and
+/// its callback are committed together. Returns whether a callback was queued.
+pub(crate) async fn enqueue_if_complete(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    test_id: &str,
+    now: i64,
+) -> Result<bool> {
+    // Two transactions that each complete a different client (or filter) of one test must not
+    // both judge the test incomplete: on PostgreSQL each would miss the other's uncommitted
+    // change and neither would queue the callback. Locking the test row first serialises them, and
+    // the second's next statement then sees the first's commit. (SQLite has one writer at a time.)
+    sqlx::query(&format!(
+        "SELECT id FROM tests WHERE id = $1 {}",
+        backend.lock_row()
+    ))
+    .bind(test_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    // Made here rather than in SQL, which has no random function both backends share.
+    let delivery_id = hex::encode(rand::random::<[u8; 16]>());
+    let res = sqlx::query(
+        "INSERT INTO callbacks (test_id, delivery_id, url, state, completed_at, not_before)
+         SELECT t.id, $1, COALESCE(t.callback_url, a.webhook_url), 'queued', $2, $2
+         FROM tests t JOIN accounts a ON a.id = t.account_id
+         WHERE t.id = $3 AND t.purged_at IS NULL
+           AND COALESCE(t.callback_url, a.webhook_url) IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM test_clients c
+                           WHERE c.test_id = t.id AND c.status NOT IN ('Complete', 'Bounced'))
+           AND NOT EXISTS (SELECT 1 FROM spam_results s WHERE s.test_id = t.id AND s.spam IS NULL)
+           AND (EXISTS (SELECT 1 FROM test_clients c WHERE c.test_id = t.id)
+                OR EXISTS (SELECT 1 FROM spam_results s WHERE s.test_id = t.id))
+         ON CONFLICT (test_id) DO NOTHING",
+    )
+    .bind(delivery_id)
+    .bind(now)
+    .bind(test_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(res.rows_affected() > 0)
+}
+
+impl Store {
+    /// Claims the next due callback for `worker` until `now + lease_secs`: a queued one whose
+    /// backoff has passed, or a leased one whose worker stopped answering (lease expired).
+    pub async fn claim_callback(
+        &self,
+        worker: &str,
+        now: i64,
+        lease_secs: i64,
+    ) -> Result<Option<ClaimedCallback>> {
+        // One statement picks and leases the row, so two workers never claim the same callback.
+        let sql = format!(
+            "UPDATE callbacks
+             SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
+             WHERE test_id = (
+                SELECT test_id FROM callbacks
+                WHERE (state = 'queued' AND not_before <= $3) OR (state = 'leased' AND lease_expires < $3)
+                ORDER BY not_before, test_id LIMIT 1 {})
+             RETURNING test_id, delivery_id, url, completed_at, attempts,
+                (SELECT account_id FROM tests WHERE id = callbacks.test_id) AS account_id",
+            self.backend.skip_locked()
+        );
+        let row = sqlx::query(&sql)
+            .bind(worker)
+            .bind(now + lease_secs)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(ClaimedCallback {
+                test_id: r.try_get("test_id")?,
+                account_id: r.try_get("account_id")?,
+                delivery_id: r.try_get("delivery_id")?,
+                url: r.try_get("url")?,
+                completed_at: r.try_get("completed_at")?,
+                attempts: r.try_get("attempts")?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Records how an attempt ended. Ignored (false) when the lease was lost meanwhile: another
+    /// worker owns the callback now and its attempt decides.
+    pub async fn finish_callback(
+        &self,
+        claimed: &ClaimedCallback,
+        worker: &str,
+        now: i64,
+        outcome: &CallbackOutcome,
+    ) -> Result<bool> {
+        let (state, not_before, error, status, finished) = match outcome {
+            CallbackOutcome::Delivered { status } => {
+                ("delivered", now, None, Some(*status), Some(now))
+            }
+            CallbackOutcome::Retry {
+                error,
+                status,
+                retry_at,
+            } => ("queued", *retry_at, Some(error.as_str()), *status, None),
+            CallbackOutcome::Failed { error, status } => {
+                ("failed", now, Some(error.as_str()), *status, Some(now))
+            }
+        };
+        let res = sqlx::query(
+            "UPDATE callbacks SET state = $1, not_before = $2, last_error = $3, last_status = $4,
+                finished_at = $5, lease_owner = NULL, lease_expires = NULL
+             WHERE test_id = $6 AND state = 'leased' AND lease_owner = $7",
+        )
+        .bind(state)
+        .bind(not_before)
+        .bind(error)
+        .bind(status.map(i64::from))
+        .bind(finished)
+        .bind(&claimed.test_id)
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(res.rows_affected() > 0)
+    }
+
+    /// The callback URL a test will be (or was) called back at: its own, else its account's
+    /// default; and its callback once queued.
+    pub async fn test_callback(
+        &self,
+        test_id: &str,
+    ) -> Result<(Option<String>, Option<CallbackRow>)> {
+        let url: Option<String> = sqlx::query_scalar(
+            "SELECT COALESCE(t.callback_url, a.webhook_url)
+             FROM tests t JOIN accounts a ON a.id = t.account_id WHERE t.id = $1",
+        )
+        .bind(test_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .flatten();
+        let row = sqlx::query(
+            "SELECT delivery_id, url, state, completed_at, attempts, last_error, last_status,
+                finished_at
+             FROM callbacks WHERE test_id = $1",
+        )
+        .bind(test_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let row = row
+            .map(|r| {
+                Ok::<_, crate::StoreError>(CallbackRow {
+                    delivery_id: r.try_get("delivery_id")?,
+                    url: r.try_get("url")?,
+                    state: r.try_get("state")?,
+                    completed_at: r.try_get("completed_at")?,
+                    attempts: r.try_get("attempts")?,
+                    last_error: r.try_get("last_error")?,
+                    last_status: r.try_get("last_status")?,
+                    finished_at: r.try_get("finished_at")?,
+                })
+            })
+            .transpose()?;
+        Ok((row.as_ref().map(|r| r.url.clone()).or(url), row))
+    }
+
+    /// The account's default callback URL.
+    pub async fn webhook_url(&self, account_id: i64) -> Result<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT webhook_url FROM accounts WHERE id = $1")
+                .bind(account_id)
+                .fetch_optional(&self.pool)
+                .await?
+                .flatten(),
+        )
+    }
+
+    /// Sets (or with `None` clears) the account's default callback URL.
+    pub async fn set_webhook_url(&self, account_id: i64, url: Option<&str>) -> Result<()> {
+        sqlx::query("UPDATE accounts SET webhook_url = $1 WHERE id = $2")
+            .bind(url)
+            .bind(account_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The account's webhook signing secret, made from `candidate` the first time it is asked
+    /// for (the API and the delivery worker may ask first; whichever does, both see one secret).
+    /// `None` when the account does not exist.
+    pub async fn webhook_secret(&self, account_id: i64, candidate: &str) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "UPDATE accounts SET webhook_secret = COALESCE(webhook_secret, $1) WHERE id = $2
+             RETURNING webhook_secret",
+        )
+        .bind(candidate)
+        .bind(account_id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use domain::{Plan, TestKind, Variant};
+
+    use crate::{Backend, NewAccount, NewTest, NewTestClient};
+
+    /// Two transactions each complete one of a test's two clients at the same time. Under
+    /// PostgreSQL's READ COMMITTED each sees the other's client still pending unless the test row
+    /// is locked first; then the callback would never be queued. (Only PostgreSQL: SQLite would
+    /// make the second transaction's first write wait for the first's commit.)
+    #[tokio::test]
+    async fn two_outcomes_completing_a_test_at_once_queue_its_callback_on_postgres() {
+        let (_db, store) = crate::testing::store(Backend::Postgres).await;
+        let account = store
+            .create_account(
+                &NewAccount {
+                    api_key: "k".into(),
+                    password_hash: "x".into(),
+                    plan: Plan::Enterprise,
+                    monthly_test_limit: None,
+                    rate_limit_per_minute: None,
+                    allowed_clients: None,
+                    auto_inbox: None,
+                },
+                1_000,
+            )
+            .await
+            .expect("account");
+        let id = domain::TestId::generate().to_string();
+        let client = |c: &str| NewTestClient {
+            client_id: c.into(),
+            variants: vec![Variant::Default],
+        };
+        store
+            .create_test(&NewTest {
+                id: id.clone(),
+                account_id: account.id,
+                kind: TestKind::Email,
+                subject: "S".into(),
+                html: "<p>x</p>".into(),
+                created_at: 1_000,
+                reference_id: None,
+                customer_id: None,
+                headers: BTreeMap::new(),
+                image_blocking: false,
+                free_test: false,
+                source_url: None,
+                clients: vec![client("c1"), client("c2")],
+                spam_method: None,
+                seed_key: None,
+                spam_from_address: None,
+                spam_filters: Vec::new(),
+                reprocesses: 0,
+                monthly_limit: None,
+                callback_url: Some("https://hooks.example/done".into()),
+                text_part: None,
+            })
+            .await
+            .expect("test");
+        let complete =
+            "UPDATE test_clients SET status = 'Complete' WHERE test_id = $1 AND client_id = $2";
+        let mut first = store.pool.begin().await.expect("begin");
+        sqlx::query(complete)
+            .bind(&id)
+            .bind("c1")
+            .execute(&mut *first)
+            .await
+            .expect("complete c1");
+        let mut second = store.pool.begin().await.expect("begin");
+        sqlx::query(complete)
+            .bind(&id)
+            .bind("c2")
+            .execute(&mut *second)
+            .await
+            .expect("complete c2");
+        assert!(
+            !super::enqueue_if_complete(&mut first, Backend::Postgres, &id, 2_000)
+                .await
+                .expect("enqueue"),
+            "c2 is not complete as far as the first transaction sees"
+        );
+        let (second_id, now) = (id.clone(), 2_000);
+        let other = tokio::spawn(async move {
+            let queued =
+                super::enqueue_if_complete(&mut second, Backend::Postgres, &second_id, now)
+                    .await
+                    .expect("enqueue");
+            second.commit().await.expect("commit");
+            queued
+        });
+        // Lets the second transaction reach the test row before the first commits.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        first.commit().await.expect("commit");
+        assert!(other.await.expect("task"), "the second outcome queues it");
+        let (_, row) = store.test_callback(&id).await.expect("read");
+        let row = row.expect("the callback is queued");
+        assert_eq!(row.state, "queued");
+        assert_eq!(row.delivery_id.len(), 32, "{}", row.delivery_id);
+    }
+}

@@ -1,0 +1,131 @@
+//! Accessibility and content check requests and their results, claimed by a worker under a lease
+//! like render jobs, retried after a failed attempt.
+
+use sqlx::Row;
+
+use crate::{Result, Store};
+
+/// A content check as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContentCheckRow {
+    /// `queued`, `leased` or `done`.
+    pub state: String,
+    pub requested_at: i64,
+    pub attempts: i64,
+    /// Why the last attempt failed, while the check is retried.
+    pub last_error: Option<String>,
+    /// The JSON report once `done`.
+    pub result: Option<String>,
+    pub completed_at: Option<i64>,
+}
+
+impl Store {
+    /// Queues a content check of `test_id` unless one exists already (queued, running or done),
+    /// so that repeated requests start it once. True when this call queued it.
+    pub async fn request_content_check(&self, test_id: &str, now: i64) -> Result<bool> {
+        let res = sqlx::query(
+            "INSERT INTO content_checks (test_id, state, requested_at, not_before)
+             VALUES ($1, 'queued', $2, $2) ON CONFLICT(test_id) DO NOTHING",
+        )
+        .bind(test_id)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(res.rows_affected() > 0)
+    }
+
+    /// Claims the oldest due check (queued and past its `not_before`, or leased with an expired
+    /// lease) for `worker` until `now + lease_secs`. Returns the test id and the attempt number
+    /// (this one included).
+    pub async fn claim_content_check(
+        &self,
+        worker: &str,
+        now: i64,
+        lease_secs: i64,
+    ) -> Result<Option<(String, i64)>> {
+        let sql = format!(
+            "UPDATE content_checks
+             SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
+             WHERE test_id = (
+                SELECT test_id FROM content_checks
+                WHERE (state = 'queued' AND not_before <= $3)
+                   OR (state = 'leased' AND lease_expires < $3)
+                ORDER BY requested_at LIMIT 1 {})
+             RETURNING test_id, attempts",
+            self.backend.skip_locked()
+        );
+        let row = sqlx::query(&sql)
+            .bind(worker)
+            .bind(now + lease_secs)
+            .bind(now)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Ok((r.try_get("test_id")?, r.try_get("attempts")?)))
+            .transpose()
+    }
+
+    /// Stores the result of a claimed check. Ignored (false) when the lease was lost meanwhile.
+    pub async fn finish_content_check(
+        &self,
+        test_id: &str,
+        worker: &str,
+        result: &str,
+        now: i64,
+    ) -> Result<bool> {
+        let res = sqlx::query(
+            "UPDATE content_checks SET state = 'done', result = $1, completed_at = $2,
+                lease_owner = NULL, lease_expires = NULL, last_error = NULL
+             WHERE test_id = $3 AND state = 'leased' AND lease_owner = $4",
+        )
+        .bind(result)
+        .bind(now)
+        .bind(test_id)
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(res.rows_affected() > 0)
+    }
+
+    /// Gives a claimed check back after a failed attempt, to be claimed again from `not_before`.
+    pub async fn retry_content_check(
+        &self,
+        test_id: &str,
+        worker: &str,
+        error: &str,
+        not_before: i64,
+    ) -> Result<bool> {
+        let res = sqlx::query(
+            "UPDATE content_checks SET state = 'queued', not_before = $1, last_error = $2,
+                lease_owner = NULL, lease_expires = NULL
+             WHERE test_id = $3 AND state = 'leased' AND lease_owner = $4",
+        )
+        .bind(not_before)
+        .bind(error)
+        .bind(test_id)
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(res.rows_affected() > 0)
+    }
+
+    pub async fn content_check(&self, test_id: &str) -> Result<Option<ContentCheckRow>> {
+        let row = sqlx::query(
+            "SELECT state, requested_at, attempts, last_error, result, completed_at
+             FROM content_checks WHERE test_id = $1",
+        )
+        .bind(test_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(ContentCheckRow {
+                state: r.try_get("state")?,
+                requested_at: r.try_get("requested_at")?,
+                attempts: r.try_get("attempts")?,
+                last_error: r.try_get("last_error")?,
+                result: r.try_get("result")?,
+                completed_at: r.try_get("completed_at")?,
+            })
+        })
+        .transpose()
+    }
+}

@@ -1,0 +1,261 @@
+//! Process-wide metrics, exposed by the API as `GET /metrics` in Prometheus text format.
+//!
+//! Each layer records what only it sees (the API its requests, `render` its screenshots and engine
+//! restarts, `spam` its scans, `smtp` its messages) into the one [`global`] set; figures that live
+//! in the database (queue depth and age) are read at scrape time and passed to [`encode`], so a
+//! process reports the shared queues whatever its role.
+//!
+//! Invariant: no IO and no dependency on other mailproof crates; labels are small closed sets
+//! (route templates, never raw paths) so a caller cannot grow the series without bound.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use prometheus_client::encoding::text;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    pub method: String,
+    /// The route template (`/v5/email/tests/{test_id}`), or `unmatched`.
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EngineLabels {
+    pub engine: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// The engine or filter.
+    pub engine: String,
+    /// `ok` or `failed`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SmtpLabels {
+    /// `accepted` or `refused`.
+    pub outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub queue: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 25 ms .. ~51 s: a warm screenshot takes tens of milliseconds, a long email tens of seconds.
+    Histogram::new(exponential_buckets(0.025, 2.0, 12))
+}
+
+/// Every metric the process records.
+pub struct Metrics {
+    http_requests: Family<HttpLabels, Counter>,
+    screenshots: Family<OutcomeLabels, Counter>,
+    screenshot_seconds: HistogramFamily<EngineLabels>,
+    engine_restarts: Family<EngineLabels, Counter>,
+    filter_scans: Family<OutcomeLabels, Counter>,
+    smtp_messages: Family<SmtpLabels, Counter>,
+}
+
+/// The process's metrics.
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+fn outcome(ok: bool) -> &'static str {
+    if ok {
+        "ok"
+    } else {
+        "failed"
+    }
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        Metrics {
+            http_requests: Family::default(),
+            screenshots: Family::default(),
+            screenshot_seconds: Family::new_with_constructor(latency_histogram),
+            engine_restarts: Family::default(),
+            filter_scans: Family::default(),
+            smtp_messages: Family::default(),
+        }
+    }
+
+    pub fn http_request(&self, method: &str, route: &str, status: u16) {
+        self.http_requests
+            .get_or_create(&HttpLabels {
+                method: method.to_owned(),
+                route: route.to_owned(),
+                status,
+            })
+            .inc();
+    }
+
+    /// One screenshot attempt: its engine, whether it produced a picture, and how long it took.
+    pub fn screenshot(&self, engine: &str, ok: bool, took: Duration) {
+        self.screenshots
+            .get_or_create(&OutcomeLabels {
+                engine: engine.to_owned(),
+                outcome: outcome(ok),
+            })
+            .inc();
+        if ok {
+            self.screenshot_seconds
+                .get_or_create(&EngineLabels {
+                    engine: engine.to_owned(),
+                })
+                .observe(took.as_secs_f64());
+        }
+    }
+
+    pub fn engine_restart(&self, engine: &str) {
+        self.engine_restarts
+            .get_or_create(&EngineLabels {
+                engine: engine.to_owned(),
+            })
+            .inc();
+    }
+
+    /// One scan by a spam filter engine (`spamassassin`, `rspamd`, `builtin`).
+    pub fn filter_scan(&self, engine: &str, ok: bool) {
+        self.filter_scans
+            .get_or_create(&OutcomeLabels {
+                engine: engine.to_owned(),
+                outcome: outcome(ok),
+            })
+            .inc();
+    }
+
+    /// One message at the SMTP listener: stored and answered 250, or refused.
+    pub fn smtp_message(&self, accepted: bool) {
+        self.smtp_messages
+            .get_or_create(&SmtpLabels {
+                outcome: if accepted { "accepted" } else { "refused" },
+            })
+            .inc();
+    }
+}
+
+/// A queue's state read from the database at scrape time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueFigures {
+    pub queue: String,
+    /// Jobs waiting to be claimed (due now or later) and jobs under a live lease.
+    pub waiting: i64,
+    pub leased: i64,
+    /// Seconds since the oldest waiting job was queued; 0 when none waits.
+    pub oldest_age_secs: i64,
+}
+
+/// The Prometheus text exposition of `metrics` plus the queue figures.
+pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std::fmt::Error> {
+    let mut registry = Registry::with_prefix("mailproof");
+    registry.register(
+        "http_requests",
+        "HTTP requests answered, by method, route template and status",
+        metrics.http_requests.clone(),
+    );
+    registry.register(
+        "screenshots",
+        "Screenshot attempts by engine and outcome",
+        metrics.screenshots.clone(),
+    );
+    registry.register(
+        "screenshot_seconds",
+        "Time to take a screenshot, by engine (successful attempts)",
+        metrics.screenshot_seconds.clone(),
+    );
+    registry.register(
+        "engine_restarts",
+        "Browser engine restarts after a crash or hang",
+        metrics.engine_restarts.clone(),
+    );
+    registry.register(
+        "filter_scans",
+        "Spam filter scans by engine and outcome",
+        metrics.filter_scans.clone(),
+    );
+    registry.register(
+        "smtp_messages",
+        "Messages at the SMTP listener, accepted (stored, 250) or refused",
+        metrics.smtp_messages.clone(),
+    );
+    let waiting = Family::<QueueLabels, Gauge>::default();
+    let leased = Family::<QueueLabels, Gauge>::default();
+    let age = Family::<QueueLabels, Gauge>::default();
+    for q in queues {
+        let labels = QueueLabels {
+            queue: q.queue.clone(),
+        };
+        waiting.get_or_create(&labels).set(q.waiting);
+        leased.get_or_create(&labels).set(q.leased);
+        age.get_or_create(&labels).set(q.oldest_age_secs);
+    }
+    registry.register(
+        "queue_waiting",
+        "Jobs waiting to be claimed, by queue",
+        waiting,
+    );
+    registry.register("queue_leased", "Jobs under a live lease, by queue", leased);
+    registry.register(
+        "queue_oldest_age_seconds",
+        "Age of the oldest waiting job, by queue",
+        age,
+    );
+    let mut out = String::new();
+    text::encode(&mut out, &registry)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_figures_appear_in_the_exposition() {
+        let m = Metrics::new();
+        m.http_request("GET", "/v5/email/tests/{test_id}", 200);
+        m.http_request("GET", "/v5/email/tests/{test_id}", 200);
+        m.screenshot("chromium", true, Duration::from_millis(80));
+        m.screenshot("gecko", false, Duration::from_secs(3));
+        m.filter_scan("rspamd", false);
+        m.smtp_message(true);
+        let text = encode(
+            &m,
+            &[QueueFigures {
+                queue: "render".into(),
+                waiting: 7,
+                leased: 2,
+                oldest_age_secs: 12,
+            }],
+        )
+        .expect("encodes");
+        for line in [
+            r#"mailproof_http_requests_total{method="GET",route="/v5/email/tests/{test_id}",status="200"} 2"#,
+            r#"mailproof_screenshots_total{engine="chromium",outcome="ok"} 1"#,
+            r#"mailproof_screenshots_total{engine="gecko",outcome="failed"} 1"#,
+            r#"mailproof_screenshot_seconds_count{engine="chromium"} 1"#,
+            r#"mailproof_filter_scans_total{engine="rspamd",outcome="failed"} 1"#,
+            r#"mailproof_smtp_messages_total{outcome="accepted"} 1"#,
+            r#"mailproof_queue_waiting{queue="render"} 7"#,
+            r#"mailproof_queue_leased{queue="render"} 2"#,
+            r#"mailproof_queue_oldest_age_seconds{queue="render"} 12"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

@@ -1,0 +1,336 @@
+//! The visual diff page: a test's screenshots against another test's of the same account, per
+//! client present in both, through the API's own comparison (`api::handlers::diff::compare`), so
+//! the figures and highlight images are those of `GET /v5/email/tests/<id>/diff/<other>`.
+
+use api::handlers::diff::{self, ClientOutcome, Comparison, VariantOutcome, Variants};
+use api::handlers::shots;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use domain::{ScreenshotStatus, TestKind, Variant};
+use maud::{html, Markup};
+use serde::Deserialize;
+use store::{ClientRow, ListFilter, TestRow};
+
+use crate::pages::{chrome, display_name, owned};
+use crate::session::Viewer;
+use crate::{date, internal, layout, not_found, page, WebState};
+
+/// Tests offered in the picker: the newest of the account, enough to find last week's version.
+const PICKER_SIZE: i64 = 20;
+
+#[derive(Deserialize, Default)]
+pub struct DiffQuery {
+    with: Option<String>,
+}
+
+/// One test offered in the picker.
+struct Choice {
+    id: String,
+    label: String,
+}
+
+/// The account's recent email tests other than `test`, newest first, and the one to preselect:
+/// the newest earlier test with the same subject (the previous version of the same email).
+async fn choices(
+    state: &WebState,
+    account_id: i64,
+    test: &TestRow,
+) -> Result<(Vec<Choice>, Option<String>), Response> {
+    let recent = ListFilter {
+        kind: Some(TestKind::Email),
+        limit: PICKER_SIZE,
+        ..ListFilter::default()
+    };
+    let same_subject = ListFilter {
+        kind: Some(TestKind::Email),
+        subject: Some(test.subject.clone()),
+        to: Some(test.created_at),
+        limit: PICKER_SIZE,
+        ..ListFilter::default()
+    };
+    let store = &state.api.store;
+    let (recent, earlier) = match (
+        store.list_tests(account_id, &recent).await,
+        store.list_tests(account_id, &same_subject).await,
+    ) {
+        (Ok(r), Ok(e)) => (r, e),
+        (Err(e), _) | (_, Err(e)) => return Err(internal("listing tests failed", e)),
+    };
+    let mut listed: Vec<store::ListedTest> =
+        recent.into_iter().filter(|t| t.id != test.id).collect();
+    let ids: Vec<String> = earlier
+        .iter()
+        .filter(|t| t.id != test.id)
+        .map(|t| t.id.clone())
+        .collect();
+    let summaries = match store.test_summaries(account_id, &ids).await {
+        Ok(s) => s,
+        Err(e) => return Err(internal("reading test summaries failed", e)),
+    };
+    // The subject filter matches substrings; the previous version has exactly this subject.
+    let previous = earlier.into_iter().find(|t| {
+        t.id != test.id
+            && summaries
+                .get(&t.id)
+                .is_some_and(|s| s.subject == test.subject)
+    });
+    if let Some(p) = &previous {
+        if !listed.iter().any(|t| t.id == p.id) {
+            listed.push(p.clone());
+        }
+    }
+    let ids: Vec<String> = listed.iter().map(|t| t.id.clone()).collect();
+    let summaries = match store.test_summaries(account_id, &ids).await {
+        Ok(s) => s,
+        Err(e) => return Err(internal("reading test summaries failed", e)),
+    };
+    let out = listed
+        .iter()
+        .map(|t| Choice {
+            id: t.id.clone(),
+            label: format!(
+                "{} — {}",
+                summaries
+                    .get(&t.id)
+                    .map_or("(content removed)", |s| s.subject.as_str()),
+                date(t.created_at)
+            ),
+        })
+        .collect();
+    Ok((out, previous.map(|p| p.id)))
+}
+
+/// The "compare with another test" form, on the test's page and atop the diff page.
+pub(crate) async fn picker(
+    state: &WebState,
+    viewer: &Viewer,
+    test: &TestRow,
+    current: Option<&str>,
+) -> Result<Markup, Response> {
+    let Some(account) = viewer.caller.account() else {
+        return Ok(html! {});
+    };
+    let (choices, previous) = choices(state, account.id, test).await?;
+    let selected = current.map(str::to_string).or(previous.clone());
+    Ok(html! {
+        section.diff-pick aria-labelledby="diff-pick-h" {
+            h2 id="diff-pick-h" { "Visual diff" }
+            @if choices.is_empty() {
+                p { "There is no other email test on this account to compare with." }
+            } @else {
+                form.inline method="get" action={ "/tests/" (test.id) "/diff" } {
+                    label for="diff-with" { "Compare this test with" }
+                    select id="diff-with" name="with" {
+                        @for c in &choices {
+                            option value=(c.id) selected[selected.as_deref() == Some(c.id.as_str())] {
+                                (c.label)
+                                @if previous.as_deref() == Some(c.id.as_str()) { " (previous test with this subject)" }
+                            }
+                        }
+                    }
+                    button type="submit" { "Show changes" }
+                }
+            }
+        }
+    })
+}
+
+fn unfinished(rows: &[ClientRow]) -> usize {
+    rows.iter()
+        .filter(|r| {
+            !matches!(
+                r.status,
+                ScreenshotStatus::Complete | ScreenshotStatus::Bounced
+            )
+        })
+        .count()
+}
+
+fn percent(share: f64) -> String {
+    if share == 0.0 {
+        "0 % (no change)".to_string()
+    } else if share < 0.0001 {
+        "less than 0.01 %".to_string()
+    } else {
+        format!("{:.2} %", share * 100.0)
+    }
+}
+
+fn extra_height(px: i64) -> String {
+    if px == 0 {
+        "none (same height)".to_string()
+    } else {
+        format!("{px:+} px")
+    }
+}
+
+fn names(state: &WebState, ids: &[String]) -> String {
+    ids.iter()
+        .map(|c| display_name(state, c))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub async fn diff_page(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    Path(id): Path<String>,
+    Query(q): Query<DiffQuery>,
+) -> Response {
+    let test = match owned(&state, &viewer, &id).await {
+        Ok(t) if t.kind == TestKind::Email => t,
+        Ok(_) => return not_found(),
+        Err(r) => return r,
+    };
+    let with = q.with.as_deref().map(str::trim).filter(|w| !w.is_empty());
+    let other = match with {
+        None => None,
+        Some(w) => match owned(&state, &viewer, w).await {
+            Ok(t) if t.kind == TestKind::Email => Some(t),
+            Ok(_) => return not_found(),
+            Err(r) => return r,
+        },
+    };
+    let pick = match picker(&state, &viewer, &test, with).await {
+        Ok(m) => m,
+        Err(r) => return r,
+    };
+    let body = match &other {
+        None => html! { p { "Pick a test above to see what changed between the two." } },
+        Some(other) => match comparison(&state, &test, other).await {
+            Ok(m) => m,
+            Err(r) => return r,
+        },
+    };
+    let main = html! {
+        p { a href={ "/tests/" (test.id) } { "← Back to “" (test.subject) "”" } }
+        h1 { "Changes in “" (test.subject) "”" }
+        (pick)
+        (body)
+    };
+    page(
+        StatusCode::OK,
+        layout("Visual diff", chrome(&viewer), None, main),
+    )
+}
+
+/// The comparison of `other` (before) with `test` (after): the highlights are drawn over `test`'s
+/// screenshots, and extra height is `test`'s minus `other`'s.
+async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result<Markup, Response> {
+    let store = &state.api.store;
+    let (rows, other_rows) = match (
+        store.test_clients(&test.id).await,
+        store.test_clients(&other.id).await,
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return Err(internal("reading the tests' clients failed", e)),
+    };
+    let c: Comparison =
+        match diff::compare(&state.api, other, test, Variants::Only(Variant::Default)).await {
+            Ok(c) => c,
+            Err(e) => return Err(crate::api_error(&e)),
+        };
+    let now = chrono::Utc::now().timestamp();
+    // A test compared with itself is said to be processing once.
+    let sides: &[(&TestRow, &[ClientRow])] = if test.id == other.id {
+        &[(test, &rows)]
+    } else {
+        &[(test, &rows), (other, &other_rows)]
+    };
+    let processing: Vec<(&TestRow, usize, usize)> = sides
+        .iter()
+        .map(|(t, r)| (*t, unfinished(r), r.len()))
+        .filter(|(_, n, _)| *n > 0)
+        .collect();
+    Ok(html! {
+        p.meta {
+            "Before: " a href={ "/tests/" (other.id) } { "“" (other.subject) "”" } ", " (date(other.created_at))
+            ". After: this test, " (date(test.created_at)) "."
+            @if test.id == other.id { " (The same test on both sides: nothing can differ.)" }
+        }
+        @for (t, left, total) in &processing {
+            p.note role="status" {
+                "“" (t.subject) "” (" (date(t.created_at)) ") is still processing: "
+                (total - left) " of " (total) " screenshots finished. Clients not finished in both tests are listed without figures; reload this page once processing ends."
+            }
+        }
+        @if c.clients.is_empty() {
+            p.error role="alert" {
+                "These two tests have no client in common, so there is nothing to compare. "
+                "“" (other.subject) "” has " (names(state, &c.only_in_test)) "; this test has "
+                (names(state, &c.only_in_other)) ". Pick a test made for some of the same clients."
+            }
+        }
+        @for cc in &c.clients {
+            @let name = display_name(state, &cc.client);
+            @let width = state.api.catalog.get(&cc.client).map_or(600, |p| p.viewport.width);
+            section.diff-client data-client=(cc.client) aria-labelledby={ "d-" (cc.client) } {
+                h2 id={ "d-" (cc.client) } { (name) }
+                @match &cc.outcome {
+                    ClientOutcome::NotCompared { test_status, other_status } => {
+                        p.status data-state="not-compared" {
+                            "Not compared: only screenshots Complete in both tests are. Before: "
+                            (test_status.as_str()) "; after: " (other_status.as_str()) "."
+                        }
+                    }
+                    ClientOutcome::Compared(variants) => {
+                        @if variants.is_empty() {
+                            p.status { "The default screenshot is missing from one of the tests." }
+                        }
+                        @for (_, out) in variants {
+                            @match out {
+                                VariantOutcome::Failed(why) => p.error { "Not compared: " (why) },
+                                VariantOutcome::Diffed { diff: d, diff_image } => {
+                                    dl.meta.diff-figures {
+                                        dt { "Changed" } dd.changed data-share=(d.changed_share()) { (percent(d.changed_share())) }
+                                        dt { "Changed regions" } dd.regions { (d.boxes.len()) }
+                                        dt { "Extra height" } dd.extra { (extra_height(d.extra_height)) }
+                                    }
+                                    div.compare.diff-shots tabindex="0" role="region" aria-label={ "Screenshots of " (name) ": changes, before and after" } {
+                                        figure {
+                                            figcaption { "Changes highlighted" }
+                                            img.highlight src=(diff_image) width=(width) style={ "width:" (width) "px" }
+                                                alt={ "The email in " (name) " with the changes since “" (other.subject) "” highlighted" };
+                                        }
+                                        figure {
+                                            figcaption { "Before" }
+                                            img.before src=(shots::url(&state.api.settings, &other.id, &cc.client, "default", now)) width=(width) style={ "width:" (width) "px" }
+                                                alt={ "Screenshot of “" (other.subject) "” in " (name) };
+                                        }
+                                        figure {
+                                            figcaption { "After" }
+                                            img.after src=(shots::url(&state.api.settings, &test.id, &cc.client, "default", now)) width=(width) style={ "width:" (width) "px" }
+                                                alt={ "Screenshot of this test in " (name) };
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if !c.clients.is_empty() && !c.only_in_test.is_empty() {
+            p.help { "Only in “" (other.subject) "”: " (names(state, &c.only_in_test)) "." }
+        }
+        @if !c.clients.is_empty() && !c.only_in_other.is_empty() {
+            p.help { "Only in this test: " (names(state, &c.only_in_other)) "." }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_read_as_percentages_and_zero_says_so() {
+        assert_eq!(percent(0.0), "0 % (no change)");
+        assert_eq!(percent(0.00001), "less than 0.01 %");
+        assert_eq!(percent(0.1234), "12.34 %");
+        assert_eq!(extra_height(0), "none (same height)");
+        assert_eq!(extra_height(-12), "-12 px");
+        assert_eq!(extra_height(30), "+30 px");
+    }
+}
