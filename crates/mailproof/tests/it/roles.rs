@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -14,19 +14,46 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-/// What every process of one test service shares. The lead can point this at PostgreSQL and an
-/// S3-compatible server later: only `process_config` reads it.
+/// What every process of one test service shares: one database, one blob store, the key files.
+/// Only `process_config`, `store` and `blobs` read it.
 struct Shared {
     root: tempfile::TempDir,
-    /// One data directory for all processes: the embedded SQLite database (WAL mode serves
-    /// several processes on one machine) and local blobs.
+    /// One data directory for all processes: the embedded SQLite database when there is no
+    /// `database` (WAL mode serves several processes on one machine) and local blobs when there
+    /// is no `s3`.
     data_dir: PathBuf,
+    /// A PostgreSQL database all processes use (kept alive with the test).
+    database: Option<store::testing::TestDb>,
+    /// An S3-compatible server holding every process's screenshots.
+    s3: Option<store::test_s3::S3Server>,
     url_key: PathBuf,
     dkim_key: PathBuf,
 }
 
 impl Shared {
-    fn new() -> Shared {
+    /// The harness's database (`MAILPROOF_TEST_DB`) and local blobs.
+    async fn new() -> Shared {
+        let database = match store::Backend::from_env() {
+            store::Backend::Postgres => {
+                Some(store::testing::database(store::Backend::Postgres).await)
+            }
+            store::Backend::Sqlite => None,
+        };
+        Shared::with(database, None)
+    }
+
+    /// PostgreSQL and an S3-compatible server, whatever the harness runs on: the deployment
+    /// with several machines that roles are for.
+    async fn on_postgres_and_s3() -> Shared {
+        let database = store::testing::database(store::Backend::Postgres).await;
+        let s3 = store::test_s3::S3Server::start().await;
+        Shared::with(Some(database), Some(s3))
+    }
+
+    fn with(
+        database: Option<store::testing::TestDb>,
+        s3: Option<store::test_s3::S3Server>,
+    ) -> Shared {
         let root = tempfile::tempdir().expect("temp dir");
         let data_dir = root.path().join("data");
         let keys = root.path().join("keys");
@@ -35,10 +62,30 @@ impl Shared {
         std::fs::write(&url_key, rand::random::<[u8; 32]>()).expect("write url key");
         Shared {
             data_dir,
+            database,
+            s3,
             url_key,
             dkim_key: keys.join("dkim.pem"),
             root,
         }
+    }
+
+    /// The shared database, as the processes see it.
+    async fn store(&self) -> store::Store {
+        match &self.database {
+            Some(db) => store::Store::connect(&db.url).await,
+            None => store::Store::open(&self.data_dir).await,
+        }
+        .expect("open the shared store")
+    }
+
+    /// The shared blob store, as the processes see it.
+    fn blobs(&self) -> store::Blobs {
+        let config = self
+            .s3
+            .as_ref()
+            .map_or(store::BlobsConfig::Local, |s3| s3.config());
+        store::Blobs::open(&config, &self.data_dir).expect("open the shared blobs")
     }
 
     /// Makes the DKIM key once, as an operator would with openssl, for every mail process.
@@ -60,10 +107,16 @@ impl Shared {
 /// The configuration file of one process of `role`, with `extra` TOML appended.
 fn process_config(shared: &Shared, role: &str, extra: &str) -> String {
     let mut text = format!(
-        "role = \"{role}\"\ndata_dir = {:?}\n[keys]\nurl_signing_key_file = {:?}\n",
-        shared.data_dir.display().to_string(),
-        shared.url_key.display().to_string(),
+        "role = \"{role}\"\ndata_dir = {:?}\n",
+        shared.data_dir.display().to_string()
     );
+    if let Some(db) = &shared.database {
+        text.push_str(&format!("database_url = {:?}\n", db.url));
+    }
+    text.push_str(&format!(
+        "[keys]\nurl_signing_key_file = {:?}\n",
+        shared.url_key.display().to_string()
+    ));
     if shared.dkim_key.exists() {
         text.push_str(&format!(
             "dkim_key_file = {:?}\n",
@@ -71,6 +124,10 @@ fn process_config(shared: &Shared, role: &str, extra: &str) -> String {
         ));
     }
     text.push_str(extra);
+    if let Some(s3) = &shared.s3 {
+        text.push('\n');
+        text.push_str(&s3.config_toml());
+    }
     if !text.contains("[render]") {
         text.push_str("\n[render]\nengines = []\n");
     }
@@ -196,7 +253,7 @@ fn assert_not_this_role(health: &Value, pointer: &str) {
 
 #[tokio::test]
 async fn each_process_runs_only_its_roles_and_healthz_says_which() {
-    let shared = Shared::new();
+    let shared = Shared::new().await;
     // A port already taken: a process that bound SMTP could not start on it.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let taken = taken.local_addr().expect("addr").to_string();
@@ -270,9 +327,9 @@ fn an_unknown_role_is_refused_with_the_valid_ones_named() {
 
 /// Finishes every queued render job of the shared database as a renderer would, with `png` as
 /// each screenshot: the key test needs stored screenshots, not browsers.
-async fn render_all(data_dir: &Path, png: &[u8]) {
-    let store = store::Store::open(data_dir).await.expect("open the store");
-    let blobs = store::Blobs::open(&store::BlobsConfig::Local, data_dir).expect("blobs");
+async fn render_all(shared: &Shared, png: &[u8]) {
+    let store = shared.store().await;
+    let blobs = shared.blobs();
     let now = chrono::Utc::now().timestamp();
     while let Some(job) = store.claim_job("test", now, 60).await.expect("claim") {
         for name in [job.variant.as_str(), "thumbnail", "full_thumbnail"] {
@@ -326,7 +383,7 @@ async fn status_without_credentials(p: &Proc, url: &str, from: &Proc) -> u16 {
 
 #[tokio::test]
 async fn api_processes_given_one_key_file_accept_each_others_presigned_urls() {
-    let shared = Shared::new();
+    let shared = Shared::new().await;
     let config = process_config(&shared, "api", "");
     let a = Proc::start(&shared, "api-a", &config, &["--smtp", "127.0.0.1:0"]);
     let b = Proc::start(&shared, "api-b", &config, &["--smtp", "127.0.0.1:0"]);
@@ -358,7 +415,7 @@ async fn api_processes_given_one_key_file_accept_each_others_presigned_urls() {
     image::DynamicImage::ImageRgb8(image::RgbImage::new(4, 4))
         .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
         .expect("encode png");
-    render_all(&shared.data_dir, &png).await;
+    render_all(&shared, &png).await;
     for url in presigned_urls(&a, &id).await {
         assert_eq!(status_without_credentials(&a, &url, &a).await, 200, "{url}");
         assert_eq!(status_without_credentials(&b, &url, &a).await, 200, "{url}");
@@ -470,7 +527,7 @@ const RENDER_EXTRA: &str = "[fetch]\nallow = [\"127.0.0.1/32\"]\n[render]\nengin
 
 #[tokio::test]
 async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer() {
-    let shared = Shared::new();
+    let shared = Shared::on_postgres_and_s3().await;
     shared.make_dkim_key();
     let image = slow_image().await;
     let api = Proc::start(
@@ -586,9 +643,7 @@ async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer(
 
     // No job done twice: the killed process's job was claimed once more, every other job once,
     // although two live render processes competed for them.
-    let store = store::Store::open(&shared.data_dir)
-        .await
-        .expect("open the store");
+    let store = shared.store().await;
     let clients = store.test_clients(&id).await.expect("test clients");
     let attempts: Vec<i64> = clients.iter().map(|c| c.attempts).collect();
     assert_eq!(
@@ -602,6 +657,16 @@ async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer(
         let r = api.http.get(&url).send().await.expect("screenshot");
         assert_eq!(r.status(), 200, "{url}");
     }
+    // Shared state lives in PostgreSQL and the S3 server, none in the data directory.
+    let in_bucket = shared.s3.as_ref().expect("the S3 server").keys_on_disk();
+    for client in BLINK_CLIENTS {
+        let key = format!("shots/{id}/{client}/default.png");
+        assert!(in_bucket.contains(&key), "{key} not in {in_bucket:?}");
+    }
+    assert!(
+        !shared.data_dir.join("mailproof.sqlite").exists(),
+        "no process fell back to SQLite"
+    );
     drop((render_b, render_c, mail));
 }
 
