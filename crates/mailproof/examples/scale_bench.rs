@@ -1,0 +1,385 @@
+//! Issue 13's scale-out benchmark: the same batch of email tests through 1, 2 and 4 render
+//! processes (`serve --role render`, Chromium) sharing one PostgreSQL database and one blob
+//! directory with one api process (`serve --role api`). For each count it prints the throughput,
+//! the median and p95 time from submission to a complete test, the jobs claimed more than once,
+//! the jobs done twice (screenshots stored by two workers: refused by the lease check, so must be
+//! 0) and the jobs lost (not done at the end: must be 0). Then it measures the database's claim
+//! rate: C concurrent claimers claiming and finishing render jobs through `store::Store` alone.
+//!
+//! ```sh
+//! cargo build --release -p mailproof --bins --examples
+//! target/release/examples/scale_bench [--tests 12] [--renderers 1,2,4] [--claim-jobs 3000]
+//! ```
+//! PostgreSQL comes from the setup (`scripts/setup.sh`); the benchmark starts its own throw-away
+//! cluster on a loopback port (`store::testing`).
+
+#[path = "bench_service/mod.rs"]
+mod bench_service;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bench_service::{mailproof_binary, BoxError};
+use domain::{Plan, TestKind, Variant};
+
+use serde_json::{json, Value};
+use store::testing::database;
+use store::{Backend, JobOutcome, NewAccount, NewTest, NewTestClient, Store};
+
+const KEY: &str = "scale-bench";
+const PASSWORD: &str = "scale-bench-password";
+/// Blink clients only: every render process runs one Chromium, so the processes compete for the
+/// same kind of work.
+const CLIENTS: [&str; 3] = ["gmail_chrome_web", "yahoo_chrome_web", "outlook_com_chrome"];
+const EMAIL: &str = "cerberus--responsive.html";
+
+struct Options {
+    tests: usize,
+    renderers: Vec<usize>,
+    claim_jobs: usize,
+}
+
+fn options() -> Result<Options, BoxError> {
+    let mut o = Options {
+        tests: 12,
+        renderers: vec![1, 2, 4],
+        claim_jobs: 3000,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--tests" => o.tests = value()?.parse()?,
+            "--renderers" => {
+                o.renderers = value()?
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
+            }
+            "--claim-jobs" => o.claim_jobs = value()?.parse()?,
+            other => return Err(format!("unknown argument {other}").into()),
+        }
+    }
+    Ok(o)
+}
+
+/// One `mailproof serve` process in its own process group (its browser goes with it).
+struct Proc {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        let _ = self.child.wait();
+    }
+}
+
+struct Shared {
+    root: tempfile::TempDir,
+    database_url: String,
+}
+
+impl Shared {
+    fn data_dir(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    fn start(&self, role: &str, engines: &str) -> Result<Proc, BoxError> {
+        let n = std::fs::read_dir(self.root.path())?.count();
+        let config = self.root.path().join(format!("{role}-{n}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "role = \"{role}\"\ndatabase_url = \"{}\"\n[keys]\nurl_signing_key_file = {:?}\n\
+                 [render]\nengines = {engines}\n[spam]\ndaemons = false\n",
+                self.database_url,
+                self.root.path().join("url.key").display().to_string(),
+            ),
+        )?;
+        let mut child = Command::new(mailproof_binary()?)
+            .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--config")
+            .arg(&config)
+            .env("MAILPROOF_API_KEY", "admin")
+            .env("MAILPROOF_PASSWORD", "admin-password")
+            .env("RUST_LOG", "warn")
+            .process_group(0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("mailproof: listening on ") {
+                    let _ = tx.send(url.to_string());
+                }
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(120))
+            .map_err(|_| format!("a {role} process did not start within 120 s"))?;
+        Ok(Proc { child, base })
+    }
+}
+
+/// `mailproof accounts add` on the shared database, without a practical rate limit: the batch is
+/// polled hard, and the benchmark measures the service, not the account's limit.
+fn add_account(shared: &Shared) -> Result<(), BoxError> {
+    let out = Command::new(mailproof_binary()?)
+        .args(["accounts", "add", "--api-key", KEY, "--password", PASSWORD])
+        .args(["--plan", "enterprise", "--rate-limit", "100000000"])
+        .arg("--data-dir")
+        .arg(shared.data_dir())
+        .arg("--database-url")
+        .arg(&shared.database_url)
+        .stdout(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "mailproof accounts add failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+struct RunFigures {
+    renderers: usize,
+    screenshots: usize,
+    wall: Duration,
+    median: f64,
+    p95: f64,
+    reclaimed: i64,
+    lost: usize,
+}
+
+async fn run(o: &Options, renderers: usize, html: &str) -> Result<RunFigures, BoxError> {
+    let db = database(Backend::Postgres).await;
+    eprintln!("scale_bench: database ready; starting 1 api and {renderers} render process(es)");
+    let root = tempfile::tempdir()?;
+    std::fs::write(root.path().join("url.key"), rand::random::<[u8; 32]>())?;
+    let shared = Shared {
+        root,
+        database_url: db.url.clone(),
+    };
+    let api = shared.start("api", "[]")?;
+    let mut render = Vec::new();
+    for _ in 0..renderers {
+        render.push(shared.start("render", "[\"blink\"]")?);
+    }
+    add_account(&shared)?;
+    eprintln!("scale_bench: processes up; submitting {} tests", o.tests);
+    let store = Store::connect(&db.url).await?;
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    for n in 0..o.tests {
+        let r: Value = http
+            .post(format!("{}/v5/email/tests", api.base))
+            .basic_auth(KEY, Some(PASSWORD))
+            .json(&json!({"subject": format!("scale {n}"), "html": html, "clients": CLIENTS}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        ids.push(
+            r["id"]
+                .as_str()
+                .ok_or_else(|| format!("no test id in {r}"))?
+                .to_string(),
+        );
+    }
+    let mut done: BTreeMap<String, f64> = BTreeMap::new();
+    while done.len() < ids.len() {
+        if started.elapsed() > Duration::from_secs(1800) {
+            return Err("the batch did not complete within 30 minutes".into());
+        }
+        for id in &ids {
+            if done.contains_key(id) {
+                continue;
+            }
+            let info: Value = http
+                .get(format!("{}/v5/email/tests/{id}", api.base))
+                .basic_auth(KEY, Some(PASSWORD))
+                .send()
+                .await?
+                .json()
+                .await?;
+            if info.get("error").is_some() {
+                return Err(format!("GET /v5/email/tests/{id} answered {info}").into());
+            }
+            // The spec leaves `processing` out once nothing is processing.
+            if info["processing"].as_array().map_or(0, Vec::len) == 0 {
+                done.insert(id.clone(), started.elapsed().as_secs_f64());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let wall = started.elapsed();
+    let mut times: Vec<f64> = done.values().copied().collect();
+    times.sort_by(f64::total_cmp);
+    let mut reclaimed = 0;
+    let mut lost = 0;
+    let mut screenshots = 0;
+    for id in &ids {
+        for c in store.test_clients(id).await? {
+            reclaimed += (c.attempts - 1).max(0);
+            screenshots += 1;
+            if c.status != domain::ScreenshotStatus::Complete {
+                lost += 1;
+            }
+        }
+    }
+    drop(render);
+    drop(api);
+    Ok(RunFigures {
+        renderers,
+        screenshots,
+        wall,
+        median: percentile(&times, 0.5),
+        p95: percentile(&times, 0.95),
+        reclaimed,
+        lost,
+    })
+}
+
+/// Claims per second the database sustains: `jobs` render jobs, claimed and finished by
+/// `claimers` concurrent workers through `store::Store` (no engine, no HTTP).
+async fn claim_rate(
+    backend: Backend,
+    jobs: usize,
+    claimers: usize,
+) -> Result<(f64, usize), BoxError> {
+    let (_db, store) = store::testing::store(backend).await;
+    let account = store
+        .create_account(
+            &NewAccount {
+                api_key: "claims".into(),
+                password_hash: "unused".into(),
+                plan: Plan::Enterprise,
+                monthly_test_limit: None,
+                rate_limit_per_minute: None,
+                allowed_clients: None,
+                auto_inbox: None,
+            },
+            1_000,
+        )
+        .await?;
+    // Tests of 100 clients each, as many as make `jobs` jobs.
+    for t in 0..jobs.div_ceil(100) {
+        let n = (jobs - t * 100).min(100);
+        store
+            .create_test(&NewTest {
+                id: domain::TestId::generate().to_string(),
+                account_id: account.id,
+                kind: TestKind::Email,
+                subject: "claims".into(),
+                html: "<p>x</p>".into(),
+                created_at: 1_000,
+                reference_id: None,
+                customer_id: None,
+                headers: BTreeMap::new(),
+                image_blocking: false,
+                free_test: false,
+                source_url: None,
+                clients: (0..n)
+                    .map(|c| NewTestClient {
+                        client_id: format!("c{c}"),
+                        variants: vec![Variant::Default],
+                    })
+                    .collect(),
+                spam_method: None,
+                seed_key: None,
+                spam_from_address: None,
+                spam_filters: Vec::new(),
+                reprocesses: 0,
+                monthly_limit: None,
+                callback_url: None,
+                text_part: None,
+            })
+            .await?;
+    }
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for w in 0..claimers {
+        let store = store.clone();
+        workers.push(tokio::spawn(async move {
+            let name = format!("w{w}");
+            let mut done = 0usize;
+            let outcome = JobOutcome::Done {
+                engine: "blink".into(),
+                rule_set: "bench".into(),
+            };
+            while let Some(job) = store.claim_job(&name, 2_000, 600).await? {
+                if store.finish_job(&job, &name, 2_000, &outcome).await? {
+                    done += 1;
+                }
+            }
+            Ok::<usize, store::StoreError>(done)
+        }));
+    }
+    let mut done = 0;
+    for w in workers {
+        done += w.await??;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok((done as f64 / secs, done))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    let o = options()?;
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+    let html = std::fs::read_to_string(corpus.join(EMAIL))
+        .map_err(|e| format!("cannot read {EMAIL} from {}: {e}", corpus.display()))?;
+    println!(
+        "scale_bench: {} tests x {} Blink clients ({EMAIL}), one api process, N render processes, one PostgreSQL",
+        o.tests,
+        CLIENTS.len()
+    );
+    println!("| render processes | screenshots | wall s | screenshots/s | median s to complete | p95 s | re-claimed jobs | lost jobs |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for &n in &o.renderers {
+        let f = run(&o, n, &html).await?;
+        println!(
+            "| {} | {} | {:.1} | {:.2} | {:.1} | {:.1} | {} | {} |",
+            f.renderers,
+            f.screenshots,
+            f.wall.as_secs_f64(),
+            f.screenshots as f64 / f.wall.as_secs_f64(),
+            f.median,
+            f.p95,
+            f.reclaimed,
+            f.lost
+        );
+    }
+    println!();
+    println!("| backend | claimers | jobs claimed and finished | claims/s |");
+    println!("|---|---|---|---|");
+    for backend in [Backend::Postgres, Backend::Sqlite] {
+        for claimers in [1, 4, 16] {
+            let (rate, done) = claim_rate(backend, o.claim_jobs, claimers).await?;
+            println!("| {backend:?} | {claimers} | {done} | {rate:.0} |");
+        }
+    }
+    Ok(())
+}
