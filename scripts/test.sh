@@ -12,7 +12,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked
-echo "== the integration suite again, on PostgreSQL (the store's own tests already ran on both)"
+echo "== the integration suites again, on PostgreSQL (the store's own tests already ran on both)"
+MAILPROOF_TEST_DB=postgres cargo test -p inbox --test it --locked
 MAILPROOF_TEST_DB=postgres cargo test -p mailproof --test it --locked
 echo "== conformance: an independent client written from the spec alone, against mailproof serve"
 python3 conformance/spec_client.py --strict target/debug/mailproof

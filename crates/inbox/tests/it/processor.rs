@@ -37,15 +37,15 @@ const SEEDS: &str = "seeds.test";
 const MESSAGE: &[u8] = b"Received: from client.test (localhost [127.0.0.1]) by seeds.test; Sun, 22 Nov 2026 10:00:00 +0000\r\nFrom: news@acme.example\r\nTo: jane@example.org\r\nSubject: Our November news\r\nDate: Sun, 22 Nov 2026 10:00:00 +0000\r\nMessage-ID: <n1@mail.acme.example>\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Hello Jane, here is what we shipped this month.</p>\r\n";
 
 struct Fixture {
-    _dir: tempfile::TempDir,
+    /// The database, on the backend `MAILPROOF_TEST_DB` names (SQLite by default).
+    _db: store::testing::TestDb,
     store: Store,
     account_id: i64,
 }
 
 impl Fixture {
     async fn new() -> Fixture {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(dir.path()).await.expect("open the store");
+        let (db, store) = store::testing::store(store::Backend::from_env()).await;
         let account = store
             .create_account(
                 &NewAccount {
@@ -62,7 +62,7 @@ impl Fixture {
             .await
             .expect("an account");
         Fixture {
-            _dir: dir,
+            _db: db,
             store,
             account_id: account.id,
         }
