@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bench_service::{mailproof_binary, BoxError};
+use bench_service::{add_account_in, mailproof_binary, BoxError};
 use domain::{Plan, TestKind, Variant};
 
 use serde_json::{json, Value};
@@ -132,28 +132,6 @@ impl Shared {
     }
 }
 
-/// `mailproof accounts add` on the shared database, without a practical rate limit: the batch is
-/// polled hard, and the benchmark measures the service, not the account's limit.
-fn add_account(shared: &Shared) -> Result<(), BoxError> {
-    let out = Command::new(mailproof_binary()?)
-        .args(["accounts", "add", "--api-key", KEY, "--password", PASSWORD])
-        .args(["--plan", "enterprise", "--rate-limit", "100000000"])
-        .arg("--data-dir")
-        .arg(shared.data_dir())
-        .arg("--database-url")
-        .arg(&shared.database_url)
-        .stdout(Stdio::null())
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "mailproof accounts add failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(())
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -186,7 +164,13 @@ async fn run(o: &Options, renderers: usize, html: &str) -> Result<RunFigures, Bo
     for _ in 0..renderers {
         render.push(shared.start("render", "[\"blink\"]")?);
     }
-    add_account(&shared)?;
+    // No practical rate limit: the batch is polled hard, and the benchmark measures the service.
+    add_account_in(
+        &shared.data_dir(),
+        Some(&shared.database_url),
+        KEY,
+        PASSWORD,
+    )?;
     eprintln!("scale_bench: processes up; submitting {} tests", o.tests);
     let store = Store::connect(&db.url).await?;
     let http = reqwest::Client::new();

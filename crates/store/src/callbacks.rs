@@ -49,6 +49,34 @@ pub struct CallbackRow {
     pub finished_at: Option<i64>,
 }
 
+/// Takes the row of `test_id` on PostgreSQL, as the first statement of a transaction that records
+/// an outcome of the test (render job, spam verdict) and may then queue its callback: every such
+/// transaction locks the test row before any other row, so they cannot deadlock (taking it only
+/// in [`enqueue_if_complete`], after the outcome's own rows, let two finishing workers deadlock,
+/// as `scale_bench` showed). SQLite needs no lock, and a read first would break its write-first
+/// rule (a read-to-write upgrade fails as "database is locked" under concurrency).
+pub(crate) async fn lock_test_first(
+    conn: &mut AnyConnection,
+    backend: Backend,
+    test_id: &str,
+) -> Result<()> {
+    if backend == Backend::Postgres {
+        lock_test(conn, backend, test_id).await?;
+    }
+    Ok(())
+}
+
+async fn lock_test(conn: &mut AnyConnection, backend: Backend, test_id: &str) -> Result<()> {
+    sqlx::query(&format!(
+        "SELECT id FROM tests WHERE id = $1 {}",
+        backend.lock_row()
+    ))
+    .bind(test_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 /// Queues the callback of `test_id` if the test is now complete (every client Complete or Bounced,
 /// every spam filter answered), has a callback URL (its own, else its account's default) and has
 /// no callback yet. Runs inside the caller's transaction, so the outcome that completes a test and
@@ -63,13 +91,8 @@ pub(crate) async fn enqueue_if_complete(
     // both judge the test incomplete: on PostgreSQL each would miss the other's uncommitted
     // change and neither would queue the callback. Locking the test row first serialises them, and
     // the second's next statement then sees the first's commit. (SQLite has one writer at a time.)
-    sqlx::query(&format!(
-        "SELECT id FROM tests WHERE id = $1 {}",
-        backend.lock_row()
-    ))
-    .bind(test_id)
-    .fetch_optional(&mut *conn)
-    .await?;
+    // Callers that took it with [`lock_test_first`] already hold it: taking it again is free.
+    lock_test(conn, backend, test_id).await?;
     // Made here rather than in SQL, which has no random function both backends share.
     let delivery_id = hex::encode(rand::random::<[u8; 16]>());
     let res = sqlx::query(

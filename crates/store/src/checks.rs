@@ -43,25 +43,14 @@ impl Store {
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<(String, i64)>> {
-        let sql = format!(
-            "UPDATE content_checks
-             SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
-             WHERE test_id = (
-                SELECT test_id FROM content_checks
-                WHERE (state = 'queued' AND not_before <= $3)
-                   OR (state = 'leased' AND lease_expires < $3)
-                ORDER BY requested_at LIMIT 1 {})
-             RETURNING test_id, attempts",
-            self.backend.skip_locked()
-        );
-        let row = sqlx::query(&sql)
-            .bind(worker)
-            .bind(now + lease_secs)
-            .bind(now)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| Ok((r.try_get("test_id")?, r.try_get("attempts")?)))
-            .transpose()
+        self.claim_test_queue_row(
+            "content_checks",
+            "state = 'queued' AND not_before <= $3",
+            worker,
+            now,
+            lease_secs,
+        )
+        .await
     }
 
     /// Stores the result of a claimed check. Ignored (false) when the lease was lost meanwhile.

@@ -5,7 +5,7 @@
 use domain::Variant;
 use sqlx::Row;
 
-use crate::{Backend, Result, Store, StoreError};
+use crate::{Result, Store, StoreError};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimedJob {
@@ -93,20 +93,7 @@ impl Store {
         outcome: &JobOutcome,
     ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
-        // On PostgreSQL every outcome of one test takes the test's row first, before any other
-        // row: the callback check at the end locks it too, and taking it only there let two
-        // finishing workers deadlock (seen by scale_bench). One order, no cycle. SQLite needs no
-        // lock, and a read first would break its write-first rule (a read-to-write upgrade fails
-        // as "database is locked" under concurrency).
-        if self.backend == Backend::Postgres {
-            sqlx::query(&format!(
-                "SELECT id FROM tests WHERE id = $1 {}",
-                self.backend.lock_row()
-            ))
-            .bind(&job.test_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        }
+        crate::callbacks::lock_test_first(&mut tx, self.backend, &job.test_id).await?;
         let (state, not_before, error) = match outcome {
             JobOutcome::Done { .. } => ("done", now, None),
             JobOutcome::Retry { error, retry_at } => ("queued", *retry_at, Some(error.clone())),

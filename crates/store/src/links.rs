@@ -40,12 +40,28 @@ impl Store {
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<(String, i64)>> {
+        self.claim_test_queue_row("link_checks", "state = 'queued'", worker, now, lease_secs)
+            .await
+    }
+
+    /// Claims, for `worker` until `now + lease_secs`, the oldest row of a queue keyed by test
+    /// (`link_checks`, `content_checks`) that is due by `queued_due` (with `$3` = now) or whose
+    /// lease expired. One statement, skipping rows other claimers hold on PostgreSQL. Returns the
+    /// test id and the attempt number (this one included).
+    pub(crate) async fn claim_test_queue_row(
+        &self,
+        table: &'static str,
+        queued_due: &'static str,
+        worker: &str,
+        now: i64,
+        lease_secs: i64,
+    ) -> Result<Option<(String, i64)>> {
         let sql = format!(
-            "UPDATE link_checks
+            "UPDATE {table}
              SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
              WHERE test_id = (
-                SELECT test_id FROM link_checks
-                WHERE state = 'queued' OR (state = 'leased' AND lease_expires < $3)
+                SELECT test_id FROM {table}
+                WHERE ({queued_due}) OR (state = 'leased' AND lease_expires < $3)
                 ORDER BY requested_at LIMIT 1 {})
              RETURNING test_id, attempts",
             self.backend.skip_locked()

@@ -47,6 +47,7 @@ impl Store {
         now: i64,
     ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
+        crate::callbacks::lock_test_first(&mut tx, self.backend, test_id).await?;
         let res = sqlx::query(
             "UPDATE spam_results SET spam = $1, details = $2, updated_at = $3 WHERE test_id = $4 AND client = $5",
         )

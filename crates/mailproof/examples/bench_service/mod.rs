@@ -113,18 +113,26 @@ impl BenchService {
     /// `mailproof accounts add` on the enterprise plan without a practical rate limit, so that
     /// the benchmark measures the service rather than its per-account limit.
     pub fn add_account(&self, key: &str, password: &str) -> Result<(), BoxError> {
-        add_account_in(&self.data_dir(), key, password)
+        add_account_in(&self.data_dir(), None, key, password)
     }
 }
 
-fn add_account_in(data_dir: &Path, key: &str, password: &str) -> Result<(), BoxError> {
-    let out = Command::new(mailproof_binary()?)
-        .args(["accounts", "add", "--api-key", key, "--password", password])
+/// The same, for a service whose database is `database_url` (else SQLite in `data_dir`).
+pub fn add_account_in(
+    data_dir: &Path,
+    database_url: Option<&str>,
+    key: &str,
+    password: &str,
+) -> Result<(), BoxError> {
+    let mut cmd = Command::new(mailproof_binary()?);
+    cmd.args(["accounts", "add", "--api-key", key, "--password", password])
         .args(["--plan", "enterprise", "--rate-limit", "100000000"])
         .arg("--data-dir")
-        .arg(data_dir)
-        .stdout(Stdio::null())
-        .output()?;
+        .arg(data_dir);
+    if let Some(url) = database_url {
+        cmd.arg("--database-url").arg(url);
+    }
+    let out = cmd.stdout(Stdio::null()).output()?;
     if !out.status.success() {
         return Err(format!(
             "mailproof accounts add {key} failed: {}",
