@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use store::Account;
 
 use crate::error::{ApiError, ErrorName};
-use crate::login::Verdict;
+use crate::login::{Outcome, Verdict};
 use crate::state::AppState;
 
 /// Who is calling.
@@ -132,6 +132,15 @@ pub async fn check_credentials(
     address: Option<std::net::IpAddr>,
 ) -> Result<Caller, ApiError> {
     if user == "sandbox" && pass == "sandbox" {
+        // Public credentials: each address has a budget of its own, apart from every account's.
+        let limit = state.settings.sandbox_requests_per_minute;
+        let from = address.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        if let Err(wait) = state.sandbox_rate.check(from, limit) {
+            return Err(rate_limited(
+                format!("the sandbox credentials allow {limit} requests a minute from one address; retry in {wait} s"),
+                wait,
+            ));
+        }
         return Ok(Caller::Sandbox);
     }
     let cache_key: [u8; 32] = Sha256::digest(format!("{user}\0{pass}").as_bytes()).into();
@@ -143,19 +152,23 @@ pub async fn check_credentials(
         }
     }
     // Only credentials that need argon2 are limited: a client whose login is cached keeps working
-    // while others storm its key or its address.
+    // while others storm its key or its address. The attempt is charged as a failure now, before
+    // the check, and given back if the password is right.
     let (per_address, per_key) = (
         state.settings.failed_logins_per_address,
         state.settings.failed_logins_per_key,
     );
-    if let Err(wait) = state.logins.admit(address, &user, per_address, per_key) {
-        return Err(rate_limited(
-            format!(
+    let attempt = match state.logins.admit(address, &user, per_address, per_key) {
+        Ok(a) => a,
+        Err(wait) => {
+            return Err(rate_limited(
+                format!(
                 "too many failed logins from this address or for this API key; retry in {wait} s"
             ),
-            wait,
-        ));
-    }
+                wait,
+            ))
+        }
+    };
     let verdict = state
         .logins
         .verify(
@@ -167,9 +180,16 @@ pub async fn check_credentials(
                     .await
                     .map_err(|e| e.to_string())
             },
-            move |account, memory| verify_password(&pass, &account.password_hash, memory),
+            move |phc, memory| verify_password(&pass, phc, memory),
         )
         .await;
+    let outcome = match &verdict {
+        Verdict::Valid(_) => Outcome::Valid,
+        Verdict::WrongPassword => Outcome::WrongPassword,
+        Verdict::UnknownKey => Outcome::UnknownKey,
+        Verdict::Busy | Verdict::Failed(_) => Outcome::NotChecked,
+    };
+    state.logins.settle(attempt, outcome, per_address, per_key);
     match verdict {
         Verdict::Valid(account) => {
             state
@@ -177,17 +197,7 @@ pub async fn check_credentials(
                 .put(cache_key, account.id, hash_digest(&account));
             Ok(Caller::Account(account))
         }
-        Verdict::WrongPassword => {
-            state
-                .logins
-                .record_failure(address, Some(&user), per_address, per_key);
-            Err(denied("unknown API key or wrong password"))
-        }
-        Verdict::UnknownKey => {
-            // Unknown keys are not tracked per key, so random keys cannot grow the table.
-            state
-                .logins
-                .record_failure(address, None, per_address, per_key);
+        Verdict::WrongPassword | Verdict::UnknownKey => {
             Err(denied("unknown API key or wrong password"))
         }
         Verdict::Busy => Err(rate_limited(
@@ -196,6 +206,16 @@ pub async fn check_credentials(
         )),
         Verdict::Failed(cause) => Err(ApiError::internal("checking the credentials failed", cause)),
     }
+}
+
+/// A hash of a random password with the default cost, checked in place of an unknown key's.
+pub(crate) fn dummy_hash() -> &'static str {
+    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DUMMY.get_or_init(|| {
+        let mut secret = [0u8; 16];
+        argon2::password_hash::rand_core::RngCore::fill_bytes(&mut OsRng, &mut secret);
+        hash_password(&hex::encode(secret)).unwrap_or_default()
+    })
 }
 
 /// Identifies the stored password hash a cached credential was checked against.

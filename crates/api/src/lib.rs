@@ -173,6 +173,28 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// The content security policy of every answer: the web pages load their script, styles and
+/// images from this site only and run no inline script (inline `style` attributes are allowed:
+/// with images, fonts and connections limited to this site they cannot send anything away);
+/// JSON answers and images need nothing at all.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self'; \
+     connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Adds `Content-Security-Policy` and `X-Content-Type-Options: nosniff` to an answer that does
+/// not set them itself; for `axum::middleware::map_response` around the whole service (the web
+/// pages and the API).
+pub async fn security_headers(mut resp: Response) -> Response {
+    let headers = resp.headers_mut();
+    headers
+        .entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(header::HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers
+        .entry(header::X_CONTENT_TYPE_OPTIONS)
+        .or_insert(header::HeaderValue::from_static("nosniff"));
+    resp
+}
+
 /// Longest query string accepted; longer ones are refused before any handler parses them.
 pub const MAX_QUERY_BYTES: usize = 32 * 1024;
 /// Most query parameters accepted in one request.
@@ -267,9 +289,18 @@ pub fn name_for_status(status: StatusCode) -> ErrorName {
     }
 }
 
-fn looks_like_version(seg: &str) -> bool {
-    seg.strip_prefix('v')
-        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+/// Is `path` addressed to some API version other than the ones served? Its first segment is not
+/// a served version and either more path follows it (`/V5/auth`, `/v²/auth`, `/hello/auth`) or
+/// it looks like a version on its own (`/v4`). A lone other name (`/favicon.ico`) is `NotFound`.
+fn names_another_version(path: &str, seg: &str) -> bool {
+    let more = path
+        .trim_start_matches('/')
+        .split_once('/')
+        .is_some_and(|(_, rest)| !rest.is_empty());
+    let versionish = seg
+        .strip_prefix(['v', 'V'])
+        .is_some_and(|rest| rest.starts_with(|c: char| !c.is_ascii_alphabetic()));
+    !seg.is_empty() && (more || versionish)
 }
 
 /// Rules every versioned call follows: a supported version, an `Accept` that allows JSON, and
@@ -277,7 +308,7 @@ fn looks_like_version(seg: &str) -> bool {
 async fn api_rules(req: Request, next: Next) -> Response {
     let seg = first_segment(req.uri().path()).to_string();
     if ApiVersion::parse(&seg).is_none() {
-        if looks_like_version(&seg) {
+        if names_another_version(req.uri().path(), &seg) {
             return wrong_version(&seg).into_response();
         }
         return next.run(req).await;

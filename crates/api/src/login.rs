@@ -3,7 +3,9 @@
 //! argon2 runs a few at a time on threads of its own that reuse their memory (19 MiB a check,
 //! which the allocator would otherwise keep per thread), one verification per distinct credential
 //! is in flight (the others wait for its result), and failed logins are limited per client address
-//! and per API key.
+//! and per API key. Every attempt that reaches argon2 is counted as a failure before the hash is
+//! checked (so concurrent clients cannot outrun the limit) and given back when the password was
+//! right; an unknown key is checked against a dummy hash, so it takes as long as a known one.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,7 +13,7 @@ use std::hash::Hash;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use argon2::Block;
 use store::Account;
@@ -35,6 +37,10 @@ pub(crate) enum Verdict {
 const MAX_QUEUED: usize = 128;
 /// Tracked addresses and keys beyond which fully refilled entries are forgotten.
 const MAX_TRACKED: usize = 10_000;
+/// An address with no failed login for this long may try a key whose own budget is spent: a
+/// storm against a key never locks out its owner, and the storm gets one try per address per
+/// quiet period.
+const QUIET: Duration = Duration::from_secs(15 * 60);
 
 /// A password check run on a hashing thread, with that thread's reusable argon2 memory.
 type HashJob = Box<dyn FnOnce(&mut Vec<Block>) + Send>;
@@ -150,33 +156,79 @@ impl Drop for Queued<'_> {
     }
 }
 
+/// Failures counted in advance for one login attempt, to be kept or given back by
+/// [`LoginGuard::settle`].
+#[must_use]
+pub(crate) struct Attempt {
+    /// The address charged, and when it had last failed before this attempt.
+    address: Option<(IpAddr, Option<Instant>)>,
+    /// The key charged (not charged when the address was let past the key's spent budget).
+    key: Option<String>,
+}
+
+/// How an admitted attempt ended.
+pub(crate) enum Outcome {
+    Valid,
+    WrongPassword,
+    UnknownKey,
+    /// Nothing was checked (busy, or a storage failure).
+    NotChecked,
+}
+
 impl LoginGuard {
-    /// `Err(seconds)` when the address or the key has used its budget of failed logins.
+    /// Counts a failed login for the address and the key before the password is checked;
+    /// `Err(seconds)` when the address has spent its budget, or the key has and the address
+    /// failed within [`QUIET`].
     pub fn admit(
         &self,
         address: Option<IpAddr>,
         key: &str,
         per_address: u32,
         per_key: u32,
-    ) -> Result<(), u64> {
-        if let Some(ip) = address {
-            self.by_address.check(&ip, per_address)?;
+    ) -> Result<Attempt, u64> {
+        let (address, quiet) = match address {
+            Some(ip) => {
+                let before = self.by_address.take(ip, per_address)?;
+                let quiet = before.is_none_or(|t| t.elapsed() >= QUIET);
+                (Some((ip, before)), quiet)
+            }
+            None => (None, false),
+        };
+        match self.by_key.take(key.to_string(), per_key) {
+            Ok(_) => Ok(Attempt {
+                address,
+                key: Some(key.to_string()),
+            }),
+            Err(_) if quiet => Ok(Attempt { address, key: None }),
+            Err(wait) => {
+                if let Some((ip, before)) = address {
+                    self.by_address.give_back(&ip, per_address, before);
+                }
+                Err(wait)
+            }
         }
-        self.by_key.check(&key.to_string(), per_key)
     }
 
-    pub fn record_failure(
-        &self,
-        address: Option<IpAddr>,
-        key: Option<&str>,
-        per_address: u32,
-        per_key: u32,
-    ) {
-        if let Some(ip) = address {
-            self.by_address.spend(ip, per_address);
+    /// Keeps the failures an attempt was charged, or gives back what it did not earn: nothing
+    /// for a right password, the key's share for an unknown key (random keys must not fill the
+    /// table), everything when nothing was checked.
+    pub fn settle(&self, attempt: Attempt, outcome: Outcome, per_address: u32, per_key: u32) {
+        let (refund_address, refund_key) = match outcome {
+            Outcome::Valid | Outcome::NotChecked => (true, true),
+            Outcome::WrongPassword => (false, false),
+            Outcome::UnknownKey => (false, true),
+        };
+        if let (true, Some((ip, before))) = (refund_address, attempt.address) {
+            // A right password clears the address's record: it is its owner's.
+            let before = if matches!(outcome, Outcome::Valid) {
+                None
+            } else {
+                before
+            };
+            self.by_address.give_back(&ip, per_address, before);
         }
-        if let Some(key) = key {
-            self.by_key.spend(key.to_string(), per_key);
+        if let (true, Some(key)) = (refund_key, attempt.key) {
+            self.by_key.give_back(&key, per_key, None);
         }
     }
 
@@ -186,7 +238,7 @@ impl LoginGuard {
     where
         L: FnOnce() -> LF,
         LF: Future<Output = Result<Option<Account>, String>>,
-        H: FnOnce(Account, &mut Vec<Block>) -> Result<bool, String> + Send + 'static,
+        H: FnOnce(&str, &mut Vec<Block>) -> Result<bool, String> + Send + 'static,
     {
         let cell = match self.in_flight.lock() {
             Ok(mut map) => map.entry(credential).or_default().clone(),
@@ -201,8 +253,7 @@ impl LoginGuard {
             .cell
             .get_or_init(|| async move {
                 let account = match lookup().await {
-                    Ok(Some(a)) => a,
-                    Ok(None) => return Verdict::UnknownKey,
+                    Ok(a) => a,
                     Err(e) => return Verdict::Failed(e),
                 };
                 if self.queued.fetch_add(1, Ordering::SeqCst) >= MAX_QUEUED {
@@ -210,11 +261,18 @@ impl LoginGuard {
                     return Verdict::Busy;
                 }
                 let _queued = Queued(&self.queued);
-                let checked = account.clone();
-                match self.hashing.run(move |memory| hash(checked, memory)).await {
-                    Ok(Ok(true)) => Verdict::Valid(account),
-                    Ok(Ok(false)) => Verdict::WrongPassword,
-                    Ok(Err(e)) | Err(e) => Verdict::Failed(e),
+                // An unknown key is checked against a dummy hash of the same cost, so that the
+                // answer's timing does not tell which keys exist.
+                let phc = account.as_ref().map_or_else(
+                    || crate::auth::dummy_hash().to_owned(),
+                    |a| a.password_hash.clone(),
+                );
+                let checked = self.hashing.run(move |memory| hash(&phc, memory)).await;
+                match (account, checked) {
+                    (None, Ok(_)) => Verdict::UnknownKey,
+                    (Some(account), Ok(Ok(true))) => Verdict::Valid(account),
+                    (Some(_), Ok(Ok(false))) => Verdict::WrongPassword,
+                    (_, Ok(Err(e)) | Err(e)) => Verdict::Failed(e),
                 }
             })
             .await
@@ -225,9 +283,15 @@ impl LoginGuard {
 }
 
 /// Failed logins allowed per key (address or API key): a bucket of `per_minute` that refills
-/// evenly over a minute.
+/// evenly over a minute, and when the key last failed.
 struct FailureBudget<K> {
-    buckets: Mutex<HashMap<K, (f64, Instant)>>,
+    buckets: Mutex<HashMap<K, Bucket>>,
+}
+
+struct Bucket {
+    tokens: f64,
+    refilled: Instant,
+    last_failure: Option<Instant>,
 }
 
 impl<K> Default for FailureBudget<K> {
@@ -239,45 +303,49 @@ impl<K> Default for FailureBudget<K> {
 }
 
 impl<K: Hash + Eq> FailureBudget<K> {
-    fn refilled(entry: &mut (f64, Instant), capacity: f64, now: Instant) {
-        let (tokens, last) = entry;
-        *tokens =
-            (*tokens + now.duration_since(*last).as_secs_f64() * capacity / 60.0).min(capacity);
-        *last = now;
+    fn refill(bucket: &mut Bucket, capacity: f64, now: Instant) {
+        bucket.tokens = (bucket.tokens
+            + now.duration_since(bucket.refilled).as_secs_f64() * capacity / 60.0)
+            .min(capacity);
+        bucket.refilled = now;
     }
 
-    /// `Err(seconds until one more attempt is allowed)` once the budget is spent.
-    fn check(&self, key: &K, per_minute: u32) -> Result<(), u64> {
+    /// Spends one failure from `key`'s budget, in one step with the check; `Ok(when it last
+    /// failed before)`, or `Err(seconds until one more attempt is allowed)` once it is spent.
+    fn take(&self, key: K, per_minute: u32) -> Result<Option<Instant>, u64> {
         let Ok(mut map) = self.buckets.lock() else {
-            return Ok(());
-        };
-        let capacity = f64::from(per_minute.max(1));
-        let Some(entry) = map.get_mut(key) else {
-            return Ok(());
-        };
-        Self::refilled(entry, capacity, Instant::now());
-        if entry.0 >= 1.0 {
-            Ok(())
-        } else {
-            Err(((1.0 - entry.0) * 60.0 / capacity).ceil().max(1.0) as u64)
-        }
-    }
-
-    fn spend(&self, key: K, per_minute: u32) {
-        let Ok(mut map) = self.buckets.lock() else {
-            return;
+            return Ok(None);
         };
         let capacity = f64::from(per_minute.max(1));
         let now = Instant::now();
         if map.len() >= MAX_TRACKED {
-            map.retain(|_, e| {
-                Self::refilled(e, capacity, now);
-                e.0 < capacity
+            map.retain(|_, b| {
+                Self::refill(b, capacity, now);
+                b.tokens < capacity || b.last_failure.is_some_and(|t| now - t < QUIET)
             });
         }
-        let entry = map.entry(key).or_insert((capacity, now));
-        Self::refilled(entry, capacity, now);
-        entry.0 = (entry.0 - 1.0).max(0.0);
+        let bucket = map.entry(key).or_insert(Bucket {
+            tokens: capacity,
+            refilled: now,
+            last_failure: None,
+        });
+        Self::refill(bucket, capacity, now);
+        if bucket.tokens < 1.0 {
+            return Err(((1.0 - bucket.tokens) * 60.0 / capacity).ceil().max(1.0) as u64);
+        }
+        bucket.tokens -= 1.0;
+        Ok(bucket.last_failure.replace(now))
+    }
+
+    /// Gives back one failure taken by [`take`](Self::take), with the previous failure time.
+    fn give_back(&self, key: &K, per_minute: u32, last_failure: Option<Instant>) {
+        let Ok(mut map) = self.buckets.lock() else {
+            return;
+        };
+        if let Some(bucket) = map.get_mut(key) {
+            bucket.tokens = (bucket.tokens + 1.0).min(f64::from(per_minute.max(1)));
+            bucket.last_failure = last_failure;
+        }
     }
 }
 
@@ -318,7 +386,7 @@ mod tests {
                             lookups.fetch_add(1, Ordering::SeqCst);
                             Ok(Some(account()))
                         },
-                        move |_, _| {
+                        move |_: &str, _: &mut Vec<Block>| {
                             hashes.fetch_add(1, Ordering::SeqCst);
                             std::thread::sleep(std::time::Duration::from_millis(300));
                             Ok(true)
@@ -340,24 +408,100 @@ mod tests {
             .unwrap_or(false));
     }
 
+    /// An unknown key costs one hash like a known one: the time of a refusal tells nothing.
+    #[tokio::test]
+    async fn unknown_keys_are_hashed_too() {
+        let guard = LoginGuard::default();
+        let hashes = Arc::new(AtomicU32::new(0));
+        let counted = hashes.clone();
+        let v = guard
+            .verify(
+                [3; 32],
+                || async { Ok(None) },
+                move |phc: &str, _: &mut Vec<Block>| {
+                    assert!(phc.starts_with("$argon2"), "{phc}");
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    Ok(true)
+                },
+            )
+            .await;
+        assert!(matches!(v, Verdict::UnknownKey), "{v:?}");
+        assert_eq!(hashes.load(Ordering::SeqCst), 1);
+    }
+
+    fn ip(s: &str) -> Option<IpAddr> {
+        s.parse().ok()
+    }
+
     #[test]
     fn failures_are_budgeted_per_address_and_key() {
         let g = LoginGuard::default();
-        let ip = |s: &str| -> Option<IpAddr> { s.parse().ok() };
         for _ in 0..3 {
-            assert!(g.admit(ip("192.0.2.1"), "k", 3, 5).is_ok());
-            g.record_failure(ip("192.0.2.1"), Some("k"), 3, 5);
+            let a = g.admit(ip("192.0.2.1"), "k", 3, 5).expect("within budget");
+            g.settle(a, Outcome::WrongPassword, 3, 5);
         }
         let wait = g
             .admit(ip("192.0.2.1"), "k", 3, 5)
-            .expect_err("address budget spent");
+            .err()
+            .expect("address budget spent");
         assert!((1..=20).contains(&wait), "{wait}");
         // Another address may still try the key, until the key's own budget is spent.
         for _ in 0..2 {
-            assert!(g.admit(ip("192.0.2.2"), "k", 3, 5).is_ok());
-            g.record_failure(ip("192.0.2.2"), Some("k"), 3, 5);
+            let a = g
+                .admit(ip("192.0.2.2"), "k", 3, 5)
+                .expect("key budget left");
+            g.settle(a, Outcome::WrongPassword, 3, 5);
         }
+        // 192.0.2.2 has failed recently: the spent key refuses it.
+        assert!(g.admit(ip("192.0.2.2"), "k", 3, 5).is_err());
+        // An address with no failures gets its one try at the locked key, and only one.
+        let a = g
+            .admit(ip("192.0.2.3"), "k", 3, 5)
+            .expect("a quiet address");
+        g.settle(a, Outcome::WrongPassword, 3, 5);
         assert!(g.admit(ip("192.0.2.3"), "k", 3, 5).is_err());
         assert!(g.admit(ip("192.0.2.3"), "other", 3, 5).is_ok());
+    }
+
+    /// Admission counts before the check: of many concurrent attempts, only the budget passes.
+    #[test]
+    fn concurrent_attempts_are_counted_before_the_check() {
+        let g = Arc::new(LoginGuard::default());
+        let admitted = Arc::new(AtomicU32::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (g, admitted) = (g.clone(), admitted.clone());
+                std::thread::spawn(move || {
+                    let mut held = Vec::new();
+                    for _ in 0..50 {
+                        if let Ok(a) = g.admit(ip("192.0.2.9"), "k", 30, 30) {
+                            admitted.fetch_add(1, Ordering::SeqCst);
+                            held.push(a);
+                        }
+                    }
+                    held
+                })
+            })
+            .collect();
+        let mut held = Vec::new();
+        for t in threads {
+            held.extend(t.join().expect("thread"));
+        }
+        assert_eq!(admitted.load(Ordering::SeqCst), 30);
+        for a in held {
+            g.settle(a, Outcome::WrongPassword, 30, 30);
+        }
+    }
+
+    /// A right password gives back what it was charged and clears the address's record.
+    #[test]
+    fn a_right_password_costs_nothing() {
+        let g = LoginGuard::default();
+        for _ in 0..10 {
+            let a = g
+                .admit(ip("192.0.2.4"), "k", 3, 3)
+                .expect("refunded each time");
+            g.settle(a, Outcome::Valid, 3, 3);
+        }
     }
 }

@@ -22,8 +22,17 @@ pub async fn count_requests(req: Request, next: Next) -> Response {
     resp
 }
 
-/// `GET /metrics`. With `[metrics] token` set, only `Authorization: Bearer <token>` is answered.
+/// `GET /metrics`. With `[metrics] token` set, only `Authorization: Bearer <token>` is answered;
+/// without one, only a service listening on loopback alone answers.
 pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if state.settings.metrics_token.is_none() && state.settings.metrics_port_public {
+        return ApiError::new(
+            ErrorName::AccessDenied,
+            "GET /metrics is closed: the HTTP port listens beyond loopback and no [metrics] token \
+             is configured; set one and send `Authorization: Bearer <token>`",
+        )
+        .into_response();
+    }
     if let Some(token) = &state.settings.metrics_token {
         let given = headers
             .get(header::AUTHORIZATION)

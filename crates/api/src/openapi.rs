@@ -199,11 +199,24 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     ),
 ];
 
-/// Request fields that are extensions of the spec, with what they do.
-const FIELD_DESCRIPTIONS: &[(&str, &str)] = &[(
-    "callback_url",
-    "Extension: an http(s) URL that receives one signed JSON summary (POST) when the test completes: every client Complete or Bounced and every spam filter answered. Falls back to the account's default (PUT /v5/account/webhook). Delivered at least once, with retries and backoff; dedupe on `delivery_id`. At most 2048 bytes; private and loopback targets are refused.",
-)];
+/// Request fields whose behaviour needs saying, with their JSON type and what they do.
+const FIELD_DESCRIPTIONS: &[(&str, &str, &str)] = &[
+    (
+        "callback_url",
+        "string",
+        "Extension: an http(s) URL that receives one signed JSON summary (POST) when the test completes: every client Complete or Bounced and every spam filter answered. Falls back to the account's default (PUT /v5/account/webhook). Delivered at least once, with retries and backoff; dedupe on `delivery_id`. At most 2048 bytes; private and loopback targets are refused.",
+    ),
+    (
+        "url",
+        "string",
+        "Where the service fetches the email's HTML (http or https). In a sandbox request (the sandbox credentials or `sandbox: true`) it is checked for form only and never fetched.",
+    ),
+    (
+        "sandbox",
+        "boolean",
+        "true: the request is validated and answered, and nothing is created, fetched or stored. Always so for the sandbox credentials.",
+    ),
+];
 
 const LIST_PARAMS: &[&str] = &[
     "from",
@@ -242,9 +255,9 @@ pub fn document() -> Value {
             let props: Map<String, Value> = body
                 .iter()
                 .map(|f| {
-                    let doc = FIELD_DESCRIPTIONS.iter().find(|(name, _)| name == f);
+                    let doc = FIELD_DESCRIPTIONS.iter().find(|(name, _, _)| name == f);
                     let schema = match doc {
-                        Some((_, text)) => json!({"type": "string", "description": text}),
+                        Some((_, kind, text)) => json!({"type": kind, "description": text}),
                         None => json!({}),
                     };
                     (f.to_string(), schema)
@@ -271,7 +284,7 @@ pub fn document() -> Value {
     json!({
         "openapi": "3.0.3",
         "info": {"title": "mailproof email testing API", "version": "5.0.1",
-                 "description": "Implements the email-testing API v5. Every path also exists under /v5.0.1/."},
+                 "description": "Implements the email-testing API v5. Every path also exists under /v5.0.1/; any other first path segment followed by more path is WrongVersion. The sandbox credentials (sandbox/sandbox) have a per-address request budget of their own; over it, and over an account's rate limit, too many failed logins or too many connections from one address, the answer is RateLimited (429) with Retry-After. A request body must arrive within the service's body time (408 otherwise)."},
         "servers": [{"url": "/"}],
         "components": {
             "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},

@@ -1,6 +1,11 @@
 //! Permissive request parsing (spec §1): a JSON body with or without a Content-Type, booleans as
 //! `true`, `"true"` or `1`, client lists as arrays or comma-separated strings, numbers as strings.
 
+use std::future::Future as _;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use serde_json::{Map, Value};
@@ -20,7 +25,7 @@ impl FromRequest<AppState> for Body {
             if timed_out(&e) {
                 return ApiError::new(
                     ErrorName::BadRequest,
-                    "the request body stopped arriving before its Content-Length was reached; send the whole body",
+                    "the request body did not arrive in time (see [http_limits] body_timeout); send the whole body at once",
                 )
                 .with_status(axum::http::StatusCode::REQUEST_TIMEOUT);
             }
@@ -58,12 +63,77 @@ impl FromRequest<AppState> for Body {
 fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(e);
     while let Some(c) = cause {
-        if c.is::<tower_http::timeout::TimeoutError>() {
+        if c.is::<tower_http::timeout::TimeoutError>() || c.is::<BodyTooSlow>() {
             return true;
         }
         cause = c.source();
     }
     false
+}
+
+/// A request body that must arrive in full within a total time, counted from when it is first
+/// read: a client trickling one byte at a time holds a connection no longer than that.
+pub struct DeadlineBody<B> {
+    inner: Pin<Box<B>>,
+    limit: Duration,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<B> DeadlineBody<B> {
+    pub fn new(inner: B, limit: Duration) -> DeadlineBody<B> {
+        DeadlineBody {
+            inner: Box::pin(inner),
+            limit,
+            deadline: None,
+        }
+    }
+}
+
+/// The error of a [`DeadlineBody`] whose time ran out.
+#[derive(Debug)]
+pub struct BodyTooSlow(Duration);
+
+impl std::fmt::Display for BodyTooSlow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the request body took longer than {:?}", self.0)
+    }
+}
+
+impl std::error::Error for BodyTooSlow {}
+
+impl<B> http_body::Body for DeadlineBody<B>
+where
+    B: http_body::Body,
+    B::Error: Into<axum::BoxError>,
+{
+    type Data = B::Data;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, axum::BoxError>>> {
+        let this = &mut *self;
+        if let Poll::Ready(frame) = this.inner.as_mut().poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let limit = this.limit;
+        let deadline = this
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTooSlow(limit))))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 fn kind(v: &Value) -> &'static str {

@@ -84,8 +84,12 @@ pub struct ApiSettings {
     pub failed_logins_per_address: u32,
     /// Failed logins per minute for one API key, from all addresses together.
     pub failed_logins_per_key: u32,
+    /// Requests per minute one client address may make with the sandbox credentials.
+    pub sandbox_requests_per_minute: u32,
     /// When set, `GET /metrics` answers only `Authorization: Bearer <token>`.
     pub metrics_token: Option<String>,
+    /// The HTTP port listens on more than loopback: `GET /metrics` then needs the token.
+    pub metrics_port_public: bool,
 }
 
 #[derive(Clone)]
@@ -103,7 +107,9 @@ pub struct AppState {
     /// Wakes the content-check worker when a check is requested.
     pub checks_ready: Arc<Notify>,
     pub(crate) credentials: Arc<CredentialCache>,
-    pub(crate) rate: Arc<RateLimiter>,
+    pub(crate) rate: Arc<RateLimiter<i64>>,
+    /// The sandbox credentials' budget, per client address.
+    pub(crate) sandbox_rate: Arc<RateLimiter<std::net::IpAddr>>,
     pub(crate) logins: Arc<crate::login::LoginGuard>,
     /// What `GET /healthz` reports; the service wiring keeps it current.
     pub health: Arc<crate::health::Health>,
@@ -132,6 +138,7 @@ impl AppState {
             checks_ready: Arc::default(),
             credentials: Arc::new(CredentialCache::default()),
             rate: Arc::new(RateLimiter::default()),
+            sandbox_rate: Arc::new(RateLimiter::default()),
             logins: Arc::new(crate::login::LoginGuard::default()),
             health: Arc::default(),
             rules: Arc::default(),
@@ -191,22 +198,38 @@ impl CredentialCache {
     }
 }
 
-/// Per-account request budget: a token bucket refilled at `limit` requests per minute.
-#[derive(Default)]
-pub(crate) struct RateLimiter {
-    buckets: Mutex<HashMap<i64, (f64, Instant)>>,
+/// Request budget per account (or per address, for the sandbox): a token bucket refilled at
+/// `limit` requests per minute.
+pub(crate) struct RateLimiter<K> {
+    buckets: Mutex<HashMap<K, (f64, Instant)>>,
 }
 
-impl RateLimiter {
+impl<K> Default for RateLimiter<K> {
+    fn default() -> Self {
+        RateLimiter {
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// Buckets kept beyond which the full (idle for a minute) ones are forgotten.
+const MAX_BUCKETS: usize = 10_000;
+
+impl<K: std::hash::Hash + Eq> RateLimiter<K> {
     /// `Ok` to proceed, or `Err(seconds)` to wait before the next request will be admitted.
-    pub fn check(&self, account_id: i64, per_minute: u32) -> Result<(), u64> {
+    pub fn check(&self, key: K, per_minute: u32) -> Result<(), u64> {
         let Ok(mut map) = self.buckets.lock() else {
             return Ok(());
         };
         let capacity = f64::from(per_minute.max(1));
         let rate = capacity / 60.0;
         let now = Instant::now();
-        let (tokens, last) = map.entry(account_id).or_insert((capacity, now));
+        if map.len() >= MAX_BUCKETS {
+            map.retain(|_, (tokens, last)| {
+                *tokens + now.duration_since(*last).as_secs_f64() * rate < capacity
+            });
+        }
+        let (tokens, last) = map.entry(key).or_insert((capacity, now));
         *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * rate).min(capacity);
         *last = now;
         if *tokens >= 1.0 {

@@ -80,12 +80,24 @@ pub async fn open_store(
     }
 }
 
-fn check_key(key: &str) -> anyhow::Result<()> {
+/// The rule for every API key an account is given (`accounts add`, the first account).
+pub(crate) fn check_key(key: &str) -> anyhow::Result<()> {
     if key.is_empty() || key.len() > 128 || key.contains(':') || key.chars().any(char::is_control) {
-        bail!("--api-key must be 1-128 characters without ':' or control characters");
+        bail!("the API key must be 1-128 characters without ':' or control characters");
     }
     if key == "sandbox" {
-        bail!("--api-key 'sandbox' is reserved for the sandbox credentials");
+        bail!("the API key 'sandbox' is reserved for the sandbox credentials");
+    }
+    Ok(())
+}
+
+/// Shortest password an account may have.
+pub(crate) const MIN_PASSWORD_CHARS: usize = 8;
+
+/// The rule for every password an account is given (`accounts add`, the first account).
+pub(crate) fn check_password(password: &str) -> anyhow::Result<()> {
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        bail!("the password must have at least {MIN_PASSWORD_CHARS} characters");
     }
     Ok(())
 }
@@ -104,10 +116,8 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
             auto_inbox,
             resources,
         } => {
-            check_key(&api_key)?;
-            if password.len() < 8 {
-                bail!("--password must have at least 8 characters");
-            }
+            check_key(&api_key).context("--api-key")?;
+            check_password(&password).context("--password")?;
             if monthly_test_limit.is_some_and(|n| n < 1) || rate_limit.is_some_and(|n| n < 1) {
                 bail!("--monthly-test-limit and --rate-limit must be at least 1");
             }

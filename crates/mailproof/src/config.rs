@@ -212,32 +212,46 @@ impl Default for WebhookSettings {
     }
 }
 
-/// The `[http_limits]` section: how long clients may take, how many are served at once, and how
-/// many failed logins they may make.
+/// The `[http_limits]` section: how long clients may take, how many are served at once, how
+/// many failed logins they may make, and which proxies name the client.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpLimits {
-    /// Seconds a client has to send a request line and headers (and an idle keep-alive
-    /// connection stays open).
+    /// Seconds a connection with no request in progress stays open: an idle keep-alive
+    /// connection (HTTP/1 or HTTP/2), or a request head that never completes.
     pub header_timeout: u64,
-    /// Seconds a request body may pause before the request is answered 408 and closed.
+    /// Seconds a request body may take to arrive in all (and a response may wait for a client
+    /// that does not read it) before the request is answered 408 and the connection closed.
     pub body_timeout: u64,
     /// Connections served at once; more wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections one client address may hold at once; more are refused (429). Trusted
+    /// proxies are exempt.
+    pub max_connections_per_address: usize,
     /// Failed logins per minute from one client address before `RateLimited`.
     pub failed_logins_per_address: u32,
-    /// Failed logins per minute for one API key, from all addresses together.
+    /// Failed logins per minute for one API key, from all addresses together; an address that
+    /// has no failed login may still try once (so a locked key never locks out its owner).
     pub failed_logins_per_key: u32,
+    /// Requests per minute one client address may make with the sandbox credentials.
+    pub sandbox_requests_per_minute: u32,
+    /// Reverse proxies (CIDR blocks, e.g. `["127.0.0.1/32", "10.0.0.0/8"]`) whose `Forwarded` or
+    /// `X-Forwarded-For` header names the client's address; from any other peer those headers
+    /// are ignored.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Default for HttpLimits {
     fn default() -> Self {
         HttpLimits {
             header_timeout: 10,
-            body_timeout: 30,
+            body_timeout: 60,
             max_connections: 2048,
+            max_connections_per_address: 64,
             failed_logins_per_address: 30,
             failed_logins_per_key: 30,
+            sandbox_requests_per_minute: 60,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -437,9 +451,10 @@ impl Settings {
         if http_limits.header_timeout == 0
             || http_limits.body_timeout == 0
             || http_limits.max_connections == 0
+            || http_limits.max_connections_per_address == 0
         {
             problems.push(
-                "[http_limits] header_timeout, body_timeout and max_connections must be at least 1"
+                "[http_limits] header_timeout, body_timeout, max_connections and max_connections_per_address must be at least 1"
                     .into(),
             );
         }

@@ -1,24 +1,30 @@
 //! The HTTP listener: hyper over an accept loop of our own, so that open connections are bounded,
-//! a stalled request head or body is cut off, the client address reaches the API (per-address
-//! login limits), and hyper's own bare parse-error answers are sent as §7 JSON errors.
+//! each address holds a bounded share of them, every connection (HTTP/1 and HTTP/2) that has no
+//! request in progress or a body that takes too long is cut off, the client address (read from
+//! trusted proxies' headers) reaches the API (per-address login limits), and hyper's own bare
+//! parse-error answers are sent as §7 JSON errors.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use api::ErrorName;
 use axum::extract::ConnectInfo;
-use axum::http::Request;
+use axum::http::{header, HeaderMap, Request};
+use futures::FutureExt as _;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use ipnet::IpNet;
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tower::ServiceExt as _;
@@ -26,13 +32,20 @@ use tower::ServiceExt as _;
 /// Limits of the HTTP listener (`[http_limits]` in the config file).
 #[derive(Clone, Debug)]
 pub struct Limits {
-    /// Time a client has to send a request line and all headers (also how long an idle
-    /// keep-alive connection stays open).
+    /// Time a client has, with no request in progress on the connection, to send a complete
+    /// request head (HTTP/1 request line and headers, HTTP/2 header block). It is also how long
+    /// an idle connection, of either version, stays open.
     pub header_timeout: Duration,
-    /// Longest pause while a request body is being sent.
+    /// Longest time one request body may take to arrive, in all (not only the longest pause);
+    /// also how long a response may wait for a client that does not read it.
     pub body_timeout: Duration,
     /// Connections served at once; further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Connections one client address may hold at once; more are refused with `RateLimited`.
+    /// Trusted proxies are exempt: many clients share their address.
+    pub max_connections_per_address: usize,
+    /// Peers whose `Forwarded` / `X-Forwarded-For` headers name the client address.
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 /// Largest request head (request line plus headers) hyper buffers. Above the URI limit of the
@@ -47,6 +60,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 /// that closing does not reset the connection before the client has read the error.
 const LINGER: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 1024 * 1024;
+/// Connections over their address's share that are told so at the same time, at most; under a
+/// flood the others are closed without a word.
+const MAX_PENDING_REFUSALS: usize = 64;
 
 /// Serves `router` on `listener` until `shutdown` completes, then lets requests in progress
 /// finish (for at most [`SHUTDOWN_GRACE`]).
@@ -57,6 +73,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let refusals = Arc::new(Semaphore::new(MAX_PENDING_REFUSALS));
+    let per_address = Arc::new(AddressSlots::new(limits.max_connections_per_address.max(1)));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -64,9 +82,15 @@ pub async fn serve(
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(MAX_HEAD_BYTES)
         .max_headers(MAX_HEADERS);
-    builder.http2().timer(TokioTimer::new());
+    // A peer that stops answering pings is gone; the connection watchdog handles the others.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Some(limits.header_timeout))
+        .keep_alive_timeout(limits.header_timeout)
+        .max_header_list_size(MAX_HEAD_BYTES as u32);
     let graceful = GracefulShutdown::new();
-    let body_timeout = limits.body_timeout;
+    let limits = Arc::new(limits);
     tokio::pin!(shutdown);
     loop {
         // The permit is taken before accepting: over the limit, clients wait in the kernel's
@@ -90,23 +114,66 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let from_proxy = is_trusted(&limits.trusted_proxies, remote.ip());
+        let slot = if from_proxy {
+            None
+        } else {
+            match per_address.open(remote.ip()) {
+                Some(slot) => Some(slot),
+                None => {
+                    drop(permit);
+                    refuse(
+                        stream,
+                        remote,
+                        &refusals,
+                        limits.max_connections_per_address,
+                    );
+                    continue;
+                }
+            }
+        };
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-        let svc = router
-            .clone()
-            .map_request(move |req: Request<Incoming>| with_limits(req, remote, body_timeout));
+        let activity = Arc::new(Activity::new());
+        let svc = {
+            let (router, limits, activity) = (router.clone(), limits.clone(), activity.clone());
+            tower::service_fn(move |req: Request<Incoming>| {
+                let request = activity.begin();
+                let req = with_limits(req, remote, from_proxy, &limits);
+                router.clone().oneshot(req).map(move |resp| {
+                    // The request counts as in progress until its answer has been handed over.
+                    resp.map(|r| {
+                        r.map(|body| {
+                            axum::body::Body::new(Answer {
+                                body,
+                                _request: request,
+                            })
+                        })
+                    })
+                })
+            })
+        };
         let conn = builder
             .serve_connection(
-                TokioIo::new(Section7Io::new(stream)),
+                TokioIo::new(Section7Io::new(stream, activity.clone())),
                 TowerToHyperService::new(svc),
             )
             .into_owned();
         let conn = graceful.watch(conn);
+        let watched = watchdog(activity, limits.header_timeout, limits.body_timeout);
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, client = %remote, "HTTP connection ended with an error");
+            tokio::select! {
+                r = conn => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, client = %remote, "HTTP connection ended with an error");
+                    }
+                }
+                why = watched => {
+                    tracing::debug!(client = %remote, "HTTP connection cut: {why}");
+                }
             }
+            drop(slot);
             drop(permit);
         });
     }
@@ -119,15 +186,291 @@ pub async fn serve(
     }
 }
 
-/// The client's address for the API, and the body timeout.
+/// Tells a client over its address's share of connections why it is refused (in HTTP/1.1, which
+/// nearly every client speaks first), then closes.
+fn refuse(mut stream: TcpStream, remote: SocketAddr, refusals: &Arc<Semaphore>, cap: usize) {
+    tracing::info!(client = %remote, "HTTP connection refused: the address holds {cap} already");
+    let Ok(permit) = refusals.clone().try_acquire_owned() else {
+        return;
+    };
+    tokio::spawn(async move {
+        let body = api::error::error_body(
+            ErrorName::RateLimited.as_str(),
+            &format!("this address already holds {cap} open connections, the most one address may hold; reuse them or close some, then retry"),
+        );
+        let mut reply = format!(
+            "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 1\r\ncontent-length: {}\r\n{}connection: close\r\n\r\n",
+            body.len(),
+            security_header_lines(),
+        )
+        .into_bytes();
+        reply.extend_from_slice(&body);
+        let _ = tokio::time::timeout(LINGER, async {
+            let _ = stream.write_all(&reply).await;
+            let _ = stream.shutdown().await;
+            // Reading what the client sent before closing spares it a reset that could
+            // discard the answer.
+            let mut scratch = [0u8; 4096];
+            while matches!(stream.read(&mut scratch).await, Ok(n) if n > 0) {}
+        })
+        .await;
+        drop(permit);
+    });
+}
+
+/// The headers [`api::security_headers`] adds, for the answers written here by hand.
+fn security_header_lines() -> String {
+    format!(
+        "content-security-policy: {}\r\nx-content-type-options: nosniff\r\n",
+        api::CONTENT_SECURITY_POLICY
+    )
+}
+
+/// Open connections per client address.
+struct AddressSlots {
+    cap: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place in its address's share; given back when dropped.
+struct AddressSlot {
+    slots: Arc<AddressSlots>,
+    ip: IpAddr,
+}
+
+impl AddressSlots {
+    fn new(cap: usize) -> AddressSlots {
+        AddressSlots {
+            cap,
+            open: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn open(self: &Arc<Self>, ip: IpAddr) -> Option<AddressSlot> {
+        // Plain counters: a panic elsewhere cannot leave them inconsistent.
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(ip).or_insert(0);
+        if *count >= self.cap {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            slots: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self
+            .slots
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.ip) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                // Entries exist only for addresses with connections: the table stays bounded.
+                open.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// What a connection is doing, for the watchdog: requests in progress, when the last one ended,
+/// and since when a write has been waiting for a client that does not read.
+struct Activity {
+    started: Instant,
+    in_progress: AtomicUsize,
+    /// Milliseconds after `started` when the connection last became idle.
+    idle_since: AtomicU64,
+    /// Milliseconds after `started`, plus one, since when a write has been blocked (0: none is).
+    blocked_since: AtomicU64,
+}
+
+/// A request in progress; ends when dropped.
+struct InProgress(Arc<Activity>);
+
+/// An answer's body, holding its request in progress until hyper has taken all of it (and
+/// passing on its size, so that `content-length` is kept).
+struct Answer {
+    body: axum::body::Body,
+    _request: InProgress,
+}
+
+impl http_body::Body for Answer {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            started: Instant::now(),
+            in_progress: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(0),
+            blocked_since: AtomicU64::new(0),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn begin(self: &Arc<Self>) -> InProgress {
+        self.in_progress.fetch_add(1, Ordering::SeqCst);
+        InProgress(self.clone())
+    }
+
+    fn write_blocked(&self, blocked: bool) {
+        if blocked {
+            let _ = self.blocked_since.compare_exchange(
+                0,
+                self.now_ms() + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        } else {
+            self.blocked_since.store(0, Ordering::SeqCst);
+        }
+    }
+
+    /// Why the connection should be cut now, if it should.
+    fn overdue(&self, idle: Duration, stuck: Duration) -> Option<&'static str> {
+        let now = self.now_ms();
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let blocked = self.blocked_since.load(Ordering::SeqCst);
+        if blocked != 0 && now.saturating_sub(blocked - 1) >= ms(stuck) {
+            return Some("the client stopped reading its answer");
+        }
+        if self.in_progress.load(Ordering::SeqCst) == 0
+            && now.saturating_sub(self.idle_since.load(Ordering::SeqCst)) >= ms(idle)
+        {
+            return Some("no complete request within the header timeout");
+        }
+        None
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.idle_since.store(self.0.now_ms(), Ordering::SeqCst);
+        self.0.in_progress.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Completes when the connection has had no request in progress for `idle` (idle, or a request
+/// head that never completes, in HTTP/1 and HTTP/2 alike), or a write has waited for `stuck`.
+/// Request bodies have their own total deadline (see [`with_limits`]).
+async fn watchdog(activity: Arc<Activity>, idle: Duration, stuck: Duration) -> &'static str {
+    let tick = (idle.min(stuck) / 4).clamp(Duration::from_millis(25), Duration::from_secs(1));
+    loop {
+        tokio::time::sleep(tick).await;
+        if let Some(why) = activity.overdue(idle, stuck) {
+            return why;
+        }
+    }
+}
+
+fn is_trusted(proxies: &[IpNet], ip: IpAddr) -> bool {
+    let ip = canonical(ip);
+    proxies.iter().any(|net| net.contains(&ip))
+}
+
+/// IPv4 addresses arriving on an IPv6 socket as `::ffff:a.b.c.d`, as the IPv4 address.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The client's address: the peer's, or, when the peer is a trusted proxy, the nearest address
+/// in `Forwarded` (or else `X-Forwarded-For`) that is not itself a trusted proxy. Entries to the
+/// left of that one were written by the client and are not believed.
+fn client_address(headers: &HeaderMap, peer: SocketAddr, proxies: &[IpNet]) -> SocketAddr {
+    let forwarded: Vec<Option<IpAddr>> = headers
+        .get_all(header::FORWARDED)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|element| {
+            element
+                .split(';')
+                .filter_map(|pair| pair.trim().split_once('='))
+                .find(|(name, _)| name.trim().eq_ignore_ascii_case("for"))
+                .and_then(|(_, value)| forwarded_node(value))
+        })
+        .collect();
+    let hops = if forwarded.is_empty() {
+        headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|hop| forwarded_node(hop.trim()))
+            .collect()
+    } else {
+        forwarded
+    };
+    for hop in hops.into_iter().rev() {
+        // An unreadable or hidden hop: whoever is behind it cannot be named, so the last
+        // proxy's view stands.
+        let Some(ip) = hop else { break };
+        if !is_trusted(proxies, ip) {
+            return SocketAddr::new(canonical(ip), 0);
+        }
+    }
+    peer
+}
+
+/// An address out of a `Forwarded` node (`192.0.2.1`, `"[2001:db8::1]:4711"`, `192.0.2.1:80`);
+/// `None` for `unknown`, obfuscated names and anything else.
+fn forwarded_node(value: &str) -> Option<IpAddr> {
+    let value = value.trim().trim_matches('"');
+    if let Ok(ip) = value.parse::<IpAddr>() {
+        return Some(ip);
+    }
+    if let Ok(addr) = value.parse::<SocketAddr>() {
+        return Some(addr.ip());
+    }
+    value
+        .strip_prefix('[')
+        .and_then(|v| v.strip_suffix(']'))
+        .and_then(|v| v.parse::<IpAddr>().ok())
+}
+
+/// The client's address for the API, and the body deadline.
 fn with_limits(
     req: Request<Incoming>,
     remote: SocketAddr,
-    body_timeout: Duration,
+    from_proxy: bool,
+    limits: &Limits,
 ) -> Request<axum::body::Body> {
+    let client = if from_proxy {
+        client_address(req.headers(), remote, &limits.trusted_proxies)
+    } else {
+        remote
+    };
     let mut req =
-        req.map(|b| axum::body::Body::new(tower_http::timeout::TimeoutBody::new(body_timeout, b)));
-    req.extensions_mut().insert(ConnectInfo(remote));
+        req.map(|b| axum::body::Body::new(api::params::DeadlineBody::new(b, limits.body_timeout)));
+    req.extensions_mut().insert(ConnectInfo(client));
     req
 }
 
@@ -137,15 +480,18 @@ fn with_limits(
 /// where it is written.
 struct Section7Io {
     inner: TcpStream,
+    /// Told when writes block and unblock (a client that does not read its answer).
+    activity: Arc<Activity>,
     /// The replacement reply and how much of it has been written.
     replacement: Option<(Vec<u8>, usize)>,
     linger: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
 }
 
 impl Section7Io {
-    fn new(inner: TcpStream) -> Section7Io {
+    fn new(inner: TcpStream, activity: Arc<Activity>) -> Section7Io {
         Section7Io {
             inner,
+            activity,
             replacement: None,
             linger: None,
         }
@@ -223,8 +569,9 @@ fn replacement_for(buf: &[u8]) -> Option<Vec<u8>> {
     };
     let body = api::error::error_body(name.as_str(), &message);
     let mut reply = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
+        "HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{}connection: close\r\n\r\n",
+        body.len(),
+        security_header_lines(),
     )
     .into_bytes();
     reply.extend_from_slice(&body);
@@ -262,7 +609,9 @@ impl AsyncWrite for Section7Io {
             }
             return Poll::Ready(Ok(buf.len()));
         }
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let written = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.activity.write_blocked(written.is_pending());
+        written
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -239,6 +239,8 @@ async fn ensure_first_account(store: &Store) -> anyhow::Result<()> {
     }
     let api_key = std::env::var("MAILPROOF_API_KEY").unwrap_or_else(|_| random_secret(24));
     let password = std::env::var("MAILPROOF_PASSWORD").unwrap_or_else(|_| random_secret(24));
+    crate::accounts::check_key(&api_key).context("MAILPROOF_API_KEY")?;
+    crate::accounts::check_password(&password).context("MAILPROOF_PASSWORD")?;
     let hash = api::hash_password(&password).map_err(anyhow::Error::msg)?;
     store
         .create_account(
@@ -369,7 +371,9 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         max_body_bytes: settings.max_body_bytes,
         failed_logins_per_address: settings.http_limits.failed_logins_per_address,
         failed_logins_per_key: settings.http_limits.failed_logins_per_key,
+        sandbox_requests_per_minute: settings.http_limits.sandbox_requests_per_minute,
         metrics_token: settings.metrics.token.clone(),
+        metrics_port_public: !settings.http.ip().is_loopback(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let health = Arc::new(api::health::Health::default());
@@ -486,6 +490,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         header_timeout: Duration::from_secs(settings.http_limits.header_timeout),
         body_timeout: Duration::from_secs(settings.http_limits.body_timeout),
         max_connections: settings.http_limits.max_connections,
+        max_connections_per_address: settings.http_limits.max_connections_per_address,
+        trusted_proxies: settings.http_limits.trusted_proxies.clone(),
     };
     let router = if roles.has(Role::Api) {
         // The web pages answer under `/`; everything else (the API under /v5, screenshots,
@@ -497,7 +503,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         web::router(state.clone(), web_options).fallback_service(api::router(state))
     } else {
         status_router(state, roles)
-    };
+    }
+    .layer(axum::middleware::map_response(api::security_headers));
     crate::http::serve(listener, router, limits, shutdown_signal()).await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);

@@ -94,7 +94,17 @@ impl Metrics {
         }
     }
 
+    /// Counts one request. A method outside HTTP's registered set is counted as `OTHER`: the
+    /// method is the client's choice, and each new name would be a new series kept for good.
     pub fn http_request(&self, method: &str, route: &str, status: u16) {
+        const KNOWN: [&str; 9] = [
+            "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+        ];
+        let method = KNOWN
+            .iter()
+            .find(|m| **m == method)
+            .copied()
+            .unwrap_or("OTHER");
         self.http_requests
             .get_or_create(&HttpLabels {
                 method: method.to_owned(),
@@ -257,5 +267,25 @@ mod tests {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    /// Invented method names share one series, however many a client sends.
+    #[test]
+    fn unknown_methods_fold_into_one_series() {
+        let m = Metrics::new();
+        for i in 0..50 {
+            m.http_request(&format!("X{i}"), "unmatched", 405);
+        }
+        m.http_request("PATCH", "unmatched", 405);
+        let text = encode(&m, &[]).expect("encodes");
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("mailproof_http_requests_total{"))
+            .count();
+        assert_eq!(series, 2, "{text}");
+        assert!(
+            text.contains(r#"method="OTHER",route="unmatched",status="405"} 50"#),
+            "{text}"
+        );
     }
 }

@@ -21,7 +21,10 @@ struct Source {
     source_url: Option<String>,
 }
 
-async fn read_source(m: &Map<String, Value>, state: &AppState) -> ApiResult<Source> {
+/// The email source of a create request. In a sandbox request a `url` is checked but never
+/// fetched: the sandbox answers from what the request holds, and its public credentials must not
+/// make the service fetch for strangers.
+async fn read_source(m: &Map<String, Value>, state: &AppState, sandbox: bool) -> ApiResult<Source> {
     let subject = params::string(m, "subject")?.ok_or_else(|| {
         ApiError::new(
             ErrorName::NoSubject,
@@ -59,6 +62,14 @@ async fn read_source(m: &Map<String, Value>, state: &AppState) -> ApiResult<Sour
         });
     }
     let url = url.unwrap_or_default();
+    if sandbox {
+        check_source_url(url.trim())?;
+        return Ok(Source {
+            subject,
+            html: String::new(),
+            source_url: Some(url),
+        });
+    }
     let fetched = content::fetch::fetch_source(url.trim(), &state.settings.net_policy)
         .await
         .map_err(|e| ApiError::new(ErrorName::InvalidUrl, e.to_string()))?;
@@ -68,6 +79,17 @@ async fn read_source(m: &Map<String, Value>, state: &AppState) -> ApiResult<Sour
         html: fetched.body,
         source_url: Some(url),
     })
+}
+
+/// A `url` the service could fetch: absolute http(s) with a host.
+fn check_source_url(raw: &str) -> ApiResult<()> {
+    match url::Url::parse(raw) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
+        _ => Err(ApiError::new(
+            ErrorName::InvalidUrl,
+            format!("`url` {raw:?} is not an absolute http:// or https:// URL"),
+        )),
+    }
 }
 
 /// The §7 error for a broken intake rule, with what the caller can do about it.
@@ -353,12 +375,12 @@ pub async fn create_email(
     let state = state.clone();
     let account = caller.account();
     let plan = account.map_or(Plan::Enterprise, |a| a.plan);
-    let src = read_source(&m, &state).await?;
+    let sandbox = params::boolean(&m, "sandbox")?.unwrap_or(false) || account.is_none();
+    let src = read_source(&m, &state, sandbox).await?;
     let tenancy = read_tenancy(&m, plan, account)?;
     let headers = read_headers(&m, plan)?;
     let callback_url = read_callback_url(&m, &state)?;
     let free = params::boolean(&m, "free_test")?.unwrap_or(false) || plan == Plan::Free;
-    let sandbox = params::boolean(&m, "sandbox")?.unwrap_or(false) || account.is_none();
     let image_blocking = params::boolean(&m, "image_blocking")?.unwrap_or(false);
     let rules = intake::ClientRules::new(&state.catalog, account);
     let clients = rules
@@ -440,10 +462,10 @@ pub async fn create_spam_test(
 ) -> ApiResult<Json<Value>> {
     let account = caller.account();
     let plan = account.map_or(Plan::Enterprise, |a| a.plan);
-    let src = read_source(&m, &state).await?;
+    let sandbox = params::boolean(&m, "sandbox")?.unwrap_or(false) || account.is_none();
+    let src = read_source(&m, &state, sandbox).await?;
     let tenancy = read_tenancy(&m, plan, account)?;
     let callback_url = read_callback_url(&m, &state)?;
-    let sandbox = params::boolean(&m, "sandbox")?.unwrap_or(false) || account.is_none();
     let spam = read_spam(&m)?;
     let seed = seed_list(&spam, account, &state).await?;
 

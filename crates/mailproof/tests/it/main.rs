@@ -14,6 +14,7 @@ mod email_tests;
 mod emulation;
 mod filters_anywhere;
 mod hardening_http;
+mod hostile_clients;
 mod links;
 mod lists;
 mod metrics;

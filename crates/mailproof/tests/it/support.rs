@@ -42,6 +42,16 @@ impl Server {
 
     /// Starts a server on an existing data directory (for restart tests).
     pub async fn start_in(dir: tempfile::TempDir, opts: Options) -> Server {
+        Server::start_at(dir, opts, "127.0.0.1:0").await
+    }
+
+    /// Starts a server whose HTTP port listens on `http` (e.g. `0.0.0.0:0`).
+    pub async fn start_listening_on(http: &str, opts: Options) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Server::start_at(dir, opts, http).await
+    }
+
+    async fn start_at(dir: tempfile::TempDir, opts: Options, http: &str) -> Server {
         prepare_database(dir.path()).await;
         let config = dir.path().join("mailproof.toml");
         // Tests that do not ask for rendering run without engines: starting three browsers for
@@ -55,7 +65,7 @@ impl Server {
         }
         std::fs::write(&config, text).expect("write config");
         let mut child = Command::new(BIN)
-            .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
+            .args(["serve", "--http", http, "--smtp", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(dir.path().join("data"))
             .arg("--config")
@@ -334,6 +344,83 @@ pub fn header(r: &Reply, name: &str) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string()
+}
+
+/// Reads a raw connection until the server closes it; what it sent, or `None` if it kept the connection for `wait`.
+pub async fn closed_within(c: &mut tokio::net::TcpStream, wait: Duration) -> Option<String> {
+    let mut got = Vec::new();
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    tokio::time::timeout(wait, async {
+        loop {
+            match c.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .ok()
+    .map(|()| String::from_utf8_lossy(&got).to_string())
+}
+
+/// A web sign-in through the form (from the local address `from`, if given): the status, the
+/// session cookie (`name=value`) if one was set, and the `Location` answered.
+pub async fn web_sign_in(
+    s: &Server,
+    from: Option<std::net::IpAddr>,
+    key: &str,
+    pass: &str,
+    next: &str,
+) -> (u16, Option<String>, String) {
+    let mut http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(ip) = from {
+        http = http.local_address(ip);
+    }
+    let http = http.build().expect("client");
+    let form = http
+        .get(s.url("/signin"))
+        .send()
+        .await
+        .expect("sign-in form");
+    let pair = form
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|c| c.split(';').next())
+        .expect("sign-in CSRF cookie")
+        .to_string();
+    let token = pair.split_once('=').expect("name=value").1.to_string();
+    let r = http
+        .post(s.url("/signin"))
+        .header("cookie", &pair)
+        .form(&[
+            ("csrf", token.as_str()),
+            ("next", next),
+            ("api_key", key),
+            ("password", pass),
+        ])
+        .send()
+        .await
+        .expect("sign in");
+    let status = r.status().as_u16();
+    let location = r
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let cookie = r
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|c| c.starts_with("mp_session="))
+        .and_then(|c| c.split(';').next())
+        .map(str::to_string);
+    (status, cookie, location)
 }
 
 /// A minimal HTTP server on loopback answering every request with `body`, for `url` sources.

@@ -20,49 +20,15 @@ pub(crate) struct Session {
 
 impl Session {
     pub(crate) async fn sign_in(s: &Server, key: &str, password: &str) -> Session {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("http client");
-        let form = http
-            .get(s.url("/signin"))
-            .send()
-            .await
-            .expect("sign-in form");
-        let set = form
-            .headers()
-            .get("set-cookie")
-            .and_then(|v| v.to_str().ok())
-            .expect("sign-in CSRF cookie")
-            .to_string();
-        let pair = set.split(';').next().expect("cookie pair").to_string();
-        let token = pair.split_once('=').expect("name=value").1.to_string();
-        let r = http
-            .post(s.url("/signin"))
-            .header("cookie", &pair)
-            .form(&[
-                ("csrf", token.as_str()),
-                ("next", "/tests"),
-                ("api_key", key),
-                ("password", password),
-            ])
-            .send()
-            .await
-            .expect("sign in");
-        assert!(r.status().is_redirection(), "sign-in: {}", r.status());
-        let cookie = r
-            .headers()
-            .get_all("set-cookie")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find(|c| c.starts_with("mp_session="))
-            .and_then(|c| c.split(';').next())
-            .expect("session cookie")
-            .to_string();
+        let (status, cookie, _) = web_sign_in(s, None, key, password, "/tests").await;
+        assert!((300..400).contains(&status), "sign-in: {status}");
         Session {
-            http,
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("http client"),
             base: s.base.clone(),
-            cookie,
+            cookie: cookie.expect("session cookie"),
         }
     }
 

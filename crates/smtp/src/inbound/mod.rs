@@ -85,6 +85,9 @@ pub struct SmtpConfig {
     pub messages_per_minute_per_ip: u32,
     /// A client silent for this long gets 421 and is disconnected.
     pub idle_timeout: Duration,
+    /// The idle timeout while fewer than a quarter of `max_connections` are free: silent clients
+    /// from a few addresses cannot hold the server full for `idle_timeout`.
+    pub busy_idle_timeout: Duration,
     pub tls: Option<TlsFiles>,
 }
 
@@ -95,9 +98,10 @@ impl Default for SmtpConfig {
             max_message_bytes: 25 * 1024 * 1024,
             max_recipients: 100,
             max_connections: 256,
-            max_connections_per_ip: 16,
+            max_connections_per_ip: 8,
             messages_per_minute_per_ip: 120,
             idle_timeout: Duration::from_secs(300),
+            busy_idle_timeout: Duration::from_secs(20),
             tls: None,
         }
     }
@@ -112,6 +116,21 @@ pub(crate) struct Shared {
     pub(crate) sink: Arc<dyn MailSink>,
     pub(crate) tls: Option<TlsAcceptor>,
     pub(crate) limiter: Arc<Limiter>,
+    /// The connection slots, to tell how busy the server is.
+    pub(crate) slots: Arc<Semaphore>,
+}
+
+impl Shared {
+    /// How long a client may be silent now: [`SmtpConfig::busy_idle_timeout`] while fewer
+    /// than a quarter of the connection slots are free, else [`SmtpConfig::idle_timeout`].
+    pub(crate) fn idle_timeout(&self) -> Duration {
+        let free = self.slots.available_permits();
+        if free.saturating_mul(4) < self.cfg.max_connections {
+            self.cfg.idle_timeout.min(self.cfg.busy_idle_timeout)
+        } else {
+            self.cfg.idle_timeout
+        }
+    }
 }
 
 /// Runs the inbound server on `listener` until `shutdown` resolves, then stops accepting, tells idle
@@ -137,6 +156,7 @@ pub async fn serve(
         cfg,
         sink,
         tls,
+        slots: Arc::clone(&connections),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions = JoinSet::new();

@@ -19,6 +19,8 @@ const MAX_ERRORS: u32 = 20;
 /// Commands one session may send without completing a message (NOOP floods and the like).
 const MAX_IDLE_COMMANDS: u32 = 1000;
 const READ_CHUNK: usize = 64 * 1024;
+/// Shortest interval a waiting read looks at the server's load again (times four).
+const IDLE_RECHECK_MIN: std::time::Duration = std::time::Duration::from_millis(100);
 
 enum Flow {
     Continue,
@@ -80,7 +82,7 @@ pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                 let Some(acceptor) = session.shared.tls.clone() else {
                     return;
                 };
-                let idle = session.shared.cfg.idle_timeout;
+                let idle = session.shared.idle_timeout();
                 match tokio::time::timeout(idle, acceptor.accept(stream)).await {
                     Ok(Ok(tls_stream)) => {
                         // RFC 3207: forget everything learned before the handshake.
@@ -138,7 +140,7 @@ impl Session {
         if self.out.is_empty() {
             return Ok(());
         }
-        let idle = self.shared.cfg.idle_timeout;
+        let idle = self.shared.idle_timeout();
         let result = tokio::time::timeout(idle, async {
             stream.write_all(&self.out).await?;
             stream.flush().await
@@ -156,10 +158,19 @@ impl Session {
     /// Reads more bytes into `inbuf`; 0 means the client closed, a timeout is an error.
     async fn read_more<S: AsyncRead + Unpin>(&mut self, stream: &mut S) -> io::Result<usize> {
         self.inbuf.reserve(READ_CHUNK);
-        let idle = self.shared.cfg.idle_timeout;
-        match tokio::time::timeout(idle, stream.read_buf(&mut self.inbuf)).await {
-            Ok(read) => read,
-            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout")),
+        // The allowed silence shrinks when the server fills up, also for a wait already begun:
+        // it is looked at again every few seconds (reading is cancel-safe).
+        let started = tokio::time::Instant::now();
+        loop {
+            let left = self.shared.idle_timeout().saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout"));
+            }
+            let recheck = left.min(self.shared.cfg.busy_idle_timeout.max(IDLE_RECHECK_MIN) / 4);
+            if let Ok(read) = tokio::time::timeout(recheck, stream.read_buf(&mut self.inbuf)).await
+            {
+                return read;
+            }
         }
     }
 
@@ -674,6 +685,7 @@ mod tests {
             ..SmtpConfig::default()
         };
         let shared = Arc::new(Shared {
+            slots: Arc::new(tokio::sync::Semaphore::new(cfg.max_connections)),
             limiter: Arc::new(Limiter::new(4, 1000)),
             cfg,
             sink: Arc::new(AcceptSeeds),

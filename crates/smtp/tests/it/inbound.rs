@@ -556,3 +556,40 @@ async fn random_bytes_never_break_the_server() {
     assert_eq!(reply.code, 250, "{reply:?}");
     server.stop().await;
 }
+
+/// Issue 17: silent clients from a few addresses cannot hold a full server for the whole idle
+/// time: with fewer than a quarter of the slots free the idle time shrinks, so a newcomer that is
+/// refused while every slot is held gets in soon after.
+#[tokio::test]
+async fn a_full_server_cuts_silent_clients_sooner_so_others_get_in() {
+    let mut cfg = test_config();
+    cfg.max_connections = 8;
+    cfg.max_connections_per_ip = 8;
+    cfg.idle_timeout = Duration::from_secs(120);
+    cfg.busy_idle_timeout = Duration::from_millis(300);
+    let server = TestServer::start(cfg).await;
+    let mut silent = Vec::new();
+    for _ in 0..8 {
+        silent.push(greeted(&server).await);
+    }
+    let mut refused = 0;
+    let mut admitted = None;
+    for _ in 0..100 {
+        let mut c = server.connect().await;
+        let reply = c.reply().await.expect("a greeting or a refusal");
+        if reply.code == 220 {
+            admitted = Some(c);
+            break;
+        }
+        assert_eq!(reply.code, 421, "{reply:?}");
+        refused += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut newcomer = admitted.expect(
+        "a newcomer must get in once silent clients of a full server are cut (not after 120 s)",
+    );
+    assert!(refused < 100, "{refused}");
+    newcomer.cmd("EHLO new.example", 250).await;
+    drop(silent);
+    server.stop().await;
+}

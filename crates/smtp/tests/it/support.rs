@@ -64,6 +64,7 @@ pub fn test_config() -> SmtpConfig {
         max_connections_per_ip: 20,
         messages_per_minute_per_ip: 1000,
         idle_timeout: Duration::from_secs(10),
+        busy_idle_timeout: Duration::from_secs(10),
         tls: None,
     }
 }
