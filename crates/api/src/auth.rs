@@ -86,7 +86,16 @@ fn verify_password(password: &str, phc: &str, memory: &mut Vec<Block>) -> Result
 
 /// `(user, password)` from an `Authorization: Basic` header, if there is a well-formed one.
 pub fn basic_credentials(parts: &Parts) -> Option<(String, String)> {
-    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    basic_credentials_in(&parts.headers)
+}
+
+/// Does the request carry the public sandbox credentials?
+pub(crate) fn is_sandbox(headers: &axum::http::HeaderMap) -> bool {
+    basic_credentials_in(headers).is_some_and(|(u, p)| u == "sandbox" && p == "sandbox")
+}
+
+fn basic_credentials_in(headers: &axum::http::HeaderMap) -> Option<(String, String)> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, encoded) = value.trim().split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;

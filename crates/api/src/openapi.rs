@@ -284,7 +284,7 @@ pub fn document() -> Value {
     json!({
         "openapi": "3.0.3",
         "info": {"title": "mailproof email testing API", "version": "5.0.1",
-                 "description": "Implements the email-testing API v5. Every path also exists under /v5.0.1/; any other first path segment followed by more path is WrongVersion. The sandbox credentials (sandbox/sandbox) have a per-address request budget of their own; over it, and over an account's rate limit, too many failed logins or too many connections from one address, the answer is RateLimited (429) with Retry-After. A request body must arrive within the service's body time (408 otherwise)."},
+                 "description": "Implements the email-testing API v5. Every path also exists under /v5.0.1/; any other first path segment followed by more path is WrongVersion. The sandbox credentials (sandbox/sandbox) have a per-address request budget of their own and bodies of at most 1 MB; over it, and over an account's rate limit, too many failed logins or too many connections from one address, the answer is RateLimited (429) with Retry-After. A request body must arrive within the service's body time (408 otherwise)."},
         "servers": [{"url": "/"}],
         "components": {
             "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},

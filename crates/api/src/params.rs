@@ -6,12 +6,14 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ErrorName};
 use crate::state::AppState;
+
+/// Largest request body accepted with the sandbox credentials.
+pub const SANDBOX_MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// A request body parsed as a JSON object, whatever its Content-Type said.
 pub struct Body(pub Map<String, Value>);
@@ -20,8 +22,15 @@ impl FromRequest<AppState> for Body {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Body, ApiError> {
-        let limit = state.settings.max_body_bytes;
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+        // The public sandbox credentials get a smaller share: their bodies are parsed and
+        // dropped, and large ones from strangers would take memory and time from tenants.
+        let sandbox = crate::auth::is_sandbox(req.headers());
+        let limit = if sandbox {
+            state.settings.max_body_bytes.min(SANDBOX_MAX_BODY_BYTES)
+        } else {
+            state.settings.max_body_bytes
+        };
+        let bytes = axum::body::to_bytes(req.into_body(), limit).await.map_err(|e| {
             if timed_out(&e) {
                 return ApiError::new(
                     ErrorName::BadRequest,
@@ -29,10 +38,11 @@ impl FromRequest<AppState> for Body {
                 )
                 .with_status(axum::http::StatusCode::REQUEST_TIMEOUT);
             }
+            let whose = if sandbox { " with the sandbox credentials" } else { "" };
             ApiError::new(
                 ErrorName::BadRequest,
                 format!(
-                    "could not read the request body (at most {limit} bytes are accepted): {e}"
+                    "could not read the request body (at most {limit} bytes are accepted{whose}): {e}"
                 ),
             )
         })?;

@@ -454,6 +454,29 @@ async fn the_sandbox_fetches_nothing_and_has_its_own_budget() {
         200
     );
     s.get("/v5/auth").await.ok();
+
+    // Large bodies are an account's to send, not a stranger's.
+    let big = json!({"subject": "s", "html": format!("<p>{}</p>", "x".repeat(2 * 1024 * 1024))});
+    let r = client_from(local(0, 4, 3))
+        .post(s.url("/v5/email/tests"))
+        .header("Authorization", basic("sandbox", "sandbox"))
+        .json(&big)
+        .send()
+        .await
+        .expect("send");
+    let r = Reply::from(r).await;
+    r.expect_error("BadRequest", 400);
+    let msg = r.body["error"]["message"].as_str().unwrap_or("");
+    assert!(msg.contains("sandbox"), "{msg}");
+    let r = s.post("/v5/email/tests", &big).await;
+    assert!(
+        !r.body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("could not read the request body"),
+        "an account's 2 MB body is read: {}",
+        r.body
+    );
 }
 
 #[tokio::test]
