@@ -637,7 +637,49 @@ impl AsyncWrite for Section7Io {
 
 #[cfg(test)]
 mod tests {
-    use super::replacement_for;
+    use super::{client_address, replacement_for};
+    use axum::http::HeaderMap;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.append(*name, value.parse().expect("header value"));
+        }
+        h
+    }
+
+    /// The nearest untrusted hop names the client; hops a client wrote itself, unreadable or
+    /// hidden ones do not move it further.
+    #[test]
+    fn the_client_is_the_nearest_address_no_trusted_proxy_wrote() {
+        let proxies = vec![
+            "10.0.0.0/8".parse().expect("net"),
+            "127.0.0.1/32".parse().expect("net"),
+        ];
+        let peer = "127.0.0.1:5000".parse().expect("addr");
+        let ip = |h: &HeaderMap| client_address(h, peer, &proxies).ip().to_string();
+        let h = headers(&[("x-forwarded-for", "203.0.113.9, 198.51.100.1, 10.1.2.3")]);
+        assert_eq!(ip(&h), "198.51.100.1");
+        let h = headers(&[
+            ("x-forwarded-for", "198.51.100.1"),
+            ("x-forwarded-for", "10.1.2.3"),
+        ]);
+        assert_eq!(ip(&h), "198.51.100.1");
+        // `Forwarded` wins over `X-Forwarded-For`, in any of its spellings.
+        let h = headers(&[
+            (
+                "forwarded",
+                "for=192.0.2.60;proto=https, for=\"[2001:db8::7]:4711\"",
+            ),
+            ("x-forwarded-for", "198.51.100.1"),
+        ]);
+        assert_eq!(ip(&h), "2001:db8::7");
+        let h = headers(&[("forwarded", "for=unknown, for=10.0.0.2")]);
+        assert_eq!(ip(&h), "127.0.0.1");
+        assert_eq!(ip(&HeaderMap::new()), "127.0.0.1");
+        let h = headers(&[("x-forwarded-for", "::ffff:198.51.100.4")]);
+        assert_eq!(ip(&h), "198.51.100.4");
+    }
 
     #[test]
     fn only_bare_error_heads_are_replaced() {
