@@ -103,6 +103,26 @@ async fn idle_http2_and_unfinished_header_blocks_are_cut_while_others_are_served
     );
 }
 
+/// Writes `piece` (one body byte) a hundred times, every 100 ms, until the server closes: never
+/// a pause long enough for a per-pause timeout, 10 s in all. Counts the pieces written.
+fn trickle(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    piece: &'static [u8],
+) -> (tokio::task::JoinHandle<()>, Arc<AtomicUsize>) {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counted = sent.clone();
+    let writer = tokio::spawn(async move {
+        for _ in 0..100 {
+            if wr.write_all(piece).await.is_err() {
+                return;
+            }
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    (writer, sent)
+}
+
 #[tokio::test]
 async fn a_trickled_body_is_cut_after_the_total_body_time() {
     let s = Server::start_with(Options {
@@ -116,21 +136,7 @@ async fn a_trickled_body_is_cut_after_the_total_body_time() {
         basic(ADMIN_KEY, ADMIN_PASS)
     );
     wr.write_all(head.as_bytes()).await.expect("head");
-    // One byte every 100 ms never pauses long enough for a per-pause timeout; the whole body
-    // would take 10 s.
-    let sent = Arc::new(AtomicUsize::new(0));
-    let writer = {
-        let sent = sent.clone();
-        tokio::spawn(async move {
-            for _ in 0..100 {
-                if wr.write_all(b" ").await.is_err() {
-                    return;
-                }
-                sent.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-    };
+    let (writer, sent) = trickle(wr, b" ");
     let mut answer = Vec::new();
     let mut buf = [0u8; 4096];
     let _ = tokio::time::timeout(WAIT, async {
@@ -149,6 +155,79 @@ async fn a_trickled_body_is_cut_after_the_total_body_time() {
         answer.starts_with("HTTP/1.1 408"),
         "a body still arriving after body_timeout must be answered 408: {answer}"
     );
+    assert!(
+        sent < 60,
+        "the answer must come before the body is through: {sent} of 100 bytes were sent"
+    );
+}
+
+/// One HTTP/2 frame: type, flags, stream and payload.
+async fn h2_frame<R: AsyncReadExt + Unpin>(rd: &mut R) -> Option<(u8, u8, u32, Vec<u8>)> {
+    let mut head = [0u8; 9];
+    rd.read_exact(&mut head).await.ok()?;
+    let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+    let stream = u32::from_be_bytes([head[5] & 0x7f, head[6], head[7], head[8]]);
+    let mut payload = vec![0u8; len];
+    rd.read_exact(&mut payload).await.ok()?;
+    Some((head[3], head[4], stream, payload))
+}
+
+#[tokio::test]
+async fn a_trickled_http2_body_is_cut_after_the_total_body_time() {
+    let s = Server::start_with(Options {
+        config: "[http_limits]\nheader_timeout = 60\nbody_timeout = 2\n".into(),
+    })
+    .await;
+    let stream = connect_from(local(0, 0, 32), server_addr(&s)).await;
+    let (mut rd, mut wr) = stream.into_split();
+    wr.write_all(H2_PREFACE).await.expect("preface");
+    loop {
+        let (kind, flags, _, _) = h2_frame(&mut rd).await.expect("the server's SETTINGS");
+        if kind == 0x4 && flags & 0x1 == 0 {
+            break;
+        }
+    }
+    // SETTINGS ACK, then HEADERS (END_HEADERS, no END_STREAM) for POST /v5/email/tests.
+    let auth = basic(ADMIN_KEY, ADMIN_PASS);
+    let mut block = vec![0x83, 0x86, 0x44, 15];
+    block.extend_from_slice(b"/v5/email/tests");
+    block.extend_from_slice(&[
+        0x41,
+        1,
+        b'x',
+        0x57,
+        u8::try_from(auth.len()).expect("short"),
+    ]);
+    block.extend_from_slice(auth.as_bytes());
+    let mut frames = vec![0, 0, 0, 0x4, 0x1, 0, 0, 0, 0];
+    frames.extend_from_slice(&[
+        0,
+        0,
+        u8::try_from(block.len()).expect("short"),
+        0x1,
+        0x4,
+        0,
+        0,
+        0,
+        1,
+    ]);
+    frames.extend_from_slice(&block);
+    wr.write_all(&frames).await.expect("headers");
+    // One-byte DATA frames on stream 1.
+    let (writer, sent) = trickle(wr, &[0, 0, 1, 0x0, 0x0, 0, 0, 0, 1, b' ']);
+    // The answer (HEADERS) or a reset of stream 1, whichever comes first.
+    let answered = tokio::time::timeout(WAIT, async {
+        while let Some((kind, _, stream, _)) = h2_frame(&mut rd).await {
+            if stream == 1 && (kind == 0x1 || kind == 0x3) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    let sent = sent.load(Ordering::SeqCst);
+    writer.abort();
+    assert_eq!(answered, Ok(true), "stream 1 must be answered or reset");
     assert!(
         sent < 60,
         "the answer must come before the body is through: {sent} of 100 bytes were sent"
