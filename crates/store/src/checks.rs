@@ -44,7 +44,7 @@ impl Store {
         lease_secs: i64,
     ) -> Result<Option<(String, i64)>> {
         self.claim_test_queue_row(
-            "content_checks",
+            crate::fair::Queue::ContentChecks,
             "state = 'queued' AND not_before <= $3",
             worker,
             now,

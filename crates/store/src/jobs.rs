@@ -37,15 +37,20 @@ impl Store {
         lease_secs: i64,
     ) -> Result<Option<ClaimedJob>> {
         let mut tx = self.pool.begin().await?;
+        let fair = self.fair(crate::fair::Queue::Render);
+        fair.lock(&mut tx).await?;
         // One statement picks and leases the job, so two workers can never claim the same one.
         let sql = format!(
             "UPDATE render_jobs
              SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
              WHERE id = (
-                SELECT id FROM render_jobs
-                WHERE (state = 'queued' AND not_before <= $3) OR (state = 'leased' AND lease_expires < $3)
-                ORDER BY not_before, id LIMIT 1 {})
+                SELECT id FROM render_jobs q
+                WHERE ((state = 'queued' AND not_before <= $3) OR (state = 'leased' AND lease_expires < $3))
+                  AND {}
+                ORDER BY {} not_before, id LIMIT 1 {})
              RETURNING id, test_id, client_id, variant, attempts",
+            fair.filter("$3"),
+            fair.order("$3"),
             self.backend.skip_locked()
         );
         let row = sqlx::query(&sql)
@@ -67,6 +72,7 @@ impl Store {
                 .ok_or_else(|| StoreError::Corrupt(format!("variant {variant:?}")))?,
             attempts: row.try_get("attempts")?,
         };
+        fair.served(&mut tx, &job.test_id).await?;
         sqlx::query(
             "UPDATE test_clients
              SET status = 'Processing', processing_at = COALESCE(processing_at, $1),

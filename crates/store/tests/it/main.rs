@@ -322,6 +322,7 @@ async fn a_client_named_twice_in_one_reprocess_is_queued_and_paid_for_once(backe
 
 mod callbacks;
 mod checks;
+mod fair;
 mod links;
 mod queue_stats;
 mod queues;

@@ -1,0 +1,168 @@
+//! Fair queues: every queue claim (render jobs, link checks, content checks, callbacks) picks its
+//! row through [`Fair`], so background work is shared between accounts rather than served first
+//! come. Among the due rows a claim takes one of the account with the fewest rows under a live
+//! lease in that queue, then of the account whose last claim in that queue is oldest (its turn,
+//! kept in `queue_turns`), then the queue's own order (oldest first); accounts already holding
+//! their cap of live leases are skipped. So one account's many or slow jobs delay another
+//! account's by at most one job per worker, and, with a cap below the number of workers, an
+//! account's slow jobs never occupy every worker.
+//!
+//! A claim is one transaction: on PostgreSQL it first takes a lock per queue, so concurrent claims
+//! see each other's leases and turns and a cap holds exactly (claims are short; the work is not
+//! done under the lock); SQLite's write transactions already run one at a time. The claim's
+//! `UPDATE ... RETURNING` comes first, then [`Fair::served`] records the turn.
+
+use sqlx::AnyConnection;
+
+use crate::{Backend, Result};
+
+/// Per queue, how many rows one account may hold under a live lease at once; `None` leaves only
+/// the number of workers as the limit (the fair order still applies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccountCaps {
+    pub render: Option<u32>,
+    pub link_checks: Option<u32>,
+    pub content_checks: Option<u32>,
+    pub callbacks: Option<u32>,
+}
+
+impl Default for AccountCaps {
+    /// Renders are bounded by the render timeout, so the fair order alone keeps another account's
+    /// wait to one render; link checks, content checks and callbacks wait on outside hosts that
+    /// may never answer, so one account runs one of each at a time.
+    fn default() -> AccountCaps {
+        AccountCaps {
+            render: None,
+            link_checks: Some(1),
+            content_checks: Some(1),
+            callbacks: Some(1),
+        }
+    }
+}
+
+/// A queue shared fairly. Every queue table has a `test_id` (the account is the test's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Queue {
+    Render,
+    LinkChecks,
+    ContentChecks,
+    Callbacks,
+}
+
+impl Queue {
+    fn name(self) -> &'static str {
+        match self {
+            Queue::Render => "render",
+            Queue::LinkChecks => "link_checks",
+            Queue::ContentChecks => "content_checks",
+            Queue::Callbacks => "callbacks",
+        }
+    }
+
+    pub(crate) fn table(self) -> &'static str {
+        match self {
+            Queue::Render => "render_jobs",
+            Queue::LinkChecks => "link_checks",
+            Queue::ContentChecks => "content_checks",
+            Queue::Callbacks => "callbacks",
+        }
+    }
+
+    /// The PostgreSQL advisory lock key of the queue's claims (an arbitrary constant per queue).
+    fn lock_key(self) -> i64 {
+        0x6d61_696c_0000
+            + match self {
+                Queue::Render => 1,
+                Queue::LinkChecks => 2,
+                Queue::ContentChecks => 3,
+                Queue::Callbacks => 4,
+            }
+    }
+
+    pub(crate) fn cap(self, caps: &AccountCaps) -> Option<u32> {
+        match self {
+            Queue::Render => caps.render,
+            Queue::LinkChecks => caps.link_checks,
+            Queue::ContentChecks => caps.content_checks,
+            Queue::Callbacks => caps.callbacks,
+        }
+    }
+}
+
+/// The account of the candidate row, which claims alias `q`.
+const ROW_ACCOUNT: &str = "(SELECT fa.account_id FROM tests fa WHERE fa.id = q.test_id)";
+
+/// The fair part of one claim on `queue`. The claim's inner `SELECT` names its table `q`, ANDs
+/// [`Fair::filter`] into its `WHERE` and starts its `ORDER BY` with [`Fair::order`].
+pub(crate) struct Fair {
+    queue: Queue,
+    cap: Option<u32>,
+    backend: Backend,
+}
+
+impl Fair {
+    pub(crate) fn new(queue: Queue, caps: &AccountCaps, backend: Backend) -> Fair {
+        Fair {
+            queue,
+            cap: queue.cap(caps),
+            backend,
+        }
+    }
+
+    /// Rows of the candidate's account under a lease still live at `now` (a placeholder).
+    fn leased(&self, now: &str) -> String {
+        format!(
+            "(SELECT COUNT(*) FROM {table} fl JOIN tests ft ON ft.id = fl.test_id
+              WHERE fl.state = 'leased' AND fl.lease_expires >= {now}
+                AND ft.account_id = {ROW_ACCOUNT})",
+            table = self.queue.table(),
+        )
+    }
+
+    /// A condition on the candidate row: its account is below its cap.
+    pub(crate) fn filter(&self, now: &str) -> String {
+        match self.cap {
+            Some(cap) => format!("{} < {cap}", self.leased(now)),
+            None => "1 = 1".into(),
+        }
+    }
+
+    /// The leading keys of the claim's `ORDER BY`, ending with a comma: fewest live leases
+    /// first, then the account whose turn is oldest (never served: 0).
+    pub(crate) fn order(&self, now: &str) -> String {
+        format!(
+            "{leased}, COALESCE((SELECT fq.turn FROM queue_turns fq
+                        WHERE fq.queue = '{queue}' AND fq.account_id = {ROW_ACCOUNT}), 0), ",
+            leased = self.leased(now),
+            queue = self.queue.name(),
+        )
+    }
+
+    /// Takes the queue's claim lock (PostgreSQL; until the transaction ends). First statement of
+    /// the claim's transaction.
+    pub(crate) async fn lock(&self, conn: &mut AnyConnection) -> Result<()> {
+        if let Some(sql) = self.backend.claim_lock() {
+            sqlx::query(sql)
+                .bind(self.queue.lock_key())
+                .execute(&mut *conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Records that the account of `test_id` was just served: its turn becomes the newest.
+    pub(crate) async fn served(&self, conn: &mut AnyConnection, test_id: &str) -> Result<()> {
+        let queue = self.queue.name();
+        sqlx::query(&format!(
+            "INSERT INTO queue_turns (queue, account_id, turn)
+             SELECT '{queue}', t.account_id,
+                    (SELECT COALESCE(MAX(fq.turn), 0) + 1 FROM queue_turns fq WHERE fq.queue = '{queue}')
+             FROM tests t WHERE t.id = $1
+             ON CONFLICT (queue, account_id) DO UPDATE SET turn = excluded.turn"
+        ))
+        .bind(test_id)
+        .execute(&mut *conn)
+        .await?;
+        Ok(())
+    }
+}
