@@ -40,14 +40,22 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub async fn run(self, ready: Arc<Notify>, mut stop: watch::Receiver<bool>) {
-        let id = format!(
+    /// Runs `workers` claim loops at once, so that one account's slow check (images from hosts
+    /// that never answer) leaves a worker for another account's.
+    pub async fn run(self, ready: Arc<Notify>, stop: watch::Receiver<bool>, workers: usize) {
+        let prefix = format!(
             "checks-{}-{}",
             std::process::id(),
             chrono::Utc::now().timestamp()
         );
+        let loops = (0..workers.max(1))
+            .map(|n| self.worker_loop(&ready, stop.clone(), format!("{prefix}-{n}")));
+        futures::future::join_all(loops).await;
+    }
+
+    async fn worker_loop(&self, ready: &Notify, mut stop: watch::Receiver<bool>, id: String) {
         loop {
-            match self.run_one(&id).await {
+            match self.run_one(&id, ready).await {
                 Ok(true) => continue,
                 Ok(false) => {}
                 Err(e) => tracing::error!(error = %e, "content check failed; will retry"),
@@ -61,7 +69,7 @@ impl Worker {
     }
 
     /// Runs one due check; false when none is due.
-    pub async fn run_one(&self, worker: &str) -> anyhow::Result<bool> {
+    pub async fn run_one(&self, worker: &str, ready: &Notify) -> anyhow::Result<bool> {
         let now = chrono::Utc::now().timestamp();
         let Some((test_id, attempt)) = self
             .store
@@ -70,6 +78,8 @@ impl Worker {
         else {
             return Ok(false);
         };
+        // A request wakes one worker; this one is busy now, so another looks for more work.
+        ready.notify_one();
         tracing::info!(%test_id, attempt, "checking content");
         let html = self.store.test_content(&test_id).await?.unwrap_or_default();
         let text_part = self.store.test_text_part(&test_id).await?;

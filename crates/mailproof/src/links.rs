@@ -21,20 +21,45 @@ fn lease_secs(policy: &NetPolicy) -> i64 {
     i64::try_from(links * per_link / 4 + 60).unwrap_or(i64::MAX)
 }
 
+/// Runs `workers` claim loops at once, so that while one account's check waits on silent hosts
+/// another account's check finds a free worker (the store's per-account cap keeps one account
+/// from taking them all).
 pub async fn run(
     store: Store,
     policy: NetPolicy,
     uribl: UriblLookup,
     ready: Arc<Notify>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    workers: usize,
 ) {
-    let worker = format!(
+    let prefix = format!(
         "links-{}-{}",
         std::process::id(),
         chrono::Utc::now().timestamp()
     );
+    let loops = (0..workers.max(1)).map(|n| {
+        worker_loop(
+            &store,
+            &policy,
+            &uribl,
+            &ready,
+            stop.clone(),
+            format!("{prefix}-{n}"),
+        )
+    });
+    futures::future::join_all(loops).await;
+}
+
+async fn worker_loop(
+    store: &Store,
+    policy: &NetPolicy,
+    uribl: &UriblLookup,
+    ready: &Notify,
+    mut stop: watch::Receiver<bool>,
+    worker: String,
+) {
     loop {
-        match run_one(&store, &policy, &uribl, &worker).await {
+        match run_one(store, policy, uribl, ready, &worker).await {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => tracing::error!(error = %e, "link check failed; will retry"),
@@ -52,6 +77,7 @@ async fn run_one(
     store: &Store,
     policy: &NetPolicy,
     uribl: &UriblLookup,
+    ready: &Notify,
     worker: &str,
 ) -> anyhow::Result<bool> {
     let now = chrono::Utc::now().timestamp();
@@ -61,6 +87,8 @@ async fn run_one(
     else {
         return Ok(false);
     };
+    // A request wakes one worker; this one is busy now, so another looks for more work.
+    ready.notify_one();
     tracing::info!(%test_id, attempt, "checking links");
     let html = store.test_content(&test_id).await?.unwrap_or_default();
     let mut check = match content::links::check_email(&html, policy).await {

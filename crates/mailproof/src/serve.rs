@@ -334,8 +334,9 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             settings.data_dir.display()
         )
     })?;
-    let store =
-        crate::accounts::open_store(&settings.data_dir, settings.database_url.as_deref()).await?;
+    let store = crate::accounts::open_store(&settings.data_dir, settings.database_url.as_deref())
+        .await?
+        .with_account_caps(settings.queues.caps());
     let blobs = Blobs::open(&settings.blobs, &settings.data_dir)?;
     blobs.check().await?;
     // The first account's credentials are printed once: by a process that serves the API.
@@ -440,6 +441,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             mail.uribl.clone(),
             state.links_ready.clone(),
             stop_rx.clone(),
+            settings.queues.link_check_workers,
         ))
     });
     // Retention runs in every api process: its deletes are idempotent (a test already purged is
@@ -460,6 +462,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             settings.fetch.clone(),
             settings.webhooks.clone(),
             stop_rx.clone(),
+            settings.queues.callback_workers,
         ))
     });
     // Content checks judge contrast in the engine: the render role's, where the engines are (with
@@ -475,7 +478,11 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
                     Duration::from_secs(settings.render.render_timeout.max(1)),
                 ),
             }
-            .run(state.checks_ready.clone(), stop_rx.clone()),
+            .run(
+                state.checks_ready.clone(),
+                stop_rx.clone(),
+                settings.queues.content_check_workers,
+            ),
         )
     });
 

@@ -40,19 +40,42 @@ pub fn backoff(attempt: i64, settings: &WebhookSettings, jitter: f64) -> u64 {
     (full - off).max(1)
 }
 
+/// Runs `workers` delivery loops at once, so that while one account's receiver is slow another
+/// account's callback finds a free worker (the store's per-account cap keeps one account from
+/// taking them all).
 pub async fn run(
     store: Store,
     policy: NetPolicy,
     settings: WebhookSettings,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    workers: usize,
 ) {
-    let worker = format!(
+    let prefix = format!(
         "webhooks-{}-{}",
         std::process::id(),
         chrono::Utc::now().timestamp()
     );
+    let loops = (0..workers.max(1)).map(|n| {
+        worker_loop(
+            &store,
+            &policy,
+            &settings,
+            stop.clone(),
+            format!("{prefix}-{n}"),
+        )
+    });
+    futures::future::join_all(loops).await;
+}
+
+async fn worker_loop(
+    store: &Store,
+    policy: &NetPolicy,
+    settings: &WebhookSettings,
+    mut stop: watch::Receiver<bool>,
+    worker: String,
+) {
     loop {
-        match run_one(&store, &policy, &settings, &worker).await {
+        match run_one(store, policy, settings, &worker).await {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => tracing::error!(error = %e, "webhook delivery failed; will retry"),
