@@ -14,6 +14,8 @@ use render::{RenderError, RenderRequest, Renderer};
 use store::Store;
 use tokio::sync::{watch, Notify};
 
+use crate::workers::Loops;
+
 /// How often the queue is looked at without a wake-up: picks up expired leases, retries that
 /// came due, and checks requested through another process sharing the database.
 const POLL: Duration = Duration::from_secs(2);
@@ -43,29 +45,19 @@ impl Worker {
     /// Runs `workers` claim loops at once, so that one account's slow check (images from hosts
     /// that never answer) leaves a worker for another account's.
     pub async fn run(self, ready: Arc<Notify>, stop: watch::Receiver<bool>, workers: usize) {
-        let prefix = format!(
-            "checks-{}-{}",
-            std::process::id(),
-            chrono::Utc::now().timestamp()
-        );
-        let loops = (0..workers.max(1))
-            .map(|n| self.worker_loop(&ready, stop.clone(), format!("{prefix}-{n}")));
-        futures::future::join_all(loops).await;
-    }
-
-    async fn worker_loop(&self, ready: &Notify, mut stop: watch::Receiver<bool>, id: String) {
-        loop {
-            match self.run_one(&id, ready).await {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(e) => tracing::error!(error = %e, "content check failed; will retry"),
-            }
-            tokio::select! {
-                _ = ready.notified() => {}
-                _ = tokio::time::sleep(POLL) => {}
-                _ = stop.changed() => return,
-            }
-        }
+        let loops = Loops {
+            name: "checks",
+            workers,
+            ready: Some(&ready),
+            poll: POLL,
+        };
+        let (this, ready) = (&self, &*ready);
+        loops
+            .run(
+                stop,
+                |worker| async move { this.run_one(&worker, ready).await },
+            )
+            .await;
     }
 
     /// Runs one due check; false when none is due.

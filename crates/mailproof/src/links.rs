@@ -10,6 +10,8 @@ use content::NetPolicy;
 use store::Store;
 use tokio::sync::{watch, Notify};
 
+use crate::workers::Loops;
+
 /// How often the queue is looked at without a wake-up: picks up expired leases and checks
 /// requested through another process sharing the database.
 const POLL: Duration = Duration::from_secs(2);
@@ -32,44 +34,18 @@ pub async fn run(
     stop: watch::Receiver<bool>,
     workers: usize,
 ) {
-    let prefix = format!(
-        "links-{}-{}",
-        std::process::id(),
-        chrono::Utc::now().timestamp()
-    );
-    let loops = (0..workers.max(1)).map(|n| {
-        worker_loop(
-            &store,
-            &policy,
-            &uribl,
-            &ready,
-            stop.clone(),
-            format!("{prefix}-{n}"),
-        )
-    });
-    futures::future::join_all(loops).await;
-}
-
-async fn worker_loop(
-    store: &Store,
-    policy: &NetPolicy,
-    uribl: &UriblLookup,
-    ready: &Notify,
-    mut stop: watch::Receiver<bool>,
-    worker: String,
-) {
-    loop {
-        match run_one(store, policy, uribl, ready, &worker).await {
-            Ok(true) => continue,
-            Ok(false) => {}
-            Err(e) => tracing::error!(error = %e, "link check failed; will retry"),
-        }
-        tokio::select! {
-            _ = ready.notified() => {}
-            _ = tokio::time::sleep(POLL) => {}
-            _ = stop.changed() => return,
-        }
-    }
+    let loops = Loops {
+        name: "links",
+        workers,
+        ready: Some(&ready),
+        poll: POLL,
+    };
+    let (store, policy, uribl, ready) = (&store, &policy, &uribl, &*ready);
+    loops
+        .run(stop, |worker| async move {
+            run_one(store, policy, uribl, ready, &worker).await
+        })
+        .await;
 }
 
 /// Runs one due check; false when none is due.

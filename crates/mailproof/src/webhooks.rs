@@ -16,6 +16,7 @@ use store::{CallbackOutcome, ClaimedCallback, Store};
 use tokio::sync::watch;
 
 use crate::config::WebhookSettings;
+use crate::workers::Loops;
 
 /// How often the queue is looked at: callbacks are queued by other tasks' transactions (the
 /// render worker, the inbox processor), and retries fall due as time passes.
@@ -50,41 +51,18 @@ pub async fn run(
     stop: watch::Receiver<bool>,
     workers: usize,
 ) {
-    let prefix = format!(
-        "webhooks-{}-{}",
-        std::process::id(),
-        chrono::Utc::now().timestamp()
-    );
-    let loops = (0..workers.max(1)).map(|n| {
-        worker_loop(
-            &store,
-            &policy,
-            &settings,
-            stop.clone(),
-            format!("{prefix}-{n}"),
-        )
-    });
-    futures::future::join_all(loops).await;
-}
-
-async fn worker_loop(
-    store: &Store,
-    policy: &NetPolicy,
-    settings: &WebhookSettings,
-    mut stop: watch::Receiver<bool>,
-    worker: String,
-) {
-    loop {
-        match run_one(store, policy, settings, &worker).await {
-            Ok(true) => continue,
-            Ok(false) => {}
-            Err(e) => tracing::error!(error = %e, "webhook delivery failed; will retry"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(POLL) => {}
-            _ = stop.changed() => return,
-        }
-    }
+    let loops = Loops {
+        name: "webhooks",
+        workers,
+        ready: None,
+        poll: POLL,
+    };
+    let (store, policy, settings) = (&store, &policy, &settings);
+    loops
+        .run(stop, |worker| async move {
+            run_one(store, policy, settings, &worker).await
+        })
+        .await;
 }
 
 /// Delivers one due callback; false when none is due.

@@ -114,5 +114,8 @@ async fn another_accounts_link_check_completes_while_one_accounts_slow_checks_ru
     // A's second and third checks have not started: A holds one worker at a time. The silent
     // host has seen only the first check's connections (at most its 24 links).
     let seen = accepted.load(Ordering::SeqCst);
-    assert!(seen <= 24, "{seen} connections: more than one of A's checks ran");
+    assert!(
+        seen <= 24,
+        "{seen} connections: more than one of A's checks ran"
+    );
 }
