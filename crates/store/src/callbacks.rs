@@ -134,15 +134,16 @@ impl Store {
             "UPDATE callbacks
              SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
              WHERE test_id = (
-                SELECT test_id FROM callbacks q
-                WHERE ((state = 'queued' AND not_before <= $3) OR (state = 'leased' AND lease_expires < $3))
+                SELECT q.test_id FROM {}
+                WHERE ((q.state = 'queued' AND q.not_before <= $3) OR (q.state = 'leased' AND q.lease_expires < $3))
                   AND {}
-                ORDER BY {} not_before, test_id LIMIT 1 {})
+                ORDER BY {} q.not_before, q.test_id LIMIT 1 {})
              RETURNING test_id, delivery_id, url, completed_at, attempts,
                 (SELECT account_id FROM tests WHERE id = callbacks.test_id) AS account_id",
-            fair.filter("$3"),
-            fair.order("$3"),
-            self.backend.skip_locked()
+            fair.from("$3"),
+            fair.filter(),
+            fair.order(),
+            fair.skip_locked()
         );
         let row = sqlx::query(&sql)
             .bind(worker)

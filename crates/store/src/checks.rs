@@ -45,7 +45,7 @@ impl Store {
     ) -> Result<Option<(String, i64)>> {
         self.claim_test_queue_row(
             crate::fair::Queue::ContentChecks,
-            "state = 'queued' AND not_before <= $3",
+            "q.state = 'queued' AND q.not_before <= $3",
             worker,
             now,
             lease_secs,

@@ -89,11 +89,12 @@ impl Queue {
     }
 }
 
-/// The account of the candidate row, which claims alias `q`.
-const ROW_ACCOUNT: &str = "(SELECT fa.account_id FROM tests fa WHERE fa.id = q.test_id)";
-
-/// The fair part of one claim on `queue`. The claim's inner `SELECT` names its table `q`, ANDs
-/// [`Fair::filter`] into its `WHERE` and starts its `ORDER BY` with [`Fair::order`].
+/// The fair part of one claim on `queue`. The claim's inner `SELECT` reads from [`Fair::from`]
+/// (the queue table as `q`, with its account's live leases and turn beside each row; the claim
+/// qualifies its own columns with `q.`), ANDs [`Fair::filter`] into its `WHERE`, starts its
+/// `ORDER BY` with [`Fair::order`] and ends with [`Fair::skip_locked`]. The leases are counted once
+/// per account in a derived table, not once per candidate row, so a claim stays one pass over the
+/// due rows however long the queue.
 pub(crate) struct Fair {
     queue: Queue,
     cap: Option<u32>,
@@ -109,33 +110,43 @@ impl Fair {
         }
     }
 
-    /// Rows of the candidate's account under a lease still live at `now` (a placeholder).
-    fn leased(&self, now: &str) -> String {
+    /// The claim's `FROM`, with `now` the placeholder of the claim's time: `q` the queue row,
+    /// `fl.n` its account's rows under a lease still live at `now` (NULL: none), `fq.turn` the
+    /// account's turn (NULL: never served).
+    pub(crate) fn from(&self, now: &str) -> String {
         format!(
-            "(SELECT COUNT(*) FROM {table} fl JOIN tests ft ON ft.id = fl.test_id
-              WHERE fl.state = 'leased' AND fl.lease_expires >= {now}
-                AND ft.account_id = {ROW_ACCOUNT})",
+            "{table} q JOIN tests fa ON fa.id = q.test_id
+             LEFT JOIN (SELECT lt.account_id AS account_id, COUNT(*) AS n
+                        FROM {table} l JOIN tests lt ON lt.id = l.test_id
+                        WHERE l.state = 'leased' AND l.lease_expires >= {now}
+                        GROUP BY lt.account_id) fl ON fl.account_id = fa.account_id
+             LEFT JOIN queue_turns fq ON fq.queue = '{queue}' AND fq.account_id = fa.account_id",
             table = self.queue.table(),
+            queue = self.queue.name(),
         )
     }
 
     /// A condition on the candidate row: its account is below its cap.
-    pub(crate) fn filter(&self, now: &str) -> String {
+    pub(crate) fn filter(&self) -> String {
         match self.cap {
-            Some(cap) => format!("{} < {cap}", self.leased(now)),
+            Some(cap) => format!("COALESCE(fl.n, 0) < {cap}"),
             None => "1 = 1".into(),
         }
     }
 
     /// The leading keys of the claim's `ORDER BY`, ending with a comma: fewest live leases
-    /// first, then the account whose turn is oldest (never served: 0).
-    pub(crate) fn order(&self, now: &str) -> String {
-        format!(
-            "{leased}, COALESCE((SELECT fq.turn FROM queue_turns fq
-                        WHERE fq.queue = '{queue}' AND fq.account_id = {ROW_ACCOUNT}), 0), ",
-            leased = self.leased(now),
-            queue = self.queue.name(),
-        )
+    /// first, then the account whose turn is oldest.
+    pub(crate) fn order(&self) -> &'static str {
+        "COALESCE(fl.n, 0), COALESCE(fq.turn, 0), "
+    }
+
+    /// Ends the claim's inner `SELECT`: [`Backend::skip_locked`] for the queue row alone (the
+    /// joined rows are only read).
+    pub(crate) fn skip_locked(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite => "",
+            Backend::Postgres => "FOR UPDATE OF q SKIP LOCKED",
+        }
     }
 
     /// Takes the queue's claim lock (PostgreSQL; until the transaction ends). First statement of

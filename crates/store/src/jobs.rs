@@ -44,14 +44,15 @@ impl Store {
             "UPDATE render_jobs
              SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
              WHERE id = (
-                SELECT id FROM render_jobs q
-                WHERE ((state = 'queued' AND not_before <= $3) OR (state = 'leased' AND lease_expires < $3))
+                SELECT q.id FROM {}
+                WHERE ((q.state = 'queued' AND q.not_before <= $3) OR (q.state = 'leased' AND q.lease_expires < $3))
                   AND {}
-                ORDER BY {} not_before, id LIMIT 1 {})
+                ORDER BY {} q.not_before, q.id LIMIT 1 {})
              RETURNING id, test_id, client_id, variant, attempts",
-            fair.filter("$3"),
-            fair.order("$3"),
-            self.backend.skip_locked()
+            fair.from("$3"),
+            fair.filter(),
+            fair.order(),
+            fair.skip_locked()
         );
         let row = sqlx::query(&sql)
             .bind(worker)

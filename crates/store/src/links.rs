@@ -52,8 +52,8 @@ impl Store {
     }
 
     /// Claims, for `worker` until `now + lease_secs`, the next row in fair order (see
-    /// [`crate::fair`]) of a queue keyed by test (link checks, content checks) that is due by `queued_due` (with `$3` = now) or whose
-    /// lease expired. One statement, skipping rows other claimers hold on PostgreSQL. Returns the
+    /// [`crate::fair`]) of a queue keyed by test (link checks, content checks) that is due by
+    /// `queued_due` (its columns as `q.`, `$3` = now) or whose lease expired. One statement, skipping rows other claimers hold on PostgreSQL. Returns the
     /// test id and the attempt number (this one included).
     pub(crate) async fn claim_test_queue_row(
         &self,
@@ -71,13 +71,14 @@ impl Store {
             "UPDATE {table}
              SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
              WHERE test_id = (
-                SELECT test_id FROM {table} q
-                WHERE (({queued_due}) OR (state = 'leased' AND lease_expires < $3)) AND {}
-                ORDER BY {} requested_at LIMIT 1 {})
+                SELECT q.test_id FROM {}
+                WHERE (({queued_due}) OR (q.state = 'leased' AND q.lease_expires < $3)) AND {}
+                ORDER BY {} q.requested_at LIMIT 1 {})
              RETURNING test_id, attempts",
-            fair.filter("$3"),
-            fair.order("$3"),
-            self.backend.skip_locked()
+            fair.from("$3"),
+            fair.filter(),
+            fair.order(),
+            fair.skip_locked()
         );
         let row = sqlx::query(&sql)
             .bind(worker)
