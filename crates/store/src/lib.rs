@@ -29,7 +29,8 @@
 //!   table's own columns with the table (`SET n = t.n + 1`: PostgreSQL finds a bare `n` ambiguous). The few fragments that
 //!   must differ are methods of [`Backend`] (`skip_locked`, `lock_row`, `insertion_order`), spliced in with
 //!   `format!`; add one there rather than branching in a query.
-//! - Queue claims are `UPDATE ... WHERE id = (SELECT id ... LIMIT 1 {skip_locked}) RETURNING ...`.
+//! - Queue claims are `UPDATE ... WHERE id = (SELECT id ... LIMIT 1 {skip_locked}) RETURNING ...`;
+//!   the fair ones read `FROM {fair.from}` and end with `fair.skip_locked()` (see [`fair`]).
 //! - Migrations: SQLite's in `migrations/`, PostgreSQL's in `migrations/postgres/`, with the same
 //!   number for the same change (`postgres/0001` is the schema of SQLite's 0001–0005). A new
 //!   migration is written twice, once per dialect (a test checks every SQLite migration has its
