@@ -685,4 +685,42 @@ mod tests {
             Some(Path::new("/flag/dkim.pem"))
         );
     }
+
+    #[test]
+    fn queue_caps_of_zero_mean_none_and_zero_workers_are_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("m.toml");
+        let resolve = |text: &str| {
+            std::fs::write(&config, text).expect("write config");
+            Settings::resolve(&Overrides {
+                config: Some(config.clone()),
+                ..Default::default()
+            })
+        };
+        let s = resolve(
+            "[queues]
+link_check_workers = 3
+link_checks_per_account = 0
+render_per_account = 2
+",
+        )
+        .expect("resolves");
+        assert_eq!(s.queues.link_check_workers, 3);
+        let caps = s.queues.caps();
+        assert_eq!(
+            (caps.link_checks, caps.render, caps.callbacks),
+            (None, Some(2), Some(1)),
+            "0 is no cap; unset keeps the default of one"
+        );
+        let defaults = Settings::resolve(&Overrides::default()).expect("defaults");
+        assert_eq!(defaults.queues.caps(), store::AccountCaps::default());
+        let err = resolve(
+            "[queues]
+callback_workers = 0
+",
+        )
+        .expect_err("no worker at all")
+        .to_string();
+        assert!(err.contains("callback_workers"), "{err}");
+    }
 }
