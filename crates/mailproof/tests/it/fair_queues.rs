@@ -119,3 +119,106 @@ async fn another_accounts_link_check_completes_while_one_accounts_slow_checks_ru
         "{seen} connections: more than one of A's checks ran"
     );
 }
+
+/// One Blink client: the cheapest real completion, which queues a test's callback.
+const CLIENT: &str = "gmail_chrome_web";
+
+async fn create_with_callback(s: &Server, auth: (&str, &str), callback_url: &str) -> String {
+    let created = s
+        .call(
+            "POST",
+            "/v5/email/tests",
+            Some(auth),
+            Some(
+                &json!({"subject": "Hook", "html": "<p>Hello</p>", "clients": [CLIENT],
+                          "callback_url": callback_url}),
+            ),
+        )
+        .await;
+    created.ok()["id"].as_str().expect("test id").to_owned()
+}
+
+async fn callback(s: &Server, auth: (&str, &str), id: &str) -> Value {
+    let path = format!("/v5/email/tests/{id}/callback");
+    s.call("GET", &path, Some(auth), None).await.ok().clone()
+}
+
+/// Waits until `done` holds for the callback of every test in `ids`.
+async fn wait_callbacks(s: &Server, auth: (&str, &str), ids: &[String], done: fn(&Value) -> bool) {
+    let start = Instant::now();
+    for id in ids {
+        loop {
+            let state = callback(s, auth, id).await;
+            if done(&state) {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(240),
+                "callback of {id}: {state}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn another_accounts_callback_is_delivered_while_one_accounts_receiver_hangs() {
+    let (silent, accepted) = silent_host().await;
+    let receiver = serve_static("ok", "text/plain").await;
+    // A delivery waits up to 60 s for its receiver; a failed one is retried only after a minute.
+    let s = Server::start_with(Options {
+        config: "[fetch]\nallow = [\"127.0.0.0/8\"]\ntimeout = 60\n\
+                 [render]\nengines = [\"blink\"]\nslots_per_engine = 1\n\
+                 [webhooks]\nbase_delay = 60\nmax_delay = 120\n\
+                 [queues]\ncallback_workers = 2\ncallbacks_per_account = 1\n"
+            .into(),
+    })
+    .await;
+    s.add_account("tenant-b", "enterprise", &[]);
+    let a = (ADMIN_KEY, ADMIN_PASS);
+    let b = ("tenant-b", "password-1");
+
+    // A: three tests called back at a receiver that never answers.
+    let mut hanging = Vec::new();
+    for _ in 0..3 {
+        hanging.push(create_with_callback(&s, a, &format!("{silent}/hook")).await);
+    }
+    wait_callbacks(&s, a, &hanging, |c| {
+        matches!(c["state"].as_str(), Some("queued" | "leased"))
+    })
+    .await;
+    let start = Instant::now();
+    while accepted.load(Ordering::SeqCst) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "A's first callback never reached its receiver"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // B's test completes after A's callbacks are all queued; its receiver answers at once.
+    let quick = create_with_callback(&s, b, &format!("{receiver}/hook")).await;
+    wait_callbacks(&s, b, std::slice::from_ref(&quick), |c| {
+        c["state"] == "delivered"
+    })
+    .await;
+
+    // B's callback went out while A's first was still waiting on its receiver, and A's other
+    // two were not attempted: A holds one worker at a time, and B took the other.
+    let seen = accepted.load(Ordering::SeqCst);
+    let mut states = Vec::new();
+    for id in &hanging {
+        states.push(callback(&s, a, id).await);
+    }
+    assert_eq!(
+        seen, 1,
+        "A's receiver saw {seen} deliveries before B's callback: {states:?}"
+    );
+    for id in &hanging {
+        let state = callback(&s, a, id).await;
+        assert!(
+            matches!(state["state"].as_str(), Some("queued" | "leased")),
+            "{id}: {state}"
+        );
+    }
+}
