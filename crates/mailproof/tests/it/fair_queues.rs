@@ -222,3 +222,81 @@ async fn another_accounts_callback_is_delivered_while_one_accounts_receiver_hang
         );
     }
 }
+
+/// Render jobs: account A's test of twelve clients, then account B's of one, on one render slot.
+/// B's screenshot is taken after at most two of A's (the one rendering when B asked, and at most
+/// one more if B's job was queued just after a claim), not after all twelve.
+#[tokio::test]
+async fn another_accounts_screenshot_waits_for_at_most_one_of_a_large_test() {
+    const A_CLIENTS: [&str; 12] = [
+        "gmail_chrome_web",
+        "gmail_mobile_web",
+        "gmail_android",
+        "gmail_android_dm",
+        "outlook2013_win",
+        "outlook2016_win",
+        "outlook2019_win",
+        "outlook2021_win",
+        "outlook365_win",
+        "outlook365_win_dm",
+        "windows_mail",
+        "outlook_new_win",
+    ];
+    let s = Server::start_with(Options {
+        config: "[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n".into(),
+    })
+    .await;
+    s.add_account("tenant-b", "enterprise", &[]);
+    let b = ("tenant-b", "password-1");
+    let large = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "Large", "html": "<p>Hello</p>", "clients": A_CLIENTS}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("test id")
+        .to_owned();
+    let small = s
+        .call(
+            "POST",
+            "/v5/email/tests",
+            Some(b),
+            Some(&json!({"subject": "Small", "html": "<p>Hello</p>", "clients": [CLIENT]})),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("test id")
+        .to_owned();
+    let start = Instant::now();
+    loop {
+        let info = s
+            .call("GET", &format!("/v5/email/tests/{small}"), Some(b), None)
+            .await
+            .ok()
+            .clone();
+        // `processing` is left out once no client is.
+        if info["processing"].as_array().is_none_or(Vec::is_empty) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(240),
+            "B's test not processed: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let info = s
+        .get(&format!("/v5/email/tests/{large}"))
+        .await
+        .ok()
+        .clone();
+    let waiting = info["processing"].as_array().map_or(0, Vec::len);
+    assert!(
+        waiting >= A_CLIENTS.len() - 2,
+        "B's screenshot waited for {} of A's {} screenshots: {info}",
+        A_CLIENTS.len() - waiting,
+        A_CLIENTS.len()
+    );
+}
