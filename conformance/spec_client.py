@@ -432,8 +432,12 @@ class Ctx:
         raise AttributeError(name)
 
     # client picks from the catalogue
+    def profiles(self):
+        """Listed ids that are not aliases (an alias entry names its profile in `alias_of`)."""
+        return sorted(cid for cid, c in self.catalogue.items() if not c.get("alias_of"))
+
     def pick(self, pred=lambda c: True, exclude=()):
-        for cid in sorted(self.catalogue):
+        for cid in self.profiles():
             c = self.catalogue[cid]
             if cid not in exclude and pred(c):
                 return cid
@@ -458,7 +462,7 @@ class Ctx:
 
 def setup_accounts(ctx, r):
     s = ctx.server
-    restricted = sorted(ctx.catalogue)[:2]
+    restricted = ctx.profiles()[:2]
     ctx.restricted_ids = restricted
     plans = {
         "ent": ("enterprise", "--rate-limit", HIGH_RATE),
