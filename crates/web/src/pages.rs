@@ -559,10 +559,10 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
                     a href={ (scope.base) "/checks" } { "Checks" }
                 }
             }
+            div.toolbar {
             form id="compare" method="get" action={ (scope.base) "/compare" } {
                 button type="submit" { "Compare selected side by side" }
             }
-            @if let Some(p) = &pick { (p) }
             div.gallery-filter hidden {
                 label for="show-category" { "Category" }
                 select id="show-category" {
@@ -578,6 +578,7 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
                 }
                 span id="shown-count" aria-live="polite" {}
             }
+            }
             @for (cat, in_cat) in gallery_order(state, &clients) {
                 section.category data-category=(cat.as_str()) aria-labelledby={ "cat-" (cat.as_str()) } {
                     h2 id={ "cat-" (cat.as_str()) } { (cat.as_str()) }
@@ -586,6 +587,7 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
                     }
                 }
             }
+            @if let Some(p) = &pick { (p) }
         }
         (spam_section(&spam))
         @if let Some(v) = scope.owner {
