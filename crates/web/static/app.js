@@ -195,6 +195,21 @@
     });
   }
 
+  function refreshWhenDone(pause) {
+    setTimeout(function () {
+      fetch(window.location.href, { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (text) {
+          if (text === null) { refreshWhenDone(pause * 2); return; }
+          var fresh = new DOMParser().parseFromString(text, "text/html").getElementById("main");
+          if (!fresh || fresh.querySelector("[data-reload-after]")) { refreshWhenDone(pause); return; }
+          document.getElementById("main").replaceChildren.apply(document.getElementById("main"), Array.prototype.slice.call(fresh.childNodes));
+          document.body.dataset.refreshed = "1";
+        })
+        .catch(function () { refreshWhenDone(pause * 2); });
+    }, pause);
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     copyButtons();
     galleryFilter();
@@ -206,8 +221,9 @@
     var url = document.body.dataset.statusUrl;
     if (url && document.querySelector(".card, #spam td.verdict")) poll(url, 1500);
     variantKeys();
-    // A page waiting on background work (a link check) reloads itself until the work is done.
+    // A page waiting on background work (a link check, the content checks) fetches itself until
+    // the work is done and then shows the report in place, without a reload.
     var wait = document.querySelector("[data-reload-after]");
-    if (wait) setTimeout(function () { window.location.reload(); }, parseInt(wait.dataset.reloadAfter, 10) || 2000);
+    if (wait) refreshWhenDone(parseInt(wait.dataset.reloadAfter, 10) || 2000);
   });
 })();

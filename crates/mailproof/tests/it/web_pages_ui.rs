@@ -289,6 +289,21 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 
+    // A link check started from its page: the report replaces the waiting note in place.
+    b.goto(&s.url(&format!("{test_path}/links"))).await;
+    b.click_and_wait("form[action$='/links'] button").await;
+    b.eval("window.__same_page = 2").await;
+    b.wait_for(
+        "!document.querySelector('[data-reload-after]') && document.querySelectorAll('table.links tbody tr').length === 2",
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        b.eval("window.__same_page").await,
+        json!(2),
+        "the links page reloaded"
+    );
+
     // A share link, created through the page.
     b.goto(&s.url(&test_path)).await;
     b.click_and_wait("form[action$='/shares'] button").await;
