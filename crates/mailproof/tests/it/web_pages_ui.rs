@@ -398,6 +398,26 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
         .await;
     assert_eq!(fetch_status(&mut b, &picture).await, json!(404));
     assert_eq!(fetch_status(&mut b, &s.url(&share_path)).await, json!(404));
+
+    // The visual diff picker preselects nothing when no earlier test has this subject.
+    let unrelated = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "Something else", "html": HTML, "clients": [CLIENTS[0]]}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    b.goto(&s.url(&format!("/tests/{unrelated}"))).await;
+    assert_eq!(
+        b.eval(&format!(
+            "[document.getElementById('diff-with').value, !!document.querySelector('#diff-with option[value=\"{id}\"]')]"
+        ))
+        .await,
+        json!(["", true])
+    );
 }
 
 /// Every client of the catalog, drawn by the three engines: each card's picture keeps the
