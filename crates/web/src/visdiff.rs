@@ -311,6 +311,15 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
                                         dt { "Changed regions" } dd.regions { (d.boxes.len()) }
                                         dt { "Extra height" } dd.extra { (extra_height(d.extra_height)) }
                                     }
+                                    @let before_src = shots::url(&state.api.settings, &other.id, &cc.client, "default", now);
+                                    @let after_src = shots::url(&state.api.settings, &test.id, &cc.client, "default", now);
+                                    div.swipe hidden {
+                                        label { "Before " input.swipe-range type="range" min="0" max="100" value="50" aria-label={ "Slide between before and after in " (name) }; " after" }
+                                        div.swipe-stage {
+                                            img.swipe-before src=(before_src) alt={ "Before, in " (name) };
+                                            img.swipe-after src=(after_src) alt={ "After, in " (name) };
+                                        }
+                                    }
                                     div.compare.diff-shots tabindex="0" role="region" aria-label={ "Screenshots of " (name) ": changes, before and after" } {
                                         figure {
                                             figcaption { "Changes highlighted" }
@@ -319,12 +328,12 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
                                         }
                                         figure {
                                             figcaption { "Before" }
-                                            img.before src=(shots::url(&state.api.settings, &other.id, &cc.client, "default", now))
+                                            img.before src=(before_src)
                                                 alt={ "Screenshot of “" (other.subject) "” in " (name) };
                                         }
                                         figure {
                                             figcaption { "After" }
-                                            img.after src=(shots::url(&state.api.settings, &test.id, &cc.client, "default", now))
+                                            img.after src=(after_src)
                                                 alt={ "Screenshot of this test in " (name) };
                                         }
                                     }

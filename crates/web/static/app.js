@@ -210,8 +210,23 @@
     }, pause);
   }
 
+  // The visual diff's slider: the "after" screenshot over the "before" one, uncovered from the
+  // left as far as the slider says.
+  function swipes() {
+    document.querySelectorAll(".swipe").forEach(function (box) {
+      var range = box.querySelector(".swipe-range");
+      var after = box.querySelector(".swipe-after");
+      if (!range || !after) return;
+      box.hidden = false;
+      function apply() { after.style.clipPath = "inset(0 0 0 " + range.value + "%)"; }
+      range.addEventListener("input", apply);
+      apply();
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     copyButtons();
+    swipes();
     galleryFilter();
     zoom();
     clientKeys();

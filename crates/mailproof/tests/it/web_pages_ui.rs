@@ -87,7 +87,7 @@ async fn press_and_land(b: &mut Browser, key: &str, client: &str) {
     b.press(key).await;
     b.wait_for(
         &format!(
-            "window.__before_nav === undefined && location.pathname.endsWith('/clients/{client}')"
+            "window.__before_nav === undefined && document.readyState === 'complete' && location.pathname.endsWith('/clients/{client}')"
         ),
         Duration::from_secs(30),
     )
@@ -365,14 +365,20 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
             b.goto(&s.url(path)).await;
             b.wait_for(IMAGES_LOADED, Duration::from_secs(30)).await;
             assert_fits(&mut b, what, width).await;
-            if width == 1440 {
-                b.check_accessibility(&axe, what).await;
-            }
+            b.check_accessibility(&axe, &format!("{what} ({width} px)"))
+                .await;
         }
         b.goto(&share_created).await;
         assert_fits(&mut b, "share created", width).await;
     }
     window(&mut b, 1440, 900).await;
+
+    // The visual diff's slider uncovers the "after" screenshot as far as it is moved.
+    b.goto(&s.url(&format!("{test_path}/diff?with={id}"))).await;
+    let clip = b
+        .eval("(() => { const r = document.querySelector('.swipe-range'); r.value = 80; r.dispatchEvent(new Event('input')); return document.querySelector('.swipe-after').style.clipPath })()")
+        .await;
+    assert_eq!(clip, json!("inset(0px 0px 0px 80%)"));
 
     // The checks table is a table, not a column squeezed into a grid cell.
     b.goto(&s.url(&format!("{test_path}/checks"))).await;
