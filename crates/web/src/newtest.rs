@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
 use serde_json::{json, Map, Value};
 
+use crate::pages::CATEGORIES;
 use crate::session::Viewer;
 use crate::{layout, page, WebState};
 
@@ -101,13 +102,8 @@ fn form_markup(state: &WebState, viewer: &Viewer, d: &Draft, errs: &[FieldError]
         Some(set) => set.contains(id),
         None => defaults.is_empty() || defaults.contains(id),
     };
-    const ORDER: [domain::Category; 3] = [
-        domain::Category::Application,
-        domain::Category::Mobile,
-        domain::Category::Web,
-    ];
     // The checkbox that takes the focus when the clients are in error: the first one shown.
-    let first_client = ORDER
+    let first_client = CATEGORIES
         .iter()
         .find_map(|cat| usable.iter().find(|c| c.category == *cat))
         .map(|c| c.id.as_str());
@@ -150,7 +146,7 @@ fn form_markup(state: &WebState, viewer: &Viewer, d: &Draft, errs: &[FieldError]
                     span id="clients-count" role="status" {}
                 }
                 @if let Some(m) = e("clients") { p.error id="err-clients" { (m) } }
-                @for cat in ORDER {
+                @for cat in CATEGORIES {
                     @let in_cat: Vec<&&domain::Client> = usable.iter().filter(|c| c.category == cat).collect();
                     @if !in_cat.is_empty() {
                         fieldset {

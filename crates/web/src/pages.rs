@@ -382,7 +382,9 @@ fn category(state: &WebState, id: &str) -> Option<Category> {
     state.api.catalog.get(id).map(|c| c.category)
 }
 
-const CATEGORIES: [Category; 3] = [Category::Application, Category::Mobile, Category::Web];
+/// The gallery's and the form's order of categories.
+pub(crate) const CATEGORIES: [Category; 3] =
+    [Category::Application, Category::Mobile, Category::Web];
 
 /// The clients as the gallery shows them, category by category: the order j/k walks.
 fn gallery_order<'r>(
@@ -560,24 +562,24 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
                 }
             }
             div.toolbar {
-            form id="compare" method="get" action={ (scope.base) "/compare" } {
-                button type="submit" { "Compare selected side by side" }
-            }
-            div.gallery-filter hidden {
-                label for="show-category" { "Category" }
-                select id="show-category" {
-                    option value="" { "All" }
-                    @for cat in CATEGORIES { option value=(cat.as_str()) { (cat.as_str()) } }
+                form id="compare" method="get" action={ (scope.base) "/compare" } {
+                    button type="submit" { "Compare selected side by side" }
                 }
-                label for="show-status" { "Status" }
-                select id="show-status" {
-                    option value="" { "All" }
-                    @for st in [ScreenshotStatus::Complete, ScreenshotStatus::Pending, ScreenshotStatus::Processing, ScreenshotStatus::Bounced] {
-                        option value=(st.as_str()) { (st.as_str()) }
+                div.gallery-filter hidden {
+                    label for="show-category" { "Category" }
+                    select id="show-category" {
+                        option value="" { "All" }
+                        @for cat in CATEGORIES { option value=(cat.as_str()) { (cat.as_str()) } }
                     }
+                    label for="show-status" { "Status" }
+                    select id="show-status" {
+                        option value="" { "All" }
+                        @for st in [ScreenshotStatus::Complete, ScreenshotStatus::Pending, ScreenshotStatus::Processing, ScreenshotStatus::Bounced] {
+                            option value=(st.as_str()) { (st.as_str()) }
+                        }
+                    }
+                    span id="shown-count" aria-live="polite" {}
                 }
-                span id="shown-count" aria-live="polite" {}
-            }
             }
             @for (cat, in_cat) in gallery_order(state, &clients) {
                 section.category data-category=(cat.as_str()) aria-labelledby={ "cat-" (cat.as_str()) } {
@@ -763,7 +765,7 @@ pub async fn shared_picture(
     };
     let Some(name) = file
         .strip_suffix(".png")
-        .filter(|n| Variant::parse(n).is_some() || *n == CARD_PICTURE || *n == "thumbnail")
+        .filter(|n| Variant::parse(n).is_some() || *n == CARD_PICTURE)
     else {
         return not_found();
     };

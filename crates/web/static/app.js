@@ -1,6 +1,7 @@
-// mailproof web: live thumbnails and spam verdicts (polling the test's status.json) and keyboard navigation
-// between screenshot variants, reloading a page that waits on a link check. Everything works
-// without it; it only saves reloads and clicks.
+// mailproof web: live thumbnails and spam verdicts (polling the test's status.json), keys for
+// variants and clients, the zoom, the gallery's filters, the form's select all / none, the copy
+// button, the diff's slider, and reports that appear in place when a link or content check ends.
+// Everything works without it; it only saves reloads and clicks.
 (function () {
   "use strict";
 
@@ -33,14 +34,16 @@
 
   // Polls until the server says nothing is pending; the pause grows while nothing changes, so a
   // seed-list spam test left waiting for hours costs little.
+  var lastSeen = null;
+
   function poll(url, pause) {
     fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (s) {
         if (!s) return;
-        var before = document.body.dataset.statusSeen;
         var seen = JSON.stringify([s.finished, s.spam]);
-        document.body.dataset.statusSeen = seen;
+        var unchanged = seen === lastSeen;
+        lastSeen = seen;
         s.clients.forEach(function (c) {
           var card = document.querySelector('.card[data-client="' + c.id + '"]');
           if (card) updateCard(card, c);
@@ -53,7 +56,7 @@
         document.body.dataset.pending = s.pending ? "1" : "0";
         document.dispatchEvent(new Event("mailproof:status"));
         if (s.pending) {
-          var next = before === seen ? Math.min(pause * 1.5, 15000) : 1500;
+          var next = unchanged ? Math.min(pause * 1.5, 15000) : 1500;
           setTimeout(function () { poll(url, next); }, next);
         }
       })
