@@ -380,6 +380,12 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
         .await;
     assert_eq!(clip, json!("inset(0px 0px 0px 80%)"));
 
+    // The site has its icon.
+    let icon = b
+        .eval("fetch('/favicon.ico').then(r => r.arrayBuffer().then(a => [r.status, r.headers.get('content-type'), new Uint8Array(a).slice(0, 4).join(',')]))")
+        .await;
+    assert_eq!(icon, json!([200, "image/x-icon", "0,0,1,0"]), "an ICO file");
+
     // The checks table is a table, not a column squeezed into a grid cell.
     b.goto(&s.url(&format!("{test_path}/checks"))).await;
     let display = b
