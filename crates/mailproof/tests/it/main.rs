@@ -29,6 +29,7 @@ mod spam_tests;
 mod ssrf;
 mod tenancy;
 mod visual_diff;
+mod web_pages_ui;
 mod web_ui;
 mod web_why;
 mod web_why_ui;
