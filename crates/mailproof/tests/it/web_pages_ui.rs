@@ -367,6 +367,11 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
             assert_fits(&mut b, what, width).await;
             b.check_accessibility(&axe, &format!("{what} ({width} px)"))
                 .await;
+            if matches!(*what, "test" | "shared proof") {
+                // The labels a person reads, at this width too.
+                assert_test_page_matches_api(&mut b, &s, &id, &format!("{what} ({width} px)"))
+                    .await;
+            }
         }
         b.goto(&share_created).await;
         assert_fits(&mut b, "share created", width).await;
