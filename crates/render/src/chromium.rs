@@ -4,6 +4,11 @@
 //! CDP setting, so slots never wait for each other. Images are blocked with Fetch interception of
 //! resource type `Image` (failed before any byte leaves the browser), and the cache is disabled so a
 //! cached image can neither dodge the block nor hide a slow host.
+//!
+//! Nothing in an email runs: script is off browser-wide (`--blink-settings`) and per tab
+//! (`Emulation.setScriptExecutionDisabled`), every document request other than the one being
+//! rendered is failed (Fetch interception of `Document`), dialogs are dismissed as they open, and
+//! WebRTC may not use UDP the proxy does not carry. Probes of our own run in an isolated world.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,7 +18,9 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::engine::{wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest};
+use crate::engine::{
+    accept_dialog, answer_every, wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest,
+};
 use crate::error::RenderError;
 use crate::process::Browser;
 use crate::ws::Connection;
@@ -23,8 +30,22 @@ pub(crate) const CHROMIUM_BINARY: &str = "/usr/lib/chromium/chromium";
 
 struct Tab {
     session: String,
-    /// Whether Fetch interception of images is on in this tab.
+    /// The tab's target id, which is also its main frame's id.
+    target: String,
+    /// Whether Fetch interception of images is on in this tab (documents always are).
     blocking: Mutex<bool>,
+}
+
+/// Fetch interception patterns: documents always (only the one being rendered may load), images
+/// when they are blocked.
+fn fetch_patterns(block_images: bool) -> Value {
+    let mut patterns =
+        vec![json!({"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"})];
+    if block_images {
+        patterns
+            .push(json!({"urlPattern": "*", "resourceType": "Image", "requestStage": "Request"}));
+    }
+    json!({ "patterns": patterns })
 }
 
 pub(crate) struct Chromium {
@@ -61,6 +82,12 @@ fn flags(profile: &std::path::Path, proxy: &str) -> Vec<String> {
         "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,Translate",
         "--remote-debugging-port=0",
         "--remote-debugging-address=127.0.0.1",
+        // No script in any frame of any page, whatever the tab settings say: email content is
+        // never meant to run, and a frame in another renderer process would escape a per-tab
+        // setting made too late.
+        "--blink-settings=scriptEnabled=false",
+        // WebRTC only over the proxy, which carries no UDP: no STUN or TURN packet to any address.
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp",
         // `<-loopback>` removes Chromium's implicit loopback bypass: loopback goes through the
         // proxy and its policy too.
         "--proxy-bypass-list=<-loopback>",
@@ -101,6 +128,7 @@ impl Chromium {
         let pid = browser.pid();
         // Start-up commands get the start timeout; see Firefox::start.
         let conn = Arc::new(Connection::open(engine, &ws_url, setup.start_timeout).await?);
+        dismiss_dialogs(&conn);
         let mut tabs = Vec::with_capacity(setup.slots);
         for _ in 0..setup.slots {
             let target = call(
@@ -123,11 +151,17 @@ impl Chromium {
                 ("Page.enable", json!({})),
                 ("Network.enable", json!({})),
                 ("Network.setCacheDisabled", json!({"cacheDisabled": true})),
+                (
+                    "Emulation.setScriptExecutionDisabled",
+                    json!({"value": true}),
+                ),
+                ("Fetch.enable", fetch_patterns(false)),
             ] {
                 call(&conn, Some(&session), method, params).await?;
             }
             tabs.push(Tab {
                 session,
+                target: target_id,
                 blocking: Mutex::new(false),
             });
         }
@@ -183,11 +217,30 @@ impl Chromium {
         expression: &str,
     ) -> Result<String, RenderError> {
         let session = self.load(slot, req).await?;
+        let conn = &self.running.conn;
+        // The probe runs in a world of its own: it sees the page's DOM and computed styles, but
+        // nothing the page defines (its globals, overridden built-ins) and it is not page script.
+        let tree = call(conn, Some(session), "Page.getFrameTree", json!({})).await?;
+        let frame = tree
+            .pointer("/frameTree/frame/id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RenderError::Document("Chromium reported no main frame".into()))?;
+        let world = call(
+            conn,
+            Some(session),
+            "Page.createIsolatedWorld",
+            json!({"frameId": frame, "worldName": "mailproof-probe", "grantUniveralAccess": false}),
+        )
+        .await?;
+        let context = world
+            .get("executionContextId")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| RenderError::Document(format!("no isolated world: {world}")))?;
         let answer = call(
-            &self.running.conn,
+            conn,
             Some(session),
             "Runtime.evaluate",
-            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+            json!({"expression": expression, "contextId": context, "returnByValue": true, "awaitPromise": true}),
         )
         .await?;
         if let Some(details) = answer.get("exceptionDetails") {
@@ -241,22 +294,21 @@ impl Chromium {
         {
             let mut blocking = tab.blocking.lock().await;
             if *blocking != req.block_images {
-                if req.block_images {
-                    call(
-                        conn,
-                        Some(session),
-                        "Fetch.enable",
-                        json!({"patterns": [{"urlPattern": "*", "resourceType": "Image", "requestStage": "Request"}]}),
-                    )
-                    .await?;
-                } else {
-                    call(conn, Some(session), "Fetch.disable", json!({})).await?;
-                }
+                call(
+                    conn,
+                    Some(session),
+                    "Fetch.enable",
+                    fetch_patterns(req.block_images),
+                )
+                .await?;
                 *blocking = req.block_images;
             }
         }
 
         let owner = session.to_string();
+        // The document may be requested once; a second request for it, or any other document
+        // (meta refresh, a frame, a form), is something the email does on its own.
+        let mut document_served = false;
         let mut events = conn.subscribe(move |m| {
             m.get("sessionId").and_then(Value::as_str) == Some(owner.as_str())
                 && matches!(
@@ -284,31 +336,68 @@ impl Chromium {
             navigate,
             &mut events,
             self.resource_wait,
-            |event| async move {
-                match event.get("method").and_then(Value::as_str) {
-                    Some("Page.loadEventFired") => return Ok(LoadEvent::Loaded),
-                    Some("Fetch.requestPaused") => {
-                        if let Some(id) = event.pointer("/params/requestId").and_then(Value::as_str)
-                        {
-                            // A request that already went away answers with an error; that is fine.
-                            let _ = call(
-                                conn,
-                                Some(session),
-                                "Fetch.failRequest",
-                                json!({"requestId": id, "errorReason": "BlockedByClient"}),
-                            )
-                            .await;
+            |event| {
+                let allow = event
+                    .pointer("/params/resourceType")
+                    .and_then(Value::as_str)
+                    == Some("Document")
+                    && event.pointer("/params/request/url").and_then(Value::as_str)
+                        == Some(req.url)
+                    && event.pointer("/params/frameId").and_then(Value::as_str)
+                        == Some(tab.target.as_str())
+                    && !std::mem::replace(&mut document_served, true);
+                async move {
+                    match event.get("method").and_then(Value::as_str) {
+                        Some("Page.loadEventFired") => return Ok(LoadEvent::Loaded),
+                        Some("Fetch.requestPaused") => {
+                            if let Some(id) =
+                                event.pointer("/params/requestId").and_then(Value::as_str)
+                            {
+                                let (method, params) = if allow {
+                                    ("Fetch.continueRequest", json!({"requestId": id}))
+                                } else {
+                                    (
+                                        "Fetch.failRequest",
+                                        json!({"requestId": id, "errorReason": "BlockedByClient"}),
+                                    )
+                                };
+                                // A request that already went away answers with an error; that
+                                // is fine.
+                                let _ = call(conn, Some(session), method, params).await;
+                            }
                         }
+                        _ => {}
                     }
-                    _ => {}
+                    Ok(LoadEvent::Other)
                 }
-                Ok(LoadEvent::Other)
             },
         )
         .await?;
         drop(events);
         Ok(session)
     }
+}
+
+/// Answers every JavaScript dialog of every tab as it opens: script is off, so none should open,
+/// but one that did would hold its tab (and every command to it) until the render timed out.
+fn dismiss_dialogs(conn: &Arc<Connection>) {
+    answer_every(
+        conn,
+        "Page.javascriptDialogOpening",
+        |conn, event| async move {
+            let Some(session) = event.get("sessionId").and_then(Value::as_str) else {
+                return;
+            };
+            let accept = accept_dialog(Engine::Blink, &event);
+            let _ = call(
+                &conn,
+                Some(session),
+                "Page.handleJavaScriptDialog",
+                json!({"accept": accept}),
+            )
+            .await;
+        },
+    );
 }
 
 /// Sends one CDP command (to a tab when `session` is set) and returns its `result`.
