@@ -337,10 +337,11 @@ impl Chromium {
             &mut events,
             self.resource_wait,
             |event| {
-                let allow = event
+                let document = event
                     .pointer("/params/resourceType")
                     .and_then(Value::as_str)
-                    == Some("Document")
+                    == Some("Document");
+                let allow = document
                     && event.pointer("/params/request/url").and_then(Value::as_str)
                         == Some(req.url)
                     && event.pointer("/params/frameId").and_then(Value::as_str)
@@ -355,6 +356,13 @@ impl Chromium {
                             {
                                 let (method, params) = if allow {
                                     ("Fetch.continueRequest", json!({"requestId": id}))
+                                } else if document {
+                                    // 204 No Content: the frame stays as it is. A failed
+                                    // navigation would replace the email with an error page.
+                                    (
+                                        "Fetch.fulfillRequest",
+                                        json!({"requestId": id, "responseCode": 204}),
+                                    )
                                 } else {
                                     (
                                         "Fetch.failRequest",

@@ -192,8 +192,10 @@ fn cases(trap: &Trap) -> Vec<(&'static str, String, String)> {
         (
             "meta-refresh",
             format!(
-                "<meta http-equiv=\"refresh\" content=\"0;url={}\">",
-                trap.url("/nav-refresh")
+                "<meta http-equiv=\"refresh\" content=\"0;url={}\">\
+                 <noscript><meta http-equiv=\"refresh\" content=\"0;url={}\"></noscript>",
+                trap.url("/nav-refresh"),
+                trap.url("/nav-noscript-refresh")
             ),
             String::new(),
         ),
@@ -322,6 +324,11 @@ fn hostile_emails_run_nothing_reach_nothing_and_restart_no_engine() {
                 "{engine}: another client's render took {other_took:?} beside hostile ones (alone {normal:?})"
             );
             for (name, shot) in &shots {
+                assert!(
+                    shot.height >= 600,
+                    "{engine} {name}: the shot is {} px tall, not the email (navigated away?)",
+                    shot.height
+                );
                 assert!(
                     is_blue(pixel(shot, 10, 50, 1.0)),
                     "{engine} {name}: the email itself was not shot (navigated away?)"
