@@ -10,8 +10,9 @@
 //! rendered is failed (Fetch interception of `Document`), dialogs are dismissed as they open, and
 //! WebRTC may not use UDP the proxy does not carry. Probes of our own run in an isolated world.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -48,9 +49,13 @@ fn fetch_patterns(block_images: bool) -> Value {
     json!({ "patterns": patterns })
 }
 
+/// Per tab (session id): the main frame and the one document URL it may load next.
+type Expected = Arc<SyncMutex<HashMap<String, (String, String)>>>;
+
 pub(crate) struct Chromium {
     pub(crate) running: Running,
     tabs: Vec<Tab>,
+    documents: Expected,
     resource_wait: Duration,
 }
 
@@ -129,6 +134,8 @@ impl Chromium {
         // Start-up commands get the start timeout; see Firefox::start.
         let conn = Arc::new(Connection::open(engine, &ws_url, setup.start_timeout).await?);
         dismiss_dialogs(&conn);
+        let documents = Expected::default();
+        answer_requests(&conn, documents.clone());
         let mut tabs = Vec::with_capacity(setup.slots);
         for _ in 0..setup.slots {
             let target = call(
@@ -169,6 +176,7 @@ impl Chromium {
         Ok(Chromium {
             running: Running::new(browser, conn, profile),
             tabs,
+            documents,
             resource_wait: setup.resource_wait,
         })
     }
@@ -305,16 +313,18 @@ impl Chromium {
             }
         }
 
-        let owner = session.to_string();
         // The document may be requested once; a second request for it, or any other document
         // (meta refresh, a frame, a form), is something the email does on its own.
-        let mut document_served = false;
+        if let Ok(mut expected) = self.documents.lock() {
+            expected.insert(
+                session.to_string(),
+                (tab.target.clone(), req.url.to_string()),
+            );
+        }
+        let owner = session.to_string();
         let mut events = conn.subscribe(move |m| {
             m.get("sessionId").and_then(Value::as_str) == Some(owner.as_str())
-                && matches!(
-                    m.get("method").and_then(Value::as_str),
-                    Some("Page.loadEventFired" | "Fetch.requestPaused")
-                )
+                && m.get("method").and_then(Value::as_str) == Some("Page.loadEventFired")
         });
         let navigate = async {
             let result = call(
@@ -336,54 +346,66 @@ impl Chromium {
             navigate,
             &mut events,
             self.resource_wait,
-            |event| {
-                let document = event
-                    .pointer("/params/resourceType")
-                    .and_then(Value::as_str)
-                    == Some("Document");
-                let allow = document
-                    && event.pointer("/params/request/url").and_then(Value::as_str)
-                        == Some(req.url)
-                    && event.pointer("/params/frameId").and_then(Value::as_str)
-                        == Some(tab.target.as_str())
-                    && !std::mem::replace(&mut document_served, true);
-                async move {
-                    match event.get("method").and_then(Value::as_str) {
-                        Some("Page.loadEventFired") => return Ok(LoadEvent::Loaded),
-                        Some("Fetch.requestPaused") => {
-                            if let Some(id) =
-                                event.pointer("/params/requestId").and_then(Value::as_str)
-                            {
-                                let (method, params) = if allow {
-                                    ("Fetch.continueRequest", json!({"requestId": id}))
-                                } else if document {
-                                    // 204 No Content: the frame stays as it is. A failed
-                                    // navigation would replace the email with an error page.
-                                    (
-                                        "Fetch.fulfillRequest",
-                                        json!({"requestId": id, "responseCode": 204}),
-                                    )
-                                } else {
-                                    (
-                                        "Fetch.failRequest",
-                                        json!({"requestId": id, "errorReason": "BlockedByClient"}),
-                                    )
-                                };
-                                // A request that already went away answers with an error; that
-                                // is fine.
-                                let _ = call(conn, Some(session), method, params).await;
-                            }
-                        }
-                        _ => {}
-                    }
-                    Ok(LoadEvent::Other)
-                }
-            },
+            |_| async { Ok(LoadEvent::Loaded) },
         )
         .await?;
         drop(events);
         Ok(session)
     }
+}
+
+/// Answers every intercepted request of every tab, whenever it comes (a meta refresh may fire
+/// after the load, while the page is shot): the expected document once, in its tab's main frame;
+/// any other document with 204 No Content, which leaves the frame as it is (a failed navigation
+/// would replace the email with an error page); images (intercepted only while blocked) fail.
+fn answer_requests(conn: &Arc<Connection>, documents: Expected) {
+    answer_every(conn, "Fetch.requestPaused", move |conn, event| {
+        let session = event
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let document = event
+            .pointer("/params/resourceType")
+            .and_then(Value::as_str)
+            == Some("Document");
+        let allow = document
+            && session.as_deref().is_some_and(|session| {
+                let Ok(mut expected) = documents.lock() else {
+                    return false;
+                };
+                let matches = expected.get(session).is_some_and(|(frame, url)| {
+                    event.pointer("/params/frameId").and_then(Value::as_str) == Some(frame)
+                        && event.pointer("/params/request/url").and_then(Value::as_str) == Some(url)
+                });
+                if matches {
+                    expected.remove(session);
+                }
+                matches
+            });
+        async move {
+            let (Some(session), Some(id)) = (
+                session,
+                event.pointer("/params/requestId").and_then(Value::as_str),
+            ) else {
+                return;
+            };
+            let (method, params) = if allow {
+                ("Fetch.continueRequest", json!({"requestId": id}))
+            } else if document {
+                (
+                    "Fetch.fulfillRequest",
+                    json!({"requestId": id, "responseCode": 204}),
+                )
+            } else {
+                (
+                    "Fetch.failRequest",
+                    json!({"requestId": id, "errorReason": "BlockedByClient"}),
+                )
+            };
+            // A request that already went away answers with an error; that is fine.
+            let _ = call(&conn, Some(&session), method, params).await;
+        }
+    });
 }
 
 /// Answers every JavaScript dialog of every tab as it opens: script is off, so none should open,
