@@ -193,9 +193,9 @@ impl Renderer {
         context.set_cache_model(CacheModel::DocumentViewer);
 
         let settings = webkit2gtk::Settings::new();
-        // Mail clients run no scripts, plugins or media in messages: script elements, event
-        // attributes and `javascript:` URLs are dropped while parsing, in the page and in every
-        // frame of it. JavaScript itself stays on only because WebKit refuses the API's own
+        // Mail clients run no scripts, plugins or media in messages: script elements and event
+        // attributes are dropped while parsing, in the page and in every frame of it, and no
+        // `javascript:` URL runs (render's hostile-email tests check all of these). JavaScript itself stays on only because WebKit refuses the API's own
         // evaluation otherwise ("Cannot execute JavaScript in this document"): the helper's
         // measuring script runs in an isolated world.
         settings.set_enable_javascript(true);
