@@ -12,6 +12,7 @@ mod content;
 mod durability;
 mod email_tests;
 mod emulation;
+mod engine_processes;
 mod filters_anywhere;
 mod hardening_http;
 mod hostile_clients;
