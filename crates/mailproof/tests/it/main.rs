@@ -11,6 +11,7 @@ mod code_analysis;
 mod content;
 mod durability;
 mod email_tests;
+mod faults;
 mod emulation;
 mod filters_anywhere;
 mod hardening_http;
