@@ -199,7 +199,11 @@ mod tests {
     async fn a_probe_that_hangs_is_down_within_the_timeout() {
         let started = std::time::Instant::now();
         let c = probe::<std::io::Error>("the database", std::future::pending()).await;
-        assert!(started.elapsed() < PROBE_TIMEOUT * 2, "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < PROBE_TIMEOUT * 2,
+            "{:?}",
+            started.elapsed()
+        );
         assert_eq!(c.state, State::Down);
         assert_eq!(
             c.reason.as_deref(),

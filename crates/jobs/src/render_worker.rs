@@ -7,9 +7,9 @@ use std::time::Duration;
 use domain::catalog::Viewport;
 use domain::{Catalog, Variant};
 use emulate::RuleBook;
+use rand::Rng;
 use render::{RenderRequest, Renderer};
 use store::{screenshot_key, Blobs, ClaimedJob, JobOutcome, Store};
-use rand::Rng;
 use tokio::sync::{watch, Notify};
 
 #[derive(Clone, Debug)]

@@ -193,14 +193,20 @@ async fn check_signing_key_shared(
 ) -> anyhow::Result<()> {
     use sha2::Digest;
     // A fingerprint, not the key: the database is shared more widely than the key file.
-    let mine = hex::encode(&sha2::Sha256::digest([&b"mailproof url signing key\0"[..], key].concat())[..8]);
+    let mine = hex::encode(
+        &sha2::Sha256::digest([&b"mailproof url signing key\0"[..], key].concat())[..8],
+    );
     let now = chrono::Utc::now().timestamp();
     if replace {
-        store.replace_key_fingerprint("url_signing", &mine, now).await?;
+        store
+            .replace_key_fingerprint("url_signing", &mine, now)
+            .await?;
         tracing::warn!(fingerprint = %mine, "published this process's URL-signing key as the service's (--replace-signing-key): links signed with the previous key are no longer accepted");
         return Ok(());
     }
-    let published = store.publish_key_fingerprint("url_signing", &mine, now).await?;
+    let published = store
+        .publish_key_fingerprint("url_signing", &mine, now)
+        .await?;
     if published != mine {
         let source = match &settings.keys.url_signing_key_file {
             Some(p) => p.display().to_string(),
@@ -218,7 +224,11 @@ async fn check_signing_key_shared(
 /// rather than failing later or restart-looping in a container.
 fn check_key_files_readable(settings: &Settings) -> anyhow::Result<()> {
     let keys = [
-        (Role::Api, "url_signing_key_file", &settings.keys.url_signing_key_file),
+        (
+            Role::Api,
+            "url_signing_key_file",
+            &settings.keys.url_signing_key_file,
+        ),
         (Role::Mail, "dkim_key_file", &settings.keys.dkim_key_file),
     ];
     for (role, name, path) in keys {

@@ -121,7 +121,12 @@ impl Store {
     /// Extends `worker`'s lease of `job` to `until` (the heartbeat of a worker still on it).
     /// False when the lease is no longer `worker`'s: it expired and another worker took the job
     /// over, or the job was requeued as stalled.
-    pub async fn renew_job_lease(&self, job: &ClaimedJob, worker: &str, until: i64) -> Result<bool> {
+    pub async fn renew_job_lease(
+        &self,
+        job: &ClaimedJob,
+        worker: &str,
+        until: i64,
+    ) -> Result<bool> {
         let res = sqlx::query(
             "UPDATE render_jobs SET lease_expires = $1
              WHERE id = $2 AND state = 'leased' AND lease_owner = $3",

@@ -146,7 +146,9 @@ impl Metrics {
 
     /// A lease extended by the worker holding it (heartbeat).
     pub fn lease_renewal(&self, queue: &'static str) {
-        self.lease_renewals.get_or_create(&LeaseLabels { queue }).inc();
+        self.lease_renewals
+            .get_or_create(&LeaseLabels { queue })
+            .inc();
     }
 
     /// A job claimed after its previous owner's lease expired.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::roles::{process_config, wait_processed, Proc, Shared};
+use crate::roles::{finish_as_renderer, process_config, tiny_png, wait_processed, Proc, Shared};
 use crate::support::*;
 
 /// `/healthz` must answer within this whatever is down.
@@ -168,7 +168,11 @@ async fn an_object_store_outage_releases_jobs_and_every_client_completes_after_i
         clients.len() as f64,
         "{after}"
     );
-    assert_eq!(counter(&after, "mailproof_bounces_total", ""), 0.0, "{after}");
+    assert_eq!(
+        counter(&after, "mailproof_bounces_total", ""),
+        0.0,
+        "{after}"
+    );
     let in_bucket = shared.s3.as_ref().expect("the S3 server").keys_on_disk();
     for client in &clients {
         let key = format!("shots/{id}/{client}/default.png");
@@ -263,13 +267,7 @@ async fn engines_decide_what_a_process_claims_and_a_killed_one_is_taken_over_wit
     full.kill9();
     let killed = Instant::now();
     let blobs = shared.blobs();
-    let png = {
-        let mut png = Vec::new();
-        image::DynamicImage::ImageRgb8(image::RgbImage::new(4, 4))
-            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-            .expect("encode png");
-        png
-    };
+    let png = tiny_png();
     let mut taken_over = None;
     while taken_over.is_none() {
         let now = chrono::Utc::now().timestamp();
@@ -282,23 +280,7 @@ async fn engines_decide_what_a_process_claims_and_a_killed_one_is_taken_over_wit
                 if job.taken_over_from.is_some() {
                     taken_over = Some(killed.elapsed());
                 }
-                for name in [job.variant.as_str(), "thumbnail", "full_thumbnail"] {
-                    blobs
-                        .put(
-                            &store::screenshot_key(&job.test_id, &job.client_id, name),
-                            png.clone(),
-                        )
-                        .await
-                        .expect("put");
-                }
-                let done = store::JobOutcome::Done {
-                    engine: "blink".into(),
-                    rule_set: "test".into(),
-                };
-                assert!(store
-                    .finish_job(&job, "test-harness", now, &done)
-                    .await
-                    .expect("finish"));
+                finish_as_renderer(&store, &blobs, &job, "test-harness", &png).await;
             }
             None => {
                 assert!(
@@ -326,7 +308,11 @@ async fn engines_decide_what_a_process_claims_and_a_killed_one_is_taken_over_wit
 
 /// Runs `mailproof serve --role api` on `data_dir` with `key` until it is ready, then stops it;
 /// or, when it refuses to start, returns its error output.
-fn api_start(data_dir: &std::path::Path, key: &std::path::Path, extra: &[&str]) -> Result<(), String> {
+fn api_start(
+    data_dir: &std::path::Path,
+    key: &std::path::Path,
+    extra: &[&str],
+) -> Result<(), String> {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(BIN)
         .args(["serve", "--role", "api", "--http", "127.0.0.1:0"])
@@ -382,24 +368,38 @@ fn accounts_add_reads_the_service_configuration_and_never_creates_a_database_sil
     let dir = tempfile::tempdir().expect("temp dir");
     let data = dir.path().join("service-data");
     let config = dir.path().join("mailproof.toml");
-    std::fs::write(&config, format!("data_dir = {:?}\n", data.display().to_string()))
-        .expect("write config");
+    std::fs::write(
+        &config,
+        format!("data_dir = {:?}\n", data.display().to_string()),
+    )
+    .expect("write config");
     let add = |key: &str, args: &[&str], env: Option<(&str, &std::path::Path)>| {
         let mut cmd = Command::new(BIN);
-        cmd.args(["accounts", "add", "--api-key", key, "--password", "password-1"])
-            .args(["--plan", "standard"])
-            .args(args)
-            .current_dir(dir.path())
-            .env_remove("MAILPROOF_CONFIG")
-            .env_remove("MAILPROOF_DATA_DIR")
-            .env_remove("MAILPROOF_DATABASE_URL");
+        cmd.args([
+            "accounts",
+            "add",
+            "--api-key",
+            key,
+            "--password",
+            "password-1",
+        ])
+        .args(["--plan", "standard"])
+        .args(args)
+        .current_dir(dir.path())
+        .env_remove("MAILPROOF_CONFIG")
+        .env_remove("MAILPROOF_DATA_DIR")
+        .env_remove("MAILPROOF_DATABASE_URL");
         if let Some((name, value)) = env {
             cmd.env(name, value);
         }
         cmd.output().expect("run mailproof accounts add")
     };
     // No database where the configuration points: refused, naming the file and the way out.
-    let out = add("first", &["--config", config.to_str().expect("utf-8")], None);
+    let out = add(
+        "first",
+        &["--config", config.to_str().expect("utf-8")],
+        None,
+    );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -407,10 +407,17 @@ fn accounts_add_reads_the_service_configuration_and_never_creates_a_database_sil
             && err.contains("--create-database"),
         "{err}"
     );
-    assert!(!data.join("mailproof.sqlite").exists(), "nothing was created");
+    assert!(
+        !data.join("mailproof.sqlite").exists(),
+        "nothing was created"
+    );
     let out = add(
         "first",
-        &["--config", config.to_str().expect("utf-8"), "--create-database"],
+        &[
+            "--config",
+            config.to_str().expect("utf-8"),
+            "--create-database",
+        ],
         None,
     );
     assert!(
@@ -421,7 +428,10 @@ fn accounts_add_reads_the_service_configuration_and_never_creates_a_database_sil
     assert!(data.join("mailproof.sqlite").exists());
     // MAILPROOF_CONFIG as serve reads it: the same database, so the key is taken.
     let out = add("first", &[], Some(("MAILPROOF_CONFIG", &config)));
-    assert!(!out.status.success(), "the account exists in the configured database");
+    assert!(
+        !out.status.success(),
+        "the account exists in the configured database"
+    );
     let out = add("second", &[], Some(("MAILPROOF_CONFIG", &config)));
     assert!(
         out.status.success(),
@@ -489,7 +499,10 @@ fn compose_file_matches_the_binary() {
     let variables = mailproof_variables(&format!("{compose}\n{dockerfile}"));
     assert!(variables.contains("MAILPROOF_ROLE"), "{variables:?}");
     for var in &variables {
-        assert!(help.contains(&format!("env: {var}=")), "serve does not read {var}");
+        assert!(
+            help.contains(&format!("env: {var}=")),
+            "serve does not read {var}"
+        );
     }
     // Every role a service is given is one `serve` accepts, with the deployment's configuration.
     let roles: Vec<&str> = compose
@@ -501,7 +514,10 @@ fn compose_file_matches_the_binary() {
     for role in roles {
         let err = settings_problems(&["--config", &toml_path], &[("MAILPROOF_ROLE", role)]);
         assert!(!err.contains("role"), "{role}: {err}");
-        assert!(!err.contains("is not valid"), "deploy/mailproof.toml: {err}");
+        assert!(
+            !err.contains("is not valid"),
+            "deploy/mailproof.toml: {err}"
+        );
     }
     let err = settings_problems(&["--config", &toml_path], &[("MAILPROOF_ROLE", "worker")]);
     assert!(err.contains("unknown role"), "the check can fail: {err}");
@@ -526,7 +542,10 @@ fn compose_file_matches_the_binary() {
             .lines()
             .find(|l| l.starts_with(key))
             .unwrap_or_else(|| panic!("{key} in deploy/mailproof.toml"));
-        assert!(line.contains(&format!("\"{keys_at}/")), "{line} is not under {keys_at}");
+        assert!(
+            line.contains(&format!("\"{keys_at}/")),
+            "{line} is not under {keys_at}"
+        );
     }
     // The health check asks /healthz on the port the image listens on, and waits for a 200.
     let port = dockerfile
@@ -549,8 +568,21 @@ fn compose_file_matches_the_binary() {
     assert!(dockerfile.contains("--uid 10001") && compose.contains("chown 10001"));
     // Nothing built or written at run time goes into the image.
     let ignore = tree_file(".dockerignore");
-    for entry in ["target/", ".git/", "data/*", "**/*.sqlite*", "**/*.key", "**/*.pem"] {
-        assert!(ignore.lines().any(|l| l == entry), ".dockerignore lacks {entry}");
+    for entry in [
+        "target/",
+        ".git/",
+        "data/*",
+        "**/*.sqlite*",
+        "**/*.key",
+        "**/*.pem",
+    ] {
+        assert!(
+            ignore.lines().any(|l| l == entry),
+            ".dockerignore lacks {entry}"
+        );
     }
-    assert!(!dockerfile.contains("COPY data/ "), "the whole data directory is copied");
+    assert!(
+        !dockerfile.contains("COPY data/ "),
+        "the whole data directory is copied"
+    );
 }

@@ -357,25 +357,46 @@ async fn render_all(shared: &Shared, png: &[u8]) {
     let blobs = shared.blobs();
     let now = chrono::Utc::now().timestamp();
     while let Some(job) = store.claim_job("test", now, 60).await.expect("claim") {
-        for name in [job.variant.as_str(), "thumbnail", "full_thumbnail"] {
-            blobs
-                .put(
-                    &store::screenshot_key(&job.test_id, &job.client_id, name),
-                    png.to_vec(),
-                )
-                .await
-                .expect("put");
-        }
-        let done = store::JobOutcome::Done {
-            engine: "blink".into(),
-            rule_set: "test".into(),
-        };
-        assert!(store
-            .finish_job(&job, "test", now, &done)
-            .await
-            .expect("finish"));
+        finish_as_renderer(&store, &blobs, &job, "test", png).await;
     }
     store.close().await;
+}
+
+/// Stores `png` as every image of `job` and records it done by `worker`, as a renderer would.
+pub(crate) async fn finish_as_renderer(
+    store: &store::Store,
+    blobs: &store::Blobs,
+    job: &store::ClaimedJob,
+    worker: &str,
+    png: &[u8],
+) {
+    for name in [job.variant.as_str(), "thumbnail", "full_thumbnail"] {
+        blobs
+            .put(
+                &store::screenshot_key(&job.test_id, &job.client_id, name),
+                png.to_vec(),
+            )
+            .await
+            .expect("put");
+    }
+    let done = store::JobOutcome::Done {
+        engine: "blink".into(),
+        rule_set: "test".into(),
+    };
+    let now = chrono::Utc::now().timestamp();
+    assert!(store
+        .finish_job(job, worker, now, &done)
+        .await
+        .expect("finish"));
+}
+
+/// A tiny PNG standing for a screenshot.
+pub(crate) fn tiny_png() -> Vec<u8> {
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::new(4, 4))
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .expect("encode png");
+    png
 }
 
 /// The presigned URLs of a test's default screenshots, as the results give them.
@@ -426,7 +447,10 @@ async fn api_processes_given_one_key_file_accept_each_others_presigned_urls() {
     let status = refused.child.wait().expect("wait for the refused process");
     assert!(!status.success(), "an api process with another key starts");
     assert!(
-        refused.lines.try_iter().all(|l| !l.starts_with("listening on")),
+        refused
+            .lines
+            .try_iter()
+            .all(|l| !l.starts_with("listening on")),
         "the refused process served"
     );
     // Started anyway on purpose (a key replaced deliberately): the check of the URLs can fail.
@@ -452,11 +476,7 @@ async fn api_processes_given_one_key_file_accept_each_others_presigned_urls() {
         .ok()
         .clone();
     let id = created["id"].as_str().expect("id").to_owned();
-    let mut png = Vec::new();
-    image::DynamicImage::ImageRgb8(image::RgbImage::new(4, 4))
-        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-        .expect("encode png");
-    render_all(&shared, &png).await;
+    render_all(&shared, &tiny_png()).await;
     for url in presigned_urls(&a, &id).await {
         assert_eq!(status_without_credentials(&a, &url, &a).await, 200, "{url}");
         assert_eq!(status_without_credentials(&b, &url, &a).await, 200, "{url}");

@@ -202,7 +202,11 @@ async fn the_first_published_key_fingerprint_stays_until_replaced(backend: Backe
         }
     };
     assert_eq!(published("aaaa").await, "aaaa");
-    assert_eq!(published("bbbb").await, "aaaa", "a second key is told the first");
+    assert_eq!(
+        published("bbbb").await,
+        "aaaa",
+        "a second key is told the first"
+    );
     store
         .replace_key_fingerprint("url_signing", "bbbb", 2_000)
         .await
