@@ -108,6 +108,23 @@ enum Cause {
     Dependency(&'static str),
 }
 
+/// Why the store refused a worker's renewal or finish of `job`, from what the job's row says now.
+async fn refusal(store: &Store, job: &ClaimedJob) -> String {
+    match store.job_holder(job.id).await {
+        Ok(Some((state, _))) if state == "done" || state == "failed" => format!(
+            "the job is already {state} (a finish whose answer was lost to a database fault, or another worker's)"
+        ),
+        Ok(Some((state, Some(owner)))) if state == "leased" => {
+            format!("its lease expired and {owner} took the job over")
+        }
+        Ok(Some((state, _))) => format!(
+            "the job is {state} again (released or retried by a finish whose answer was lost to a database fault, or requeued as stalled)"
+        ),
+        Ok(None) => "the job is gone (its test was deleted)".to_string(),
+        Err(e) => format!("the lease is no longer this worker's (its state cannot be read: {e})"),
+    }
+}
+
 /// Aborts the heartbeat when the job is over, whichever way `run_one` leaves.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -184,8 +201,9 @@ impl RenderWorker {
                 match store.renew_job_lease(&job, &worker, until).await {
                     Ok(true) => telemetry::global().lease_renewal("render"),
                     Ok(false) => {
+                        let why = refusal(&store, &job).await;
                         tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
-                            "lease lost: another worker took this job over; this worker's result will be refused");
+                            "render lease not renewed: {why}");
                         return;
                     }
                     Err(e) => {
@@ -218,7 +236,10 @@ impl RenderWorker {
         else {
             return Ok(false);
         };
-        if let Some(previous) = &job.taken_over_from {
+        if job.taken_over_from.as_deref() == Some(self.config.worker_id.as_str()) {
+            tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
+                "claimed again a render job whose first claim was lost to a database fault");
+        } else if let Some(previous) = &job.taken_over_from {
             telemetry::global().lease_takeover("render");
             tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
                 previous_owner = %previous, "took over a render job whose lease expired");
@@ -298,8 +319,9 @@ impl RenderWorker {
             {
                 Ok(true) => return Some(true),
                 Ok(false) => {
+                    let why = refusal(&self.store, job).await;
                     tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
-                        "finish refused: the lease was lost meanwhile and another worker owns the job; this result is discarded");
+                        "render outcome not recorded (a job is finished once): {why}");
                     return Some(false);
                 }
                 Err(e) => {

@@ -61,7 +61,10 @@ impl Store {
         }
         let mut tx = self.pool.begin().await?;
         // One statement picks and leases the job, so two workers can never claim the same one.
-        // `taken_over_from` keeps the owner of an expired lease (SET reads the row as it was).
+        // `taken_over_from` keeps the owner of an expired lease (SET reads the row as it was). A
+        // worker taking back its own expired lease lost the answer to its claim to a database
+        // fault (worker ids are unique per process, and a crashed process never comes back under
+        // its id): not an attempt.
         let mut q = Query::new(
             "UPDATE render_jobs
              SET state = 'leased', taken_over_from = lease_owner, lease_owner = ",
@@ -69,8 +72,10 @@ impl Store {
         q.bind(worker)
             .push(", lease_expires = ")
             .bind(now + lease_secs)
+            .push(", attempts = attempts + CASE WHEN lease_owner = ")
+            .bind(worker)
             .push(
-                ", attempts = attempts + 1
+                " THEN 0 ELSE 1 END
              WHERE id = (
                 SELECT id FROM render_jobs
                 WHERE ((state = 'queued' AND not_before <= ",
@@ -234,6 +239,17 @@ impl Store {
         }
         tx.commit().await?;
         Ok(true)
+    }
+
+    /// A render job's state and lease owner (`None` when it is gone): for saying why a worker's
+    /// finish or renewal was refused.
+    pub async fn job_holder(&self, id: i64) -> Result<Option<(String, Option<String>)>> {
+        let row = sqlx::query("SELECT state, lease_owner FROM render_jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Ok((r.try_get("state")?, r.try_get("lease_owner")?)))
+            .transpose()
     }
 
     /// Counts jobs not yet done or failed: for progress logs and tests.

@@ -306,6 +306,112 @@ async fn engines_decide_what_a_process_claims_and_a_killed_one_is_taken_over_wit
     drop(webkit_only);
 }
 
+/// `/healthz` of `p` as it answers, whatever the status, timed.
+async fn timed_health_any(p: &Proc) -> (u16, Value) {
+    let started = Instant::now();
+    let r = p
+        .http
+        .get(format!("{}/healthz", p.base))
+        .send()
+        .await
+        .expect("healthz answers");
+    let status = r.status().as_u16();
+    let body: Value = r.json().await.expect("healthz JSON");
+    assert!(
+        started.elapsed() < HEALTH_WITHIN,
+        "/healthz took {:?}: {body}",
+        started.elapsed()
+    );
+    (status, body)
+}
+
+#[tokio::test]
+async fn a_postgres_restart_mid_test_strands_no_job_and_finishes_none_twice() {
+    // A cluster of this test's own: the shared one serves the rest of the suite meanwhile.
+    let (cluster, db) = store::testing::PrivateCluster::start().await;
+    let shared = Shared::with(Some(db), None);
+    let api = Proc::start(&shared, "api", &process_config(&shared, "api", ""), &[]);
+    let render = Proc::start(
+        &shared,
+        "render",
+        &process_config(&shared, "render", &render_extra("\"blink\"")),
+        &[],
+    );
+    let clients = clients_of(domain::Engine::Blink, 6);
+    let id = create_test(&api, "Database restart", &clients).await;
+    // Mid-test: some screenshot done, others still to do.
+    let started = Instant::now();
+    loop {
+        let info = api
+            .call("GET", &format!("/v5/email/tests/{id}"), None)
+            .await
+            .ok()
+            .clone();
+        if info["completed"].as_array().is_some_and(|c| !c.is_empty()) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "nothing completed: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster.stop();
+    for p in [&api, &render] {
+        let (status, health) = timed_health_any(p).await;
+        assert_eq!(status, 503, "{health}");
+        assert_eq!(health["status"], "degraded", "{health}");
+        assert_eq!(
+            health["components"]["database"]["state"], "down",
+            "{health}"
+        );
+        assert!(
+            health["components"]["database"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("database")),
+            "{health}"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.start_again();
+    let restarted = Instant::now();
+    let info = wait_processed(&api, &id, Duration::from_secs(60)).await;
+    assert_eq!(
+        info["completed"].as_array().map(Vec::len),
+        Some(clients.len()),
+        "{info}"
+    );
+    // Six renders of one slot take a few seconds; a job stranded for a lease would take longer.
+    assert!(
+        restarted.elapsed()
+            < Duration::from_secs(15) + Duration::from_secs(clients.len() as u64 * 2),
+        "the test finished {:?} after the restart",
+        restarted.elapsed()
+    );
+    // Each job claimed once: none taken over (its process lived), none drawn twice.
+    let store = shared.store().await;
+    let attempts: Vec<i64> = store
+        .test_clients(&id)
+        .await
+        .expect("clients")
+        .iter()
+        .map(|c| c.attempts)
+        .collect();
+    assert_eq!(attempts, vec![1; clients.len()], "claims per client");
+    store.close().await;
+    let text = metrics(&render).await;
+    assert_eq!(
+        counter(&text, "mailproof_screenshots_stored_total", "") as usize,
+        clients.len(),
+        "{text}"
+    );
+    assert_eq!(
+        counter(&text, "mailproof_lease_takeovers_total", ""),
+        0.0,
+        "{text}"
+    );
+}
+
 /// Runs `mailproof serve --role api` on `data_dir` with `key` until it is ready, then stops it;
 /// or, when it refuses to start, returns its error output.
 fn api_start(

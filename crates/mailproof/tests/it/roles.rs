@@ -50,7 +50,7 @@ impl Shared {
         Shared::with(Some(database), Some(s3))
     }
 
-    fn with(
+    pub(crate) fn with(
         database: Option<store::testing::TestDb>,
         s3: Option<store::test_s3::S3Server>,
     ) -> Shared {

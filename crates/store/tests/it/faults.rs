@@ -131,6 +131,11 @@ async fn a_renewed_lease_is_kept_and_a_taken_over_job_is_finished_once(backend: 
         .finish_job(&first, "w1", 2_020, &done())
         .await
         .expect("finish"));
+    assert_eq!(
+        store.job_holder(first.id).await.expect("holder"),
+        Some(("leased".to_string(), Some("w2".to_string()))),
+        "what w1 is told"
+    );
     assert!(store
         .finish_job(&second, "w2", 2_021, &done())
         .await
@@ -142,9 +147,41 @@ async fn a_renewed_lease_is_kept_and_a_taken_over_job_is_finished_once(backend: 
             .expect("finish"),
         "a second finish is refused"
     );
+    assert_eq!(
+        store.job_holder(first.id).await.expect("holder"),
+        Some(("done".to_string(), None))
+    );
     let c = &store.test_clients(&id).await.expect("clients")[0];
     assert_eq!(c.status, ScreenshotStatus::Complete);
     assert_eq!(c.completed_at, Some(2_021));
+}
+
+async fn a_worker_taking_back_its_own_lost_claim_spends_no_attempt(backend: Backend) {
+    let (_dir, store, _id) = store_with_test(backend, vec![Variant::Default]).await;
+    let lost = store
+        .claim_job("w1", 2_000, 10)
+        .await
+        .expect("claim")
+        .expect("job");
+    assert_eq!(lost.attempts, 1);
+    // w1 never heard back (the connection broke): the lease runs out and w1 claims again.
+    let again = store
+        .claim_job("w1", 2_011, 10)
+        .await
+        .expect("claim")
+        .expect("the expired lease");
+    assert_eq!(again.id, lost.id);
+    assert_eq!(again.taken_over_from.as_deref(), Some("w1"));
+    assert_eq!(again.attempts, 1, "not the email's fault");
+    let other = store
+        .claim_job("w2", 2_022, 10)
+        .await
+        .expect("claim")
+        .expect("taken over by another worker");
+    assert_eq!(
+        other.attempts, 2,
+        "w1 may have crashed on the email: that counts"
+    );
 }
 
 async fn a_bounced_client_can_be_reprocessed(backend: Backend) {
@@ -218,6 +255,7 @@ on_both!(
     a_released_job_keeps_its_attempts_however_often_it_is_released,
     a_process_claims_only_the_clients_its_engines_draw,
     a_renewed_lease_is_kept_and_a_taken_over_job_is_finished_once,
+    a_worker_taking_back_its_own_lost_claim_spends_no_attempt,
     a_bounced_client_can_be_reprocessed,
     the_first_published_key_fingerprint_stays_until_replaced,
 );
