@@ -41,11 +41,7 @@ pub struct Worker {
 
 impl Worker {
     pub async fn run(self, ready: Arc<Notify>, mut stop: watch::Receiver<bool>) {
-        let id = format!(
-            "checks-{}-{}",
-            std::process::id(),
-            chrono::Utc::now().timestamp()
-        );
+        let id = crate::serve::worker_id("checks");
         loop {
             match self.run_one(&id).await {
                 Ok(true) => continue,

@@ -28,11 +28,7 @@ pub async fn run(
     ready: Arc<Notify>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let worker = format!(
-        "links-{}-{}",
-        std::process::id(),
-        chrono::Utc::now().timestamp()
-    );
+    let worker = crate::serve::worker_id("links");
     loop {
         match run_one(&store, &policy, &uribl, &worker).await {
             Ok(true) => continue,

@@ -46,16 +46,14 @@ pub async fn run(
     settings: WebhookSettings,
     mut stop: watch::Receiver<bool>,
 ) {
-    let worker = format!(
-        "webhooks-{}-{}",
-        std::process::id(),
-        chrono::Utc::now().timestamp()
-    );
+    let worker = crate::serve::worker_id("webhooks");
     loop {
         match run_one(&store, &policy, &settings, &worker).await {
             Ok(true) => continue,
             Ok(false) => {}
-            Err(e) => tracing::error!(error = %e, "webhook delivery failed; will retry"),
+            // Every error here is the store's (the delivery's own failures are outcomes, logged
+            // by `log`): say so, not "delivery failed".
+            Err(e) => tracing::error!(error = %e, "callback queue: database error; will retry"),
         }
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}

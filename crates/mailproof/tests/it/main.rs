@@ -13,6 +13,7 @@ mod durability;
 mod email_tests;
 mod emulation;
 mod engine_processes;
+mod faults;
 mod filters_anywhere;
 mod hardening_http;
 mod hostile_clients;
