@@ -180,7 +180,7 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         Red,
         [],
         false,
-        ["html-style"],
+        ["html-style", "css-selector-class"],
         100,
         20
     ),
@@ -190,7 +190,7 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         Red,
         [],
         false,
-        ["html-style"],
+        ["html-style", "css-selector-class"],
         100,
         20
     ),
@@ -200,7 +200,7 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         Red,
         [],
         false,
-        ["html-style"],
+        ["html-style", "css-selector-class"],
         100,
         20
     ),
@@ -211,8 +211,8 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         [],
         false,
         [],
-        380,
-        30
+        150,
+        50
     ),
     behaviour_probe!(
         "behaviour-class-prefix",
@@ -260,7 +260,7 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         Red,
         [],
         false,
-        ["html-style"],
+        ["html-style", "css-selector-class"],
         100,
         20
     ),
