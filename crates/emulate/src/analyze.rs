@@ -313,6 +313,25 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
             ),
         );
     }
+    let widest = crate::transform::widest_width(html);
+    if judge.applied.has(Implementation::AutoFitWideLayout) && widest > client.viewport.width {
+        let original = Lines::new(html);
+        let at = html.find(&widest.to_string()).map_or(1, |i| original.at(i));
+        judge.add_behaviour(
+            &mut found,
+            Implementation::AutoFitWideLayout,
+            Severity::Warning,
+            format!("width {widest}"),
+            &[at],
+            &format!(
+                "{} lays this email out {} px wide and zooms it out to its {} px screen (its widest element is {widest} px): max-width media queries below {} px do not fire; make the layout fluid.",
+                client.display_name,
+                crate::transform::AUTO_FIT_LAYOUT_WIDTH,
+                client.viewport.width,
+                crate::transform::AUTO_FIT_LAYOUT_WIDTH
+            ),
+        );
+    }
     if judge.applied.has(Implementation::MsoConditionalsAsComments) {
         let original = Lines::new(html);
         let lines: Vec<u32> = html

@@ -57,6 +57,9 @@ pub enum Implementation {
     HeightToMinHeight,
     /// Phone numbers, dates and addresses become links; `format-detection` stops phone links.
     DataDetectors,
+    /// An email wider than the screen is laid out at a wider viewport and zoomed out to fit, so
+    /// `max-width` media queries below that width do not fire.
+    AutoFitWideLayout,
 }
 
 impl Implementation {
@@ -79,6 +82,7 @@ impl Implementation {
             Implementation::WebFontTimesFallback => "web-font-times-fallback",
             Implementation::HeightToMinHeight => "height-to-min-height",
             Implementation::DataDetectors => "data-detectors",
+            Implementation::AutoFitWideLayout => "auto-fit-wide-layout",
         }
     }
 

@@ -128,6 +128,9 @@ pub struct BehaviourProbe {
     /// Every engine except the Word engine does this by itself (HTML comments): clients without
     /// the behaviour entry show `applied` too, Word-engine clients the other colour.
     pub native: bool,
+    /// Only a narrow screen (at most [`NARROW`] CSS px) shows the other colour: wider clients
+    /// show `applied` whether or not they have the behaviour.
+    pub narrow_only: bool,
     /// caniemail features a client without the behaviour must support for the probe to decide;
     /// where one is not firmly supported the point is not scored.
     pub requires: &'static [&'static str],
@@ -159,18 +162,25 @@ impl BehaviourProbe {
 
 macro_rules! behaviour_probe {
     ($name:literal, $imp:ident, $applied:ident, [$($same:ident),*], $native:literal, [$($req:literal),*], $x:literal, $y:literal) => {
+        behaviour_probe!($name, $imp, $applied, [$($same),*], $native, false, [$($req),*], $x, $y)
+    };
+    ($name:literal, $imp:ident, $applied:ident, [$($same:ident),*], $native:literal, $narrow:literal, [$($req:literal),*], $x:literal, $y:literal) => {
         BehaviourProbe {
             name: $name,
             implementation: Implementation::$imp,
             applied: ProbeColour::$applied,
             same_as: &[$(Implementation::$same),*],
             native: $native,
+            narrow_only: $narrow,
             requires: &[$($req),*],
             sample: ($x, $y),
             template: include_str!(concat!("../probes/", $name, ".html")),
         }
     };
 }
+
+/// The widest screen, in CSS pixels, that the auto-fit probe's `max-width` media query fires on.
+pub const NARROW: u32 = 480;
 
 /// Every behaviour probe, in a stable order.
 pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
@@ -314,6 +324,17 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         60,
         24
     ),
+    behaviour_probe!(
+        "behaviour-auto-fit",
+        AutoFitWideLayout,
+        Red,
+        [],
+        false,
+        true,
+        ["html-style", "css-at-media", "css-selector-class"],
+        50,
+        10
+    ),
 ];
 
 /// What a behaviour probe should show for one client, by the behaviours file.
@@ -368,6 +389,9 @@ pub fn expected_behaviour(
     let Some(set) = book.get(&client.rules) else {
         return BehaviourExpectation::Open(format!("rule set {} missing", client.rules));
     };
+    if probe.narrow_only && client.viewport.width > NARROW {
+        return BehaviourExpectation::Firm(probe.applied, "screen wider than the query".into());
+    }
     if probe.native {
         return if set.policy.word_engine {
             BehaviourExpectation::Firm(probe.applied.other(), "Word engine".into())

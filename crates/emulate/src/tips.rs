@@ -67,6 +67,7 @@ const BEHAVIOUR_ADVICE: &[(Implementation, u32, &str, &str)] = &[
     (Implementation::SpacerCellOneLine, 63, "Empty cells are one line tall", "give spacer cells font-size and line-height equal to their height"),
     (Implementation::WebFontTimesFallback, 74, "Web fonts fall back to Times New Roman", "start font stacks with a Windows font inside <!--[if mso]>, or set mso-font-alt"),
     (Implementation::HeightToMinHeight, 50, "height becomes min-height", "do not rely on height to crop content; size images and cells to their content"),
+    (Implementation::AutoFitWideLayout, 78, "Wide emails are zoomed out", "make the layout fluid (width:100%; max-width:600px) so nothing is wider than the screen, or target the 686 px layout width in media queries"),
     (Implementation::DataDetectors, 48, "Phone numbers, dates and addresses become links", "style a[x-apple-data-detectors] { color: inherit !important; text-decoration: none !important; } and add <meta name=\"format-detection\" content=\"telephone=no\"> for phones"),
 ];
 

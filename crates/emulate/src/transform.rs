@@ -28,6 +28,10 @@ pub const CLIP_BYTES: usize = 102_400;
 /// Gmail's line under a clipped message.
 const CLIP_LINE: &str = "<div data-mailproof-clipped=\"\" style=\"font-family:Arial,Helvetica,sans-serif;font-size:13px;line-height:20px;color:#222222;padding:12px 0;\">[Message clipped]&nbsp;&nbsp;<a href=\"#\" style=\"color:#1a0dab;text-decoration:underline;\">View entire message</a></div>";
 
+/// The layout width Samsung Email's "auto fit" gives an email wider than the screen: it injects
+/// `<meta name="viewport" content="width=686">` (data/behaviours.toml, samsung-auto-fit).
+pub const AUTO_FIT_LAYOUT_WIDTH: u32 = 686;
+
 /// Background and text colour of a client's page when it forces a dark theme.
 const DARK_PAGE: (&str, &str) = ("#121212", "#e6e6e6");
 
@@ -43,6 +47,9 @@ pub struct Transformed {
     pub rule_set: String,
     /// Short notes of what was removed or rewritten, for logs: `"<slug or reason> x<count>"`.
     pub removed: Vec<String>,
+    /// CSS width the client lays the email out at when it is not the profile's viewport width:
+    /// the page is drawn that wide and zoomed out to the screen.
+    pub layout_width: Option<u32>,
 }
 
 /// Turns `html` into what `client` would draw, following its rule set in `book`.
@@ -79,6 +86,12 @@ pub fn transform(
     };
     let mut removed = Removed::default();
     let applied = book.behaviours().of(client);
+    let layout_width = (applied.has(Implementation::AutoFitWideLayout)
+        && widest_width(html) > client.viewport.width)
+        .then(|| {
+            removed.note(Implementation::AutoFitWideLayout.note_key());
+            AUTO_FIT_LAYOUT_WIDTH
+        });
 
     let mut work = if applied.has(Implementation::ClipLongMessage) {
         match clip(html) {
@@ -138,7 +151,25 @@ pub fn transform(
         color_scheme,
         rule_set,
         removed: notes,
+        layout_width,
     })
+}
+
+/// The widest fixed width the email sets, in CSS pixels: `width` attributes and `width: Npx`
+/// declarations (not `max-width`/`min-width`).
+pub(crate) fn widest_width(html: &str) -> u32 {
+    static WIDTH: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?i)(?:^|[^-\w])width\s*(?:=\s*["']?\s*(\d+)(?:px)?["'\s>/]|:\s*(\d+)px)"#,
+        )
+        .unwrap_or_else(|e| panic!("width pattern does not compile: {e}"))
+    });
+    WIDTH
+        .captures_iter(html)
+        .filter_map(|c| c.get(1).or_else(|| c.get(2)))
+        .filter_map(|m| m.as_str().parse::<u32>().ok())
+        .max()
+        .unwrap_or(0)
 }
 
 /// The HTML as Gmail shows a message longer than [`CLIP_BYTES`]: cut there (before an
@@ -766,6 +797,20 @@ impl MainPass<'_> {
 #[cfg(test)]
 mod tests {
     use super::{decode_entities, has_tag};
+
+    #[test]
+    fn the_widest_width_reads_attributes_and_pixel_declarations_only() {
+        use super::widest_width;
+        assert_eq!(
+            widest_width("<table width=\"600\"><td style=\"max-width:900px;width:320px\">"),
+            600
+        );
+        assert_eq!(
+            widest_width("<div style=\"min-width:800px; width:100%\">"),
+            0
+        );
+        assert_eq!(widest_width("<img width=640 src=a>"), 640);
+    }
 
     #[test]
     fn a_header_element_is_not_a_head() {

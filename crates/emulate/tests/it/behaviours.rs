@@ -484,3 +484,29 @@ fn behaviour_probes_expect_the_behaviour_colour_only_where_the_file_applies_it()
         matches!(expected_behaviour(prefix, &client(&catalog, "outlook_ios"), &book), BehaviourExpectation::Open(ref why) if why.contains("unverified")),
     );
 }
+
+#[test]
+fn samsung_lays_a_wide_email_out_at_686_px_and_other_clients_do_not() {
+    let wide = "<table width=\"600\"><tr><td>x</td></tr></table>";
+    let s = html_for("samsung_email_android", wide);
+    assert_eq!(s.layout_width, Some(686));
+    assert!(s.rule_set.contains("samsung-auto-fit"), "{}", s.rule_set);
+    assert_eq!(
+        html_for(
+            "samsung_email_android",
+            "<table width=\"100%\"><tr><td>x</td></tr></table>"
+        )
+        .layout_width,
+        None
+    );
+    for id in ["iphone15_ios", "gmail_android", "outlook_android"] {
+        assert_eq!(html_for(id, wide).layout_width, None, "{id}");
+    }
+    named(
+        "<p>x</p>\n<table width=\"600\"><tr><td>x</td></tr></table>",
+        "samsung-auto-fit",
+        2,
+        &["samsung_email_android", "samsung_email_android_dm"],
+        &["gmail_android", "iphone15_ios"],
+    );
+}

@@ -332,8 +332,10 @@ async fn shoot(
     let transformed = emulate::transform(&html, &client, &book)?;
     let rule_set = transformed.rule_set.clone();
     let req = jobs::render_request(&client, Variant::Default, transformed);
+    // Auto fit draws at a smaller scale than the profile's: read the sample at the one used.
+    let scale = req.scale;
     let rendered = renderer.render(req).await?;
-    let seen = read_sample(&rendered.png, shot.sample, client.scale)?;
+    let seen = read_sample(&rendered.png, shot.sample, scale)?;
     Ok(Point {
         client: client.id,
         probe: shot.probe,
