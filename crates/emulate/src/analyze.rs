@@ -629,6 +629,7 @@ fn html_pass(
                 dark: judge.dark,
                 quirks: Quirks::of(&judge.applied),
                 prefixes_classes: !policy.class_prefix.is_empty(),
+                strict_rgb: policy.on_css_error == OnCssError::DropBlock,
             };
             let errors = css::inspect_inline(style_value, &ins);
             let warnings = css::inspect_inline(
@@ -815,14 +816,21 @@ fn html_pass(
             dark: judge.dark,
             quirks: Quirks::of(&judge.applied),
             prefixes_classes: !policy.class_prefix.is_empty(),
+            strict_rgb: policy.on_css_error == OnCssError::DropBlock,
         };
         let errors = css::inspect_sheet(&sheet, &ins);
         if let Some(rel) = errors.first_error_line {
             let (severity, key, msg) = if policy.on_css_error == OnCssError::DropBlock {
                 (
                     Severity::Error,
-                    "html-style-dropped-on-css-error",
-                    format!("{who} drops the whole <style> element when its CSS has a syntax error; this one has {}: fix it.", errors.syntax_errors),
+                    judge
+                        .applied
+                        .find(Implementation::StyleSyntaxErrorDropsBlock)
+                        .map_or("html-style-dropped-on-css-error", |b| b.id.as_str()),
+                    judge.behaviour_message(
+                        Implementation::StyleSyntaxErrorDropsBlock,
+                        &format!("{who} drops the whole <style> element when its CSS has a syntax error (space-separated rgb() counts as one); this one has {}: fix it.", errors.syntax_errors),
+                    ),
                 )
             } else {
                 (

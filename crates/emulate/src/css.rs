@@ -992,6 +992,10 @@ pub fn filter_sheet(
             return Err(SheetDropped::NestedAtRule(outer, inner));
         }
     }
+    // Gmail's parser rejects the space-separated rgb() syntax (caniemail css-rgb), as an error.
+    if drop_on_error && space_separated_rgb(css).is_some() {
+        return Err(SheetDropped::SyntaxError);
+    }
     if sp.errors > 0 {
         if drop_on_error {
             return Err(SheetDropped::SyntaxError);
@@ -1224,6 +1228,18 @@ pub struct Inspect<'a> {
     pub quirks: Quirks,
     /// The client prefixes class names (for the compound-selector behaviour).
     pub prefixes_classes: bool,
+    /// The client's CSS parser rejects space-separated `rgb()` (reported as a syntax error).
+    pub strict_rgb: bool,
+}
+
+/// Byte offset of the first `rgb()`/`rgba()` written with the space-separated syntax
+/// (`rgb(0 128 0)`), which Gmail's CSS parser rejects.
+pub fn space_separated_rgb(css: &str) -> Option<usize> {
+    static RGB: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)\brgba?\(\s*[\d.]+%?\s+[\d.]")
+            .unwrap_or_else(|e| panic!("rgb pattern does not compile: {e}"))
+    });
+    RGB.find(css).map(|m| m.start())
 }
 
 /// The result of an inspection.
@@ -1250,6 +1266,11 @@ pub fn inspect_sheet(css: &str, ins: &Inspect<'_>) -> Inspected {
         match r {
             Ok(rule) => inspect_rules(std::slice::from_ref(&rule), ins, ins.dark, &mut out.hits),
             Err((e, _)) => errors_at.push(e.location.line),
+        }
+    }
+    if ins.strict_rgb {
+        if let Some(at) = space_separated_rgb(css) {
+            errors_at.push(newlines(&css[..at]));
         }
     }
     out.syntax_errors = sp.errors + errors_at.len();

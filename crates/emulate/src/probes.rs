@@ -195,6 +195,16 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         20
     ),
     behaviour_probe!(
+        "behaviour-style-syntax-error",
+        StyleSyntaxErrorDropsBlock,
+        Red,
+        [],
+        false,
+        ["html-style", "css-selector-class"],
+        100,
+        20
+    ),
+    behaviour_probe!(
         "behaviour-style-size-limit",
         StyleSizeLimit,
         Red,

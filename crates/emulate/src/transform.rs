@@ -715,6 +715,16 @@ impl MainPass<'_> {
                 let _ = el.set_attribute("data-ogsb", "");
             }
         }
+        // Gmail strips a whole style attribute that uses the space-separated rgb() syntax.
+        let strict_rgb = self.set.policy.on_css_error == OnCssError::DropBlock;
+        let style = match style {
+            Some(s) if strict_rgb && css::space_separated_rgb(&s).is_some() => {
+                el.remove_attribute("style");
+                notes.note(Implementation::StyleSyntaxErrorDropsBlock.note_key());
+                None
+            }
+            other => other,
+        };
         if let Some(style) = style {
             let scoped = CssContext {
                 element: Some(name),

@@ -510,3 +510,34 @@ fn samsung_lays_a_wide_email_out_at_686_px_and_other_clients_do_not() {
         &["gmail_android", "iphone15_ios"],
     );
 }
+
+#[test]
+fn gmail_drops_a_style_block_and_a_style_attribute_with_space_separated_rgb() {
+    let html = "<html><head><style>.a{color:#0a0a0a} .b{color: rgb(0 128 0)}</style><style>.c{color:#0c0c0c}</style></head>\
+<body><p style=\"color: rgb(0 128 0); margin: 7px\">x</p></body></html>";
+    let g = html_for("gmail_ios", html);
+    assert!(
+        !g.html.contains("#0a0a0a") && g.html.contains("#0c0c0c"),
+        "{}",
+        g.html
+    );
+    assert!(!g.html.contains("margin: 7px"), "{}", g.html);
+    assert!(
+        g.rule_set.contains("gmail-style-syntax-error"),
+        "{}",
+        g.rule_set
+    );
+    let a = html_for("applemail_macos", html);
+    assert!(
+        a.html.contains("#0a0a0a") && a.html.contains("margin: 7px"),
+        "{}",
+        a.html
+    );
+    named(
+        "<style>\n.a { color: #111 }\n.b { color: rgb(0 128 0) }\n</style>",
+        "gmail-style-syntax-error",
+        3,
+        &["gmail_chrome_web", "gmail_android"],
+        &["applemail_macos", "gmail_mobile_web"],
+    );
+}
