@@ -80,11 +80,21 @@ pub fn render_request(
     } else {
         client.viewport
     };
+    // A client that lays a wide email out wider than its screen and zooms it out (auto fit):
+    // the engine lays it out at that width, drawn at the scale that fits it to the screen.
+    let (viewport, scale) = match transformed.layout_width {
+        Some(w) if w > viewport.width => {
+            let fit = viewport.width as f32 / w as f32;
+            let height = (viewport.height as f32 / fit).round() as u32;
+            (Viewport { width: w, height }, client.scale * fit)
+        }
+        _ => (viewport, client.scale),
+    };
     RenderRequest {
         html: transformed.html,
         engine: client.engine,
         viewport,
-        scale: client.scale,
+        scale,
         mobile: client.mobile,
         color_scheme: transformed.color_scheme,
         block_images: variant.blocks_images(),
