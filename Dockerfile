@@ -20,11 +20,15 @@ RUN printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin
       chromium firefox-esr webkit2gtk-driver libwebkit2gtk-4.1-0 xvfb xauth \
       fonts-liberation2 fonts-crosextra-carlito fonts-crosextra-caladea fonts-dejavu-core \
       fonts-noto-color-emoji fonts-noto-cjk fontconfig \
-      spamassassin spamd rspamd \
+      spamassassin spamd rspamd tini \
  && rm -rf /var/lib/apt/lists/* /usr/sbin/policy-rc.d \
- && useradd --system --create-home --home-dir /var/lib/mailproof mailproof
+ && useradd --system --uid 10001 --create-home --home-dir /var/lib/mailproof mailproof
 COPY --from=build /src/target/release/mailproof /src/target/release/mailproof-webkit-helper /usr/local/bin/
-COPY data/ /usr/share/mailproof/
+# Only the data files (.dockerignore keeps keys, databases and screenshots out of the context):
+# keys are mounted at run time, readable by uid 10001 (README.md, "Running on several machines").
+COPY data/clients.toml data/spam-filters.toml /usr/share/mailproof/
+COPY data/rules/ /usr/share/mailproof/rules/
+COPY data/fonts/ /usr/share/mailproof/fonts/
 USER mailproof
 WORKDIR /var/lib/mailproof
 ENV MAILPROOF_RESOURCES=/usr/share/mailproof \
@@ -32,5 +36,8 @@ ENV MAILPROOF_RESOURCES=/usr/share/mailproof \
     MAILPROOF_HTTP=0.0.0.0:8080 \
     MAILPROOF_SMTP=0.0.0.0:2525
 EXPOSE 8080 2525
-ENTRYPOINT ["/usr/local/bin/mailproof"]
+# tini as PID 1 reaps the engines' orphaned helper processes (Chromium's zombies otherwise pile
+# up) and passes SIGTERM on; compose.yaml's `init: true` does the same where the image is run
+# without this entrypoint.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/mailproof"]
 CMD ["serve"]

@@ -1,5 +1,5 @@
-//! What `GET /healthz` reports: the state of each part of the service (database, SMTP, rendering
-//! engines, spam filters), kept up to date by the service wiring, which the api crate does not
+//! What `GET /healthz` reports: the state of each part of the service (database, object storage,
+//! SMTP, rendering engines, spam filters), kept up to date by the service wiring, which the api crate does not
 //! otherwise know about.
 
 use std::collections::BTreeMap;
@@ -123,22 +123,47 @@ impl Health {
     }
 }
 
+/// How long `/healthz` waits for the database or the object store before calling it down: an
+/// orchestrator's probe (and an operator) needs an answer in bounded time whatever is down, and a
+/// pool waiting for a connection would otherwise hold the answer for its whole acquire timeout.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// The state of one live probe: ok, its error, or no answer within [`PROBE_TIMEOUT`].
+async fn probe<E: std::fmt::Display>(
+    what: &str,
+    check: impl std::future::Future<Output = Result<(), E>>,
+) -> Component {
+    match tokio::time::timeout(PROBE_TIMEOUT, check).await {
+        Ok(Ok(())) => Component::new(State::Ok),
+        Ok(Err(e)) => Component::down(format!("{what} fails: {e}"), None),
+        Err(_) => Component::down(
+            format!(
+                "{what} does not answer within {} ms",
+                PROBE_TIMEOUT.as_millis()
+            ),
+            None,
+        ),
+    }
+}
+
 /// `GET /healthz`: 200 with the components while the service can serve; 503 when its database
-/// does not answer (checked live on every call).
+/// does not answer. The database and the object store are checked live, at once, on every call,
+/// each within [`PROBE_TIMEOUT`].
 pub async fn healthz(
     axum::extract::State(state): axum::extract::State<crate::AppState>,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    let database = match state.store.ping().await {
-        Ok(()) => Component::new(State::Ok),
-        Err(e) => Component::down(format!("the database does not answer: {e}"), None),
-    };
+    let (database, storage) = tokio::join!(
+        probe("the database", state.store.ping()),
+        probe("the object store", state.blobs.check()),
+    );
     let status = if database.state == State::Ok {
         axum::http::StatusCode::OK
     } else {
         axum::http::StatusCode::SERVICE_UNAVAILABLE
     };
     state.health.set("database", "", database);
+    state.health.set("storage", "", storage);
     (status, axum::Json(state.health.to_json())).into_response()
 }
 
@@ -168,5 +193,29 @@ mod tests {
         assert_eq!(rspamd["state"], "down");
         assert_eq!(rspamd["reason"], "exited (signal 9)");
         assert_eq!(rspamd["next_retry"], 1_700_000_000);
+    }
+
+    #[tokio::test]
+    async fn a_probe_that_hangs_is_down_within_the_timeout() {
+        let started = std::time::Instant::now();
+        let c = probe::<std::io::Error>("the database", std::future::pending()).await;
+        assert!(
+            started.elapsed() < PROBE_TIMEOUT * 2,
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(c.state, State::Down);
+        assert_eq!(
+            c.reason.as_deref(),
+            Some("the database does not answer within 1500 ms")
+        );
+        let failed = probe("the object store", async {
+            Err::<(), _>("connection refused")
+        })
+        .await;
+        assert_eq!(
+            failed.reason.as_deref(),
+            Some("the object store fails: connection refused")
+        );
     }
 }

@@ -71,13 +71,13 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     (
         "put",
         "/v5/email/tests/{test_id}/links",
-        "Start link validation: every link and image followed through its redirects under the network policy",
+        "Start link validation: every link and image followed through its redirects under the network policy; answers a pending report in the report's shape",
         &[],
     ),
     (
         "get",
         "/v5/email/tests/{test_id}/links",
-        "Link validation report: status, redirects, MIME type, alt, warnings and errors of every link and image, and URI blocklist hits",
+        "Link validation report: per link and image `status` (integer, 0 without a response), `mime` (string), `redirects`, `alt` and `warning` (booleans; texts in `alt_text`, `warnings`, `warning_text`), `error` (string or false), and URI blocklist hits",
         &[],
     ),
     (
@@ -128,7 +128,12 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
         "Seed list of an email test",
         &[],
     ),
-    ("get", "/v5/email/clients", "Email clients", &[]),
+    (
+        "get",
+        "/v5/email/clients",
+        "Email clients: every profile, and every alias id of existing v5 tools as its own entry with `alias_of` naming its profile",
+        &[],
+    ),
     ("get", "/v5/email/clients/default", "Default clients", &[]),
     (
         "put",

@@ -253,6 +253,12 @@ impl Catalog {
         &self.entries[..self.profiles]
     }
 
+    /// The profiles, then one entry per alias: every id a caller may send, as the client list
+    /// shows them so that tools which keep only listed ids still use their built-in ones.
+    pub fn entries(&self) -> &[Client] {
+        &self.entries
+    }
+
     pub fn defaults(&self) -> impl Iterator<Item = &Client> {
         self.clients().iter().filter(|c| c.default)
     }

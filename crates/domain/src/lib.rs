@@ -17,4 +17,4 @@ pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
 pub use catalog::{Catalog, CatalogError, Category, Client, ColorScheme, Engine};
 pub use ids::TestId;
 pub use plan::Plan;
-pub use test::{ScreenshotStatus, SpamMethod, TestKind, Variant};
+pub use test::{ScreenshotStatus, SpamMethod, SpamVerdict, TestKind, Variant};

@@ -69,6 +69,16 @@ impl Variant {
         matches!(self, Variant::Horizontal | Variant::HorizontalNoImages)
     }
 
+    /// The variant's name for a person, as every page shows it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Variant::Default => "Default",
+            Variant::NoImages => "Images off",
+            Variant::Horizontal => "Landscape",
+            Variant::HorizontalNoImages => "Landscape, images off",
+        }
+    }
+
     /// The variants a client gets in a test, per the §2.5 rules.
     pub fn for_client(
         test_blocks_images: bool,
@@ -124,6 +134,65 @@ impl ScreenshotStatus {
             _ => None,
         }
     }
+
+    /// Complete or Bounced: nothing more will happen without a reprocess.
+    pub fn is_final(self) -> bool {
+        matches!(self, ScreenshotStatus::Complete | ScreenshotStatus::Bounced)
+    }
+}
+
+/// One filter's answer about a message (spec §2.8 `spam`: 1 spam, 0 neutral, −1 not spam).
+/// The wire integer is read and written only through [`SpamVerdict::from_wire`] and
+/// [`SpamVerdict::wire`], so the API, the webhooks and the pages cannot disagree on its meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SpamVerdict {
+    Spam,
+    Neutral,
+    NotSpam,
+}
+
+impl SpamVerdict {
+    pub const ALL: [SpamVerdict; 3] = [
+        SpamVerdict::Spam,
+        SpamVerdict::Neutral,
+        SpamVerdict::NotSpam,
+    ];
+
+    /// The §2.8 value. Any positive number is read as spam and any negative one as not spam,
+    /// so a filter that reports a score rather than its sign is still understood.
+    pub fn from_wire(n: i64) -> SpamVerdict {
+        match n.signum() {
+            1 => SpamVerdict::Spam,
+            0 => SpamVerdict::Neutral,
+            _ => SpamVerdict::NotSpam,
+        }
+    }
+
+    pub fn wire(self) -> i64 {
+        match self {
+            SpamVerdict::Spam => 1,
+            SpamVerdict::Neutral => 0,
+            SpamVerdict::NotSpam => -1,
+        }
+    }
+
+    /// What a person reads.
+    pub fn label(self) -> &'static str {
+        match self {
+            SpamVerdict::Spam => "Spam",
+            SpamVerdict::Neutral => "Neutral",
+            SpamVerdict::NotSpam => "Not spam",
+        }
+    }
+
+    /// A stable name for styles and scripts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpamVerdict::Spam => "spam",
+            SpamVerdict::Neutral => "neutral",
+            SpamVerdict::NotSpam => "not-spam",
+        }
+    }
 }
 
 /// How a spam test's message reaches the filters (spec §1).
@@ -162,6 +231,17 @@ impl FromStr for SpamMethod {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spam_verdicts_keep_the_section_2_8_meaning_both_ways() {
+        assert_eq!(SpamVerdict::from_wire(1), SpamVerdict::Spam);
+        assert_eq!(SpamVerdict::from_wire(0), SpamVerdict::Neutral);
+        assert_eq!(SpamVerdict::from_wire(-1), SpamVerdict::NotSpam);
+        assert_eq!(SpamVerdict::from_wire(-1).label(), "Not spam");
+        for v in SpamVerdict::ALL {
+            assert_eq!(SpamVerdict::from_wire(v.wire()), v);
+        }
+    }
 
     #[test]
     fn variants_follow_the_screenshot_key_rules() {

@@ -11,12 +11,13 @@ use std::rc::Rc;
 use domain::{Category, Client};
 use lol_html::{element, rewrite_str, text, RewriteStrSettings};
 
+use crate::behaviours::{Applied, Implementation};
 use crate::color::{self, Role};
 use crate::conditional::{self, Mso};
-use crate::css::{self, HitKind, Inspect};
+use crate::css::{self, HitKind, Inspect, Quirks};
 use crate::features::{self, Effect};
 use crate::rules::{BodyHandling, DarkMode, OnCssError, RuleBook, RuleSet};
-use crate::transform::{decode_entities, element_hit, ElementHit, MAX_HTML_BYTES};
+use crate::transform::{decode_entities, element_hit, ElementHit, CLIP_BYTES, MAX_HTML_BYTES};
 use crate::EmulateError;
 
 /// How much a finding matters for the client.
@@ -119,6 +120,8 @@ struct Judge<'a> {
     warnings: Vec<(String, Effect)>,
     /// The forced dark mode of the client's dark theme, whatever the profile's colour scheme.
     dark: DarkMode,
+    /// The client's documented behaviours (data/behaviours.toml).
+    applied: Applied<'a>,
 }
 
 impl Judge<'_> {
@@ -176,6 +179,66 @@ impl Judge<'_> {
         }
     }
 
+    /// A behaviour finding: what happens here, then the behaviour's id and first source.
+    fn behaviour_message(&self, imp: Implementation, what: &str) -> String {
+        match self.applied.find(imp) {
+            Some(b) => format!(
+                "{what} ({}: {})",
+                b.id,
+                b.sources.first().map(String::as_str).unwrap_or_default()
+            ),
+            None => what.to_string(),
+        }
+    }
+
+    /// Records a behaviour finding when the client applies `imp`.
+    fn add_behaviour(
+        &self,
+        f: &mut Collector,
+        imp: Implementation,
+        severity: Severity,
+        property: String,
+        lines: &[u32],
+        what: &str,
+    ) {
+        let Some(b) = self.applied.find(imp) else {
+            return;
+        };
+        let msg = self.behaviour_message(imp, what);
+        for &line in lines {
+            f.add(severity, &b.id, property.clone(), line, msg.clone());
+        }
+    }
+
+    /// What the client does where a CSS behaviour hit matched.
+    fn css_behaviour(&self, imp: Implementation, label: &str) -> (Severity, String) {
+        let who = &self.client.display_name;
+        let prefix = &self.set.policy.class_prefix;
+        match imp {
+            Implementation::CompoundSelectorFirstClassOnly => (
+                Severity::Error,
+                format!("{who} prefixes only the first class of {label} ({prefix}...), while the markup gets {prefix} on every class: this selector never matches; use a single class."),
+            ),
+            Implementation::AttributeSelectorMangled => (
+                Severity::Error,
+                format!("{who} never matches {label}: an attribute selector in the same compound as a class is not supported; use the attribute alone ([class~=...]) or with an element (td[class])."),
+            ),
+            Implementation::LineHeightMinimum => (
+                Severity::Warning,
+                format!("{who} treats {label} as a minimum: lines grow to fit the text; add mso-line-height-rule: exactly to keep it."),
+            ),
+            Implementation::WebFontTimesFallback => (
+                Severity::Warning,
+                format!("{who} does not have {}: it draws Times New Roman, ignoring the rest of the stack; add mso-font-alt or an mso-only font-family with a Windows font.", label.trim_start_matches("font-family: ")),
+            ),
+            Implementation::HeightToMinHeight => (
+                Severity::Warning,
+                format!("{who} turns {label} into min-height: content taller than that is not cut, the box grows."),
+            ),
+            _ => (Severity::Info, format!("{who}: {label}")),
+        }
+    }
+
     fn dark_message(&self, label: &str) -> String {
         let how = match self.dark {
             DarkMode::FullInvert => "inverts",
@@ -211,14 +274,82 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
         .filter_map(|s| features::effect(s).map(|e| (s.clone(), e)))
         .filter(|(_, e)| *e != Effect::NotEmulated)
         .collect();
+    let applied = book.behaviours().of(client);
+    // Where `height` becomes `min-height`, caniemail's "unsupported" is that rewrite, not a drop.
+    // Where a behaviour says what a client really does with a feature caniemail marks
+    // unsupported, the behaviour is reported instead of the removal.
+    let replaced = |slug: &str| {
+        (slug == "css-height" && applied.has(Implementation::HeightToMinHeight))
+            || (slug == "css-selector-chaining"
+                && applied.has(Implementation::CompoundSelectorFirstClassOnly))
+    };
+    let errors: Vec<(String, Effect)> = set
+        .effects
+        .iter()
+        .filter(|(s, _)| !replaced(s))
+        .cloned()
+        .collect();
     let judge = Judge {
         set,
         client,
-        errors: &set.effects,
+        errors: &errors,
         warnings,
         dark: set.policy.dark_mode,
+        applied,
     };
     let mut found = Collector::default();
+    if html.len() > CLIP_BYTES {
+        let line = Lines::new(html).at(CLIP_BYTES);
+        judge.add_behaviour(
+            &mut found,
+            Implementation::ClipLongMessage,
+            Severity::Error,
+            "message size".into(),
+            &[line],
+            &format!(
+                "{} clips this email at about {CLIP_BYTES} bytes (line {line}; it is {} bytes): the rest shows only after \"View entire message\"; trim the HTML (inline CSS repeats, comments, whitespace).",
+                client.display_name,
+                html.len()
+            ),
+        );
+    }
+    let widest = crate::transform::widest_width(html);
+    if judge.applied.has(Implementation::AutoFitWideLayout) && widest > client.viewport.width {
+        let original = Lines::new(html);
+        let at = html.find(&widest.to_string()).map_or(1, |i| original.at(i));
+        judge.add_behaviour(
+            &mut found,
+            Implementation::AutoFitWideLayout,
+            Severity::Warning,
+            format!("width {widest}"),
+            &[at],
+            &format!(
+                "{} lays this email out {} px wide and zooms it out to its {} px screen (its widest element is {widest} px): max-width media queries below {} px do not fire; make the layout fluid.",
+                client.display_name,
+                crate::transform::AUTO_FIT_LAYOUT_WIDTH,
+                client.viewport.width,
+                crate::transform::AUTO_FIT_LAYOUT_WIDTH
+            ),
+        );
+    }
+    if judge.applied.has(Implementation::MsoConditionalsAsComments) {
+        let original = Lines::new(html);
+        let lines: Vec<u32> = html
+            .match_indices("<!--[if")
+            .map(|(at, _)| original.at(at))
+            .collect();
+        judge.add_behaviour(
+            &mut found,
+            Implementation::MsoConditionalsAsComments,
+            Severity::Warning,
+            "<!--[if mso]> conditional comment".into(),
+            &lines,
+            &format!(
+                "{} ignores Outlook conditional comments: <!--[if mso]> content (ghost tables, VML) is not drawn and the <!--[if !mso]><!--> branch is, so the layout must work without them.",
+                client.display_name
+            ),
+        );
+    }
 
     let word = set.policy.word_engine;
     let version = client
@@ -302,6 +433,14 @@ fn html_pass(
         hidden: false,
     });
     let style_text = RefCell::new(String::new());
+    let css_total = Cell::new(0usize);
+    // Open table cells (innermost last): the line of a cell still empty, for Word's spacer cells.
+    let cells: Rc<RefCell<Vec<Option<u32>>>> = Rc::default();
+    let empty_cells: Rc<RefCell<Vec<u32>>> = Rc::default();
+    let no_detect = Rc::new(Cell::new(0usize));
+    let in_head = Rc::new(Cell::new(false));
+    let detectors = judge.applied.has(Implementation::DataDetectors);
+    let phones_off = Cell::new(false);
     let styles_unsupported =
         !policy.style_blocks || set.effects.iter().any(|(_, e)| *e == Effect::StyleElement);
     let web = judge.client.category == Category::Web;
@@ -488,6 +627,9 @@ fn html_pass(
                 element: Some(&name),
                 scoped: &policy.scoped_drops,
                 dark: judge.dark,
+                quirks: Quirks::of(&judge.applied),
+                prefixes_classes: !policy.class_prefix.is_empty(),
+                strict_rgb: policy.on_css_error == OnCssError::DropBlock,
             };
             let errors = css::inspect_inline(style_value, &ins);
             let warnings = css::inspect_inline(
@@ -496,6 +638,7 @@ fn html_pass(
                     effects: &judge.warnings,
                     scoped: &[],
                     dark: DarkMode::None,
+                    quirks: Quirks::default(),
                     ..ins
                 },
             );
@@ -518,6 +661,80 @@ fn html_pass(
                         attr_line(a),
                         judge.dark_message(&format!("{a} attribute")),
                     );
+                }
+            }
+        }
+        if let Some(class) = el.get_attribute("class") {
+            let names: Vec<&str> = class.split_ascii_whitespace().collect();
+            if names.len() > 1 {
+                judge.add_behaviour(
+                    &mut f,
+                    Implementation::FirstClassOnly,
+                    Severity::Warning,
+                    format!("class=\"{}\"", names.join(" ")),
+                    &[attr_line("class")],
+                    &format!(
+                        "{who} applies only the first class of class=\"{}\" ({}): rules for {} are ignored; put everything this element needs in one class or inline.",
+                        names.join(" "),
+                        names[0],
+                        names[1..].join(", ")
+                    ),
+                );
+            }
+        }
+        if let Some(top) = cells.borrow_mut().last_mut() {
+            *top = None;
+        }
+        if name == "td"
+            && judge.applied.has(Implementation::SpacerCellOneLine)
+            && el.can_have_content()
+        {
+            let sized = style_attr.as_deref().is_some_and(css::sets_text_size);
+            cells.borrow_mut().push((!sized).then_some(line));
+            let cells = Rc::clone(&cells);
+            let empty = Rc::clone(&empty_cells);
+            if let Some(handlers) = el.end_tag_handlers() {
+                let on_end: EndHandler = Box::new(move |_| {
+                    if let Some(Some(at)) = cells.borrow_mut().pop() {
+                        empty.borrow_mut().push(at);
+                    }
+                    Ok(())
+                });
+                handlers.push(on_end);
+            }
+        }
+        if judge.applied.has(Implementation::DataDetectors) {
+            if name == "meta"
+                && crate::detect::stops_phone_links(
+                    el.get_attribute("name"),
+                    el.get_attribute("content"),
+                )
+            {
+                phones_off.set(true);
+            }
+            if name == "body" {
+                in_head.set(false);
+            }
+            if name == "head" {
+                in_head.set(true);
+                let flag = Rc::clone(&in_head);
+                if let Some(handlers) = el.end_tag_handlers() {
+                    let on_end: EndHandler = Box::new(move |_| {
+                        flag.set(false);
+                        Ok(())
+                    });
+                    handlers.push(on_end);
+                }
+            }
+            if matches!(name.as_str(), "a" | "button" | "select") {
+                if let Some(handlers) = el.end_tag_handlers() {
+                    no_detect.set(no_detect.get() + 1);
+                    let depth = Rc::clone(&no_detect);
+                    let on_end: EndHandler = Box::new(move |_| {
+                        depth.set(depth.get().saturating_sub(1));
+                        Ok(())
+                    });
+                    handlers.push(on_end);
                 }
             }
         }
@@ -557,32 +774,63 @@ fn html_pass(
             return Ok(());
         }
         let base_line = lines.at(at.start.unwrap_or(0));
+        let end_line = base_line + u32::try_from(sheet.matches('\n').count()).unwrap_or(0);
         let mut f = found.borrow_mut();
-        if let Some(max) = policy.style_max_bytes.filter(|m| sheet.len() > *m) {
-            f.add(
-                Severity::Error,
-                "html-style-over-size-limit",
-                "<style> size".into(),
-                base_line,
-                format!(
-                    "{who} removes a <style> element longer than {max} bytes (this one is {}): split it or trim unused rules.",
-                    sheet.len()
+        css_total.set(css_total.get() + sheet.len());
+        if let Some(max) = policy.style_max_bytes.filter(|m| css_total.get() > *m) {
+            let msg = judge.behaviour_message(
+                Implementation::StyleSizeLimit,
+                &format!(
+                    "{who} keeps {max} bytes of CSS in total; the <style> elements reach {} bytes here, so this whole <style> block (lines {base_line}–{end_line}) and every later one are removed: trim unused rules.",
+                    css_total.get()
                 ),
             );
+            let key = judge
+                .applied
+                .find(Implementation::StyleSizeLimit)
+                .map_or(Implementation::StyleSizeLimit.note_key(), |b| b.id.as_str());
+            f.add(Severity::Error, key, "<style> size".into(), base_line, msg);
+        }
+        if judge
+            .applied
+            .has(Implementation::StyleNestedAtRuleDropsBlock)
+        {
+            if let Some((outer, inner, rel)) = css::find_nested_at_rule(&sheet) {
+                judge.add_behaviour(
+                    &mut f,
+                    Implementation::StyleNestedAtRuleDropsBlock,
+                    Severity::Error,
+                    format!("@{inner} inside @{outer}"),
+                    &[base_line, base_line + rel],
+                    &format!(
+                        "{who} drops this whole <style> block (lines {base_line}–{end_line}): it contains @{inner} inside @{outer} (line {}); move the @{inner} out of the @{outer}, or into a <style> of its own.",
+                        base_line + rel
+                    ),
+                );
+            }
         }
         let ins = Inspect {
             effects: judge.errors,
             element: None,
             scoped: &[],
             dark: judge.dark,
+            quirks: Quirks::of(&judge.applied),
+            prefixes_classes: !policy.class_prefix.is_empty(),
+            strict_rgb: policy.on_css_error == OnCssError::DropBlock,
         };
         let errors = css::inspect_sheet(&sheet, &ins);
         if let Some(rel) = errors.first_error_line {
             let (severity, key, msg) = if policy.on_css_error == OnCssError::DropBlock {
                 (
                     Severity::Error,
-                    "html-style-dropped-on-css-error",
-                    format!("{who} drops the whole <style> element when its CSS has a syntax error; this one has {}: fix it.", errors.syntax_errors),
+                    judge
+                        .applied
+                        .find(Implementation::StyleSyntaxErrorDropsBlock)
+                        .map_or("html-style-dropped-on-css-error", |b| b.id.as_str()),
+                    judge.behaviour_message(
+                        Implementation::StyleSyntaxErrorDropsBlock,
+                        &format!("{who} drops the whole <style> element when its CSS has a syntax error (space-separated rgb() counts as one); this one has {}: fix it.", errors.syntax_errors),
+                    ),
                 )
             } else {
                 (
@@ -604,6 +852,7 @@ fn html_pass(
             &Inspect {
                 effects: &judge.warnings,
                 dark: DarkMode::None,
+                quirks: Quirks::default(),
                 ..ins
             },
         );
@@ -611,12 +860,59 @@ fn html_pass(
         Ok(())
     });
 
+    let texts = lol_html::doc_text!(|t| {
+        if !t.as_str().trim().is_empty() {
+            if let Some(top) = cells.borrow_mut().last_mut() {
+                *top = None;
+            }
+        }
+        if !detectors
+            || t.text_type() != lol_html::html_content::TextType::Data
+            || no_detect.get() > 0
+            || in_head.get()
+        {
+            return Ok(());
+        }
+        let start = t.source_location().bytes().start;
+        let text = t.as_str();
+        for (range, what) in crate::detect::find(text, !phones_off.get()) {
+            let matched = &text[range.clone()];
+            let line = lines.at(start + range.start);
+            let stop = match what {
+                crate::detect::Detected::Phone => "add <meta name=\"format-detection\" content=\"telephone=no\"> to stop phone links, or",
+                _ => "this cannot be turned off;",
+            };
+            judge.add_behaviour(
+                &mut found.borrow_mut(),
+                Implementation::DataDetectors,
+                Severity::Info,
+                format!("{} \"{matched}\"", what.name()),
+                &[line],
+                &format!(
+                    "{who} turns this {} into a link (blue, underlined): {stop} style it with a[x-apple-data-detectors] {{ color: inherit !important; text-decoration: none !important; }}.",
+                    what.name()
+                ),
+            );
+        }
+        Ok(())
+    });
+
     rewrite_str(
         work,
         RewriteStrSettings::new()
             .append_element_content_handler(elements)
-            .append_element_content_handler(styles),
+            .append_element_content_handler(styles)
+            .append_document_content_handler(texts),
     )?;
+    let empty = empty_cells.borrow();
+    judge.add_behaviour(
+        &mut found.borrow_mut(),
+        Implementation::SpacerCellOneLine,
+        Severity::Warning,
+        "empty <td>".into(),
+        &empty,
+        &format!("{who} makes an empty table cell at least one line of text tall (about 15–20 px): give it font-size and line-height equal to its height (e.g. style=\"font-size:4px;line-height:4px\")."),
+    );
     Ok(())
 }
 
@@ -652,6 +948,10 @@ fn record_css(
             HitKind::Dark => {
                 let msg = judge.dark_message(&h.label);
                 f.add(Severity::Info, "dark-mode", h.label, line, msg);
+            }
+            HitKind::Behaviour(imp) => {
+                let (severity, what) = judge.css_behaviour(imp, &h.label);
+                judge.add_behaviour(f, imp, severity, h.label, &[line], &what);
             }
         }
     }

@@ -27,7 +27,90 @@ pub struct CssContext<'a> {
     /// Element-specific drops, applied when `element` is known (style attributes).
     pub scoped: &'a [ScopedDrop],
     pub element: Option<&'a str>,
+    /// The client's documented CSS behaviours (data/behaviours.toml).
+    pub quirks: Quirks,
 }
+
+/// CSS behaviours of a client beyond what it drops (see [`crate::behaviours::Implementation`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Quirks {
+    /// A sheet with an at-rule inside an at-rule is dropped whole.
+    pub nested_at_rule_drops_sheet: bool,
+    /// Only the first class of a compound selector gets the class prefix.
+    pub first_class_prefixed_only: bool,
+    /// A leading attribute-only compound (`[owa] .a`) is removed from the selector.
+    pub attribute_selector_mangled: bool,
+    /// `line-height` is a minimum unless `mso-line-height-rule: exactly`.
+    pub line_height_minimum: bool,
+    /// A font stack starting with a family Windows lacks becomes Times New Roman (or
+    /// `mso-font-alt`).
+    pub web_font_fallback: bool,
+    /// `height` is written as `min-height`.
+    pub height_to_min_height: bool,
+}
+
+impl Quirks {
+    pub fn of(applied: &crate::behaviours::Applied<'_>) -> Quirks {
+        use crate::behaviours::Implementation as I;
+        Quirks {
+            nested_at_rule_drops_sheet: applied.has(I::StyleNestedAtRuleDropsBlock),
+            first_class_prefixed_only: applied.has(I::CompoundSelectorFirstClassOnly),
+            attribute_selector_mangled: applied.has(I::AttributeSelectorMangled),
+            line_height_minimum: applied.has(I::LineHeightMinimum),
+            web_font_fallback: applied.has(I::WebFontTimesFallback),
+            height_to_min_height: applied.has(I::HeightToMinHeight),
+        }
+    }
+}
+
+/// How tall Word makes a line at least, as a factor of the font size: a browser's usual `normal`
+/// line height (Word's own figure depends on the font; not published).
+const WORD_MIN_LINE: &str = "1.2em";
+
+/// Font families Windows has (or substitutes, as Helvetica by Arial), and the generic families:
+/// a stack starting with one of these keeps its first family in the Word engine.
+const WINDOWS_FONTS: &[&str] = &[
+    "arial",
+    "arial black",
+    "aptos",
+    "bahnschrift",
+    "calibri",
+    "cambria",
+    "candara",
+    "comic sans ms",
+    "consolas",
+    "constantia",
+    "corbel",
+    "courier",
+    "courier new",
+    "franklin gothic medium",
+    "gabriola",
+    "georgia",
+    "helvetica",
+    "impact",
+    "lucida console",
+    "lucida sans unicode",
+    "microsoft sans serif",
+    "palatino linotype",
+    "segoe print",
+    "segoe script",
+    "segoe ui",
+    "sitka",
+    "sylfaen",
+    "symbol",
+    "tahoma",
+    "times",
+    "times new roman",
+    "trebuchet ms",
+    "verdana",
+    "webdings",
+    "wingdings",
+    "serif",
+    "sans-serif",
+    "monospace",
+    "cursive",
+    "fantasy",
+];
 
 /// Counts of what was removed, keyed by caniemail slug or a short reason.
 #[derive(Debug, Default)]
@@ -424,6 +507,10 @@ fn filter_decl(
         decl.value = decl.value[s..e].to_string();
         info = scan_value(&decl.value);
     }
+    if cx.quirks.height_to_min_height && decl.name == "height" {
+        decl.name = "min-height".into();
+        removed.note(crate::Implementation::HeightToMinHeight.note_key());
+    }
     if let Some(slug) = removing_effect(&decl, &info, cx.effects) {
         removed.note(slug);
         return None;
@@ -444,6 +531,70 @@ fn filter_decl(
         }
     }
     Some(decl)
+}
+
+/// The Word engine's reading of one declaration block: `line-height` as a minimum unless
+/// `mso-line-height-rule: exactly`, and a first font family Windows lacks replaced by
+/// `mso-font-alt` or Times New Roman.
+fn word_block(decls: &mut [Decl], quirks: Quirks, removed: &mut Removed) {
+    if quirks.line_height_minimum && !is_exact_line_height(decls) {
+        for d in decls.iter_mut().filter(|d| d.name == "line-height") {
+            if let Some(v) = minimum_line_height(&d.value) {
+                d.value = v;
+                removed.note(crate::Implementation::LineHeightMinimum.note_key());
+            }
+        }
+    }
+    if quirks.web_font_fallback {
+        let alt = decls
+            .iter()
+            .find(|d| d.name == "mso-font-alt")
+            .map(|d| d.value.clone());
+        for d in decls.iter_mut().filter(|d| d.name == "font-family") {
+            if missing_first_family(&d.value).is_some() {
+                d.value = alt.clone().unwrap_or_else(|| "\"Times New Roman\"".into());
+                removed.note(crate::Implementation::WebFontTimesFallback.note_key());
+            }
+        }
+    }
+}
+
+fn is_exact_line_height(decls: &[Decl]) -> bool {
+    decls
+        .iter()
+        .any(|d| d.name == "mso-line-height-rule" && d.value.eq_ignore_ascii_case("exactly"))
+}
+
+/// `line-height: V` as "at least V": `max(V, 1.2em)`; `None` for keywords and values that are
+/// already as tall as a line.
+fn minimum_line_height(value: &str) -> Option<String> {
+    let v = value.trim();
+    let lower = v.to_ascii_lowercase();
+    if lower.is_empty()
+        || lower
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic())
+        || lower.contains("var(")
+    {
+        return None;
+    }
+    let as_length = if v.parse::<f64>().is_ok() {
+        format!("{v}em")
+    } else {
+        v.to_string()
+    };
+    Some(format!("max({as_length}, {WORD_MIN_LINE})"))
+}
+
+/// The first family of a `font-family` value when Windows does not have it.
+pub(crate) fn missing_first_family(value: &str) -> Option<String> {
+    let first = value.split(',').next()?.trim();
+    let name = first.trim_matches(['"', '\'']).trim().to_ascii_lowercase();
+    if name.is_empty() || WINDOWS_FONTS.contains(&name.as_str()) || name.starts_with("var(") {
+        return None;
+    }
+    Some(first.to_string())
 }
 
 fn write_decls(decls: &[Decl], out: &mut String) {
@@ -469,6 +620,8 @@ struct SelectorInfo {
     parts: Vec<SelectorPart>,
     /// Byte offsets (in the selector list text) where a class name starts.
     class_at: Vec<usize>,
+    /// For each of `class_at`: whether it is the first class of its compound.
+    class_first: Vec<bool>,
     /// Byte offsets where an id name starts (after `#`).
     id_at: Vec<usize>,
 }
@@ -498,6 +651,7 @@ fn analyse_selector(text: &str, offset: usize) -> SelectorInfo {
     let mut info = SelectorInfo {
         parts: Vec::new(),
         class_at: Vec::new(),
+        class_first: Vec::new(),
         id_at: Vec::new(),
     };
     let mut pi = ParserInput::new(text);
@@ -510,6 +664,7 @@ fn analyse_tokens(p: &mut Parser<'_, '_>, offset: usize, info: &mut SelectorInfo
     // Whether the current compound has started, and how many class/id parts it has.
     let mut in_compound = false;
     let mut named_parts = 0usize;
+    let mut classes = 0usize;
     let mut pending_space = false;
     let mut after_combinator = true;
     loop {
@@ -526,6 +681,7 @@ fn analyse_tokens(p: &mut Parser<'_, '_>, offset: usize, info: &mut SelectorInfo
             info.parts.push(SelectorPart::Descendant);
             in_compound = false;
             named_parts = 0;
+            classes = 0;
         }
         if starts_compound {
             pending_space = false;
@@ -542,6 +698,7 @@ fn analyse_tokens(p: &mut Parser<'_, '_>, offset: usize, info: &mut SelectorInfo
                 info.parts.push(SelectorPart::Combinator(c));
                 in_compound = false;
                 named_parts = 0;
+                classes = 0;
                 pending_space = false;
                 after_combinator = true;
             }
@@ -550,6 +707,8 @@ fn analyse_tokens(p: &mut Parser<'_, '_>, offset: usize, info: &mut SelectorInfo
                 if let Ok(Token::Ident(_)) = p.next_including_whitespace_and_comments() {
                     info.parts.push(SelectorPart::Class);
                     info.class_at.push(offset + name_at);
+                    info.class_first.push(classes == 0);
+                    classes += 1;
                     named_parts += 1;
                 }
                 in_compound = true;
@@ -668,11 +827,20 @@ fn filter_selectors(list: &str, cx: &CssContext<'_>, removed: &mut Removed) -> O
     for (s, e) in ranges {
         let text = &list[s..e];
         let info = analyse_selector(text, 0);
-        if let Some((slug, _)) = selector_hits(&info, cx.effects).next() {
+        // Where only the first class of a compound gets the prefix, that is what happens to a
+        // chained selector, rather than caniemail's "unsupported".
+        let first_class_only = cx.quirks.first_class_prefixed_only;
+        let hit = selector_hits(&info, cx.effects)
+            .find(|(slug, _)| !(first_class_only && *slug == "css-selector-chaining"));
+        if let Some((slug, _)) = hit {
             removed.note(slug);
             continue;
         }
-        kept.push(prefix_names(text.trim(), cx));
+        if cx.quirks.attribute_selector_mangled && class_with_attribute(text) {
+            removed.note(crate::Implementation::AttributeSelectorMangled.note_key());
+            continue;
+        }
+        kept.push(prefix_names(text.trim(), cx, removed));
     }
     (!kept.is_empty()).then(|| kept.join(", "))
 }
@@ -709,16 +877,45 @@ fn selector_label(part: SelectorPart) -> String {
     }
 }
 
+/// Whether a compound of `selector` has both a class and an attribute selector (`.a[class]`),
+/// which Outlook.com's rewriting never matches (caniemail css-selector-attribute note 1).
+pub(crate) fn class_with_attribute(selector: &str) -> bool {
+    let mut pi = ParserInput::new(selector);
+    let mut p = Parser::new(&mut pi);
+    let (mut class, mut attribute) = (false, false);
+    while let Ok(tok) = p.next_including_whitespace_and_comments() {
+        match tok {
+            Token::WhiteSpace(_) | Token::Delim('>' | '+' | '~') => {
+                class = false;
+                attribute = false;
+            }
+            Token::Delim('.') => class = true,
+            Token::SquareBracketBlock => attribute = true,
+            _ => {}
+        }
+        if class && attribute {
+            return true;
+        }
+    }
+    false
+}
+
 /// Inserts the client's class and id prefixes into one selector.
-fn prefix_names(selector: &str, cx: &CssContext<'_>) -> String {
+fn prefix_names(selector: &str, cx: &CssContext<'_>, removed: &mut Removed) -> String {
     if cx.class_prefix.is_empty() && cx.id_prefix.is_empty() {
         return selector.to_string();
     }
     let info = analyse_selector(selector, 0);
+    let first_only = cx.quirks.first_class_prefixed_only;
+    if first_only && info.class_first.iter().any(|f| !f) {
+        removed.note(crate::Implementation::CompoundSelectorFirstClassOnly.note_key());
+    }
     let mut inserts: Vec<(usize, &str)> = info
         .class_at
         .iter()
-        .map(|&i| (i, cx.class_prefix))
+        .zip(&info.class_first)
+        .filter(|(_, first)| **first || !first_only)
+        .map(|(&i, _)| (i, cx.class_prefix))
         .chain(info.id_at.iter().map(|&i| (i, cx.id_prefix)))
         .filter(|(_, p)| !p.is_empty())
         .collect();
@@ -740,6 +937,39 @@ fn prefix_names(selector: &str, cx: &CssContext<'_>) -> String {
 pub enum SheetDropped {
     /// The CSS has syntax errors and the client drops the element on any error.
     SyntaxError,
+    /// An at-rule inside an at-rule: (outer, inner) names, without `@`.
+    NestedAtRule(String, String),
+}
+
+/// The first at-rule nested in another at-rule (`@media { @font-face {} }`): (outer, inner names,
+/// 0-based line of the inner one). `@media` inside `@media` does not count (see
+/// data/behaviours.toml, gmail-style-nested-at-rule).
+fn nested_at_rule(rules: &[Rule]) -> Option<(String, String, u32)> {
+    rules.iter().find_map(|r| match r {
+        Rule::At {
+            name,
+            body: AtBody::Rules(inner),
+            ..
+        } => inner.iter().find_map(|i| match i {
+            Rule::At { name: n, line, .. } if !(name == "media" && n == "media") => {
+                Some((name.clone(), n.clone(), *line))
+            }
+            _ => None,
+        }),
+        _ => None,
+    })
+}
+
+/// For the code analysis: the first at-rule nested in another in `css`, as
+/// (outer, inner, 0-based line of the inner one).
+pub fn find_nested_at_rule(css: &str) -> Option<(String, String, u32)> {
+    let mut pi = ParserInput::new(css);
+    let mut p = Parser::new(&mut pi);
+    let mut sp = SheetParser {
+        errors: 0,
+        depth: 0,
+    };
+    nested_at_rule(&parse_rules(&mut p, &mut sp))
 }
 
 /// The style sheet as the client keeps it. With `drop_on_error`, a sheet with any syntax error is
@@ -757,6 +987,15 @@ pub fn filter_sheet(
         depth: 0,
     };
     let rules = parse_rules(&mut p, &mut sp);
+    if cx.quirks.nested_at_rule_drops_sheet {
+        if let Some((outer, inner, _)) = nested_at_rule(&rules) {
+            return Err(SheetDropped::NestedAtRule(outer, inner));
+        }
+    }
+    // Gmail's parser rejects the space-separated rgb() syntax (caniemail css-rgb), as an error.
+    if drop_on_error && space_separated_rgb(css).is_some() {
+        return Err(SheetDropped::SyntaxError);
+    }
     if sp.errors > 0 {
         if drop_on_error {
             return Err(SheetDropped::SyntaxError);
@@ -780,13 +1019,24 @@ pub fn filter_inline(style: &str, cx: &CssContext<'_>, removed: &mut Removed) ->
     if errors > 0 {
         removed.note("css-syntax-error");
     }
-    let kept: Vec<Decl> = decls
+    let mut kept: Vec<Decl> = decls
         .into_iter()
         .filter_map(|d| filter_decl(d, cx, cx.dark, removed))
         .collect();
+    word_block(&mut kept, cx.quirks, removed);
     let mut out = String::new();
     write_decls(&kept, &mut out);
     out
+}
+
+/// Whether a `style` attribute sets the size of its text (`font-size`, `line-height` or `font`).
+pub fn sets_text_size(style: &str) -> bool {
+    let mut pi = ParserInput::new(style);
+    let mut p = Parser::new(&mut pi);
+    let mut errors = 0;
+    parse_decls(&mut p, &mut errors)
+        .iter()
+        .any(|d| matches!(d.name.as_str(), "font-size" | "line-height" | "font"))
 }
 
 /// Whether a `style` attribute contains `mso-hide: all` (Word does not draw the element).
@@ -873,10 +1123,11 @@ fn write_rules(
                 let Some(selectors) = filter_selectors(&selectors, cx, removed) else {
                     continue;
                 };
-                let decls: Vec<Decl> = decls
+                let mut decls: Vec<Decl> = decls
                     .into_iter()
                     .filter_map(|d| filter_decl(d, cx, dark, removed))
                     .collect();
+                word_block(&mut decls, cx.quirks, removed);
                 out.push_str(&selectors);
                 out.push_str(" { ");
                 write_decls(&decls, out);
@@ -950,6 +1201,8 @@ pub enum HitKind {
     Scoped(usize),
     /// A colour the forced dark mode of [`Inspect::dark`] changes.
     Dark,
+    /// A documented client behaviour of [`Inspect::quirks`] applies here.
+    Behaviour(crate::Implementation),
 }
 
 /// One construct of the email's CSS that is reported.
@@ -971,6 +1224,22 @@ pub struct Inspect<'a> {
     pub scoped: &'a [ScopedDrop],
     /// Colours this forced dark mode changes are reported (outside `prefers-color-scheme`).
     pub dark: DarkMode,
+    /// Behaviours reported where they apply.
+    pub quirks: Quirks,
+    /// The client prefixes class names (for the compound-selector behaviour).
+    pub prefixes_classes: bool,
+    /// The client's CSS parser rejects space-separated `rgb()` (reported as a syntax error).
+    pub strict_rgb: bool,
+}
+
+/// Byte offset of the first `rgb()`/`rgba()` written with the space-separated syntax
+/// (`rgb(0 128 0)`), which Gmail's CSS parser rejects.
+pub fn space_separated_rgb(css: &str) -> Option<usize> {
+    static RGB: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)\brgba?\(\s*[\d.]+%?\s+[\d.]")
+            .unwrap_or_else(|e| panic!("rgb pattern does not compile: {e}"))
+    });
+    RGB.find(css).map(|m| m.start())
 }
 
 /// The result of an inspection.
@@ -999,6 +1268,11 @@ pub fn inspect_sheet(css: &str, ins: &Inspect<'_>) -> Inspected {
             Err((e, _)) => errors_at.push(e.location.line),
         }
     }
+    if ins.strict_rgb {
+        if let Some(at) = space_separated_rgb(css) {
+            errors_at.push(newlines(&css[..at]));
+        }
+    }
     out.syntax_errors = sp.errors + errors_at.len();
     out.first_error_line = errors_at.into_iter().min();
     if out.first_error_line.is_none() && out.syntax_errors > 0 {
@@ -1012,10 +1286,45 @@ pub fn inspect_inline(style: &str, ins: &Inspect<'_>) -> Inspected {
     let mut pi = ParserInput::new(style);
     let mut p = Parser::new(&mut pi);
     let mut out = Inspected::default();
-    for d in parse_decls(&mut p, &mut out.syntax_errors) {
-        inspect_decl(&d, ins, ins.dark, &mut out.hits);
+    let decls = parse_decls(&mut p, &mut out.syntax_errors);
+    for d in &decls {
+        inspect_decl(d, ins, ins.dark, &mut out.hits);
     }
+    inspect_block(&decls, ins, &mut out.hits);
     out
+}
+
+/// Behaviours that read a whole declaration block.
+fn inspect_block(decls: &[Decl], ins: &Inspect<'_>, out: &mut Vec<Hit>) {
+    use crate::Implementation as I;
+    let q = ins.quirks;
+    if q.line_height_minimum && !is_exact_line_height(decls) {
+        for d in decls.iter().filter(|d| d.name == "line-height") {
+            if minimum_line_height(&d.value).is_some() {
+                let label = format!("line-height: {}", d.value);
+                hit(out, HitKind::Behaviour(I::LineHeightMinimum), label, d.line);
+            }
+        }
+    }
+    if q.web_font_fallback && !decls.iter().any(|d| d.name == "mso-font-alt") {
+        for d in decls.iter().filter(|d| d.name == "font-family") {
+            if let Some(first) = missing_first_family(&d.value) {
+                let label = format!("font-family: {first}");
+                hit(
+                    out,
+                    HitKind::Behaviour(I::WebFontTimesFallback),
+                    label,
+                    d.line,
+                );
+            }
+        }
+    }
+    if q.height_to_min_height {
+        for d in decls.iter().filter(|d| d.name == "height") {
+            let label = format!("height: {}", d.value);
+            hit(out, HitKind::Behaviour(I::HeightToMinHeight), label, d.line);
+        }
+    }
 }
 
 fn inspect_rules(rules: &[Rule], ins: &Inspect<'_>, dark: DarkMode, out: &mut Vec<Hit>) {
@@ -1047,10 +1356,24 @@ fn inspect_rules(rules: &[Rule], ins: &Inspect<'_>, dark: DarkMode, out: &mut Ve
                     for (slug, label) in selector_hits(&info, ins.effects) {
                         hit(out, HitKind::Effect(slug.to_string()), label, at);
                     }
+                    let q = ins.quirks;
+                    let compound = info.class_first.iter().any(|f| !f);
+                    if q.first_class_prefixed_only && ins.prefixes_classes && compound {
+                        let kind = HitKind::Behaviour(
+                            crate::Implementation::CompoundSelectorFirstClassOnly,
+                        );
+                        hit(out, kind, text.trim().to_string(), at);
+                    }
+                    if q.attribute_selector_mangled && class_with_attribute(text) {
+                        let kind =
+                            HitKind::Behaviour(crate::Implementation::AttributeSelectorMangled);
+                        hit(out, kind, text.trim().to_string(), at);
+                    }
                 }
                 for d in decls {
                     inspect_decl(d, ins, dark, out);
                 }
+                inspect_block(decls, ins, out);
             }
             Rule::At {
                 name,
@@ -1177,6 +1500,7 @@ mod tests {
             dark: DarkMode::None,
             scoped: &[],
             element: None,
+            quirks: Quirks::default(),
         }
     }
 

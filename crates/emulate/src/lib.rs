@@ -2,10 +2,12 @@
 //! that client's rule set (caniemail support facts plus hand-written per-family policy).
 
 pub mod analyze;
+pub mod behaviours;
 pub mod color;
 pub mod conditional;
 pub mod css;
 pub mod derive;
+pub mod detect;
 pub mod features;
 pub mod probes;
 pub mod rules;
@@ -14,6 +16,7 @@ pub mod transform;
 pub mod vml;
 
 pub use analyze::{analyze, Analysis, Finding, Severity};
+pub use behaviours::{Behaviour, Behaviours, Implementation};
 pub use rules::{DarkMode, RuleBook, RuleSet, Support};
 pub use tips::{tips, Tip};
 pub use transform::{transform, Transformed};

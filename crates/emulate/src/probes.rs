@@ -107,3 +107,316 @@ pub fn expected(probe: &Probe, set: &RuleSet) -> Expectation {
         because,
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Behaviour probes: one email per documented behaviour (data/behaviours.toml), whose sample point
+// shows one colour where the client does it and the other where it does not.
+
+use crate::behaviours::{Behaviours, Implementation};
+use crate::rules::RuleBook;
+
+/// One behaviour probe email.
+#[derive(Clone, Copy, Debug)]
+pub struct BehaviourProbe {
+    /// The probe's name: its file stem and the value of its `data-probe` attribute.
+    pub name: &'static str,
+    pub implementation: Implementation,
+    /// The colour at the sample point where the client applies the behaviour.
+    pub applied: ProbeColour,
+    /// Other behaviours that show the same colour in this probe.
+    pub same_as: &'static [Implementation],
+    /// Every engine except the Word engine does this by itself (HTML comments): clients without
+    /// the behaviour entry show `applied` too, Word-engine clients the other colour.
+    pub native: bool,
+    /// Only a narrow screen (at most [`NARROW`] CSS px) shows the other colour: wider clients
+    /// show `applied` whether or not they have the behaviour.
+    pub narrow_only: bool,
+    /// caniemail features a client without the behaviour must support for the probe to decide;
+    /// where one is not firmly supported the point is not scored.
+    pub requires: &'static [&'static str],
+    /// Where to read the colour, in CSS pixels from the probe element's top-left corner.
+    pub sample: (u32, u32),
+    template: &'static str,
+}
+
+impl BehaviourProbe {
+    /// The probe's HTML: its template with each `@@FILL:<bytes>@@` replaced by that many bytes of
+    /// filler (the size probes need large sources, which are not kept in the repository).
+    pub fn html(&self) -> String {
+        let mut out = String::with_capacity(self.template.len());
+        let mut rest = self.template;
+        while let Some(at) = rest.find("@@FILL:") {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at + 7..];
+            let Some(end) = tail.find("@@") else {
+                break;
+            };
+            let n: usize = tail[..end].parse().unwrap_or(0);
+            out.extend(std::iter::repeat_n('x', n));
+            rest = &tail[end + 2..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+macro_rules! behaviour_probe {
+    ($name:literal, $imp:ident, $applied:ident, [$($same:ident),*], $native:literal, [$($req:literal),*], $x:literal, $y:literal) => {
+        behaviour_probe!($name, $imp, $applied, [$($same),*], $native, false, [$($req),*], $x, $y)
+    };
+    ($name:literal, $imp:ident, $applied:ident, [$($same:ident),*], $native:literal, $narrow:literal, [$($req:literal),*], $x:literal, $y:literal) => {
+        BehaviourProbe {
+            name: $name,
+            implementation: Implementation::$imp,
+            applied: ProbeColour::$applied,
+            same_as: &[$(Implementation::$same),*],
+            native: $native,
+            narrow_only: $narrow,
+            requires: &[$($req),*],
+            sample: ($x, $y),
+            template: include_str!(concat!("../probes/", $name, ".html")),
+        }
+    };
+}
+
+/// The widest screen, in CSS pixels, that the auto-fit probe's `max-width` media query fires on.
+pub const NARROW: u32 = 480;
+
+/// Every behaviour probe, in a stable order.
+pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
+    behaviour_probe!(
+        "behaviour-style-nested-at-rule",
+        StyleNestedAtRuleDropsBlock,
+        Red,
+        [],
+        false,
+        ["html-style", "css-selector-class"],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-style-syntax-error",
+        StyleSyntaxErrorDropsBlock,
+        Red,
+        [],
+        false,
+        ["html-style", "css-selector-class"],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-style-size-limit",
+        StyleSizeLimit,
+        Red,
+        [],
+        false,
+        ["html-style", "css-selector-class"],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-style-in-body",
+        StyleInBodyStripped,
+        Red,
+        [],
+        false,
+        ["html-style", "css-selector-class"],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-clip",
+        ClipLongMessage,
+        Red,
+        [],
+        false,
+        [],
+        150,
+        50
+    ),
+    behaviour_probe!(
+        "behaviour-class-prefix",
+        ClassIdPrefix,
+        Red,
+        [],
+        false,
+        ["html-style", "css-selector-attribute"],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-compound-selector",
+        CompoundSelectorFirstClassOnly,
+        Red,
+        [FirstClassOnly],
+        false,
+        ["html-style", "css-selector-chaining"],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-attribute-selector",
+        AttributeSelectorMangled,
+        Red,
+        [],
+        false,
+        ["html-style", "css-selector-attribute"],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-mso-comments",
+        MsoConditionalsAsComments,
+        Green,
+        [],
+        true,
+        [],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-first-class",
+        FirstClassOnly,
+        Red,
+        [],
+        false,
+        ["html-style", "css-selector-class"],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-line-height",
+        LineHeightMinimum,
+        Green,
+        [],
+        false,
+        ["css-line-height"],
+        150,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-spacer-cell",
+        SpacerCellOneLine,
+        Green,
+        [],
+        false,
+        [],
+        100,
+        10
+    ),
+    behaviour_probe!(
+        "behaviour-web-font",
+        WebFontTimesFallback,
+        Red,
+        [],
+        false,
+        [],
+        322,
+        24
+    ),
+    behaviour_probe!(
+        "behaviour-height",
+        HeightToMinHeight,
+        Green,
+        [],
+        false,
+        ["css-height", "css-overflow"],
+        100,
+        40
+    ),
+    behaviour_probe!(
+        "behaviour-data-detectors",
+        DataDetectors,
+        Green,
+        [],
+        false,
+        [],
+        60,
+        24
+    ),
+    behaviour_probe!(
+        "behaviour-auto-fit",
+        AutoFitWideLayout,
+        Red,
+        [],
+        false,
+        true,
+        ["html-style", "css-at-media", "css-selector-class"],
+        50,
+        10
+    ),
+];
+
+/// What a behaviour probe should show for one client, by the behaviours file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BehaviourExpectation {
+    /// The colour, and why (the behaviour ids, or "none applies").
+    Firm(ProbeColour, String),
+    /// Not scored, and why.
+    Open(String),
+}
+
+impl ProbeColour {
+    fn other(self) -> ProbeColour {
+        match self {
+            ProbeColour::Green => ProbeColour::Red,
+            ProbeColour::Red => ProbeColour::Green,
+        }
+    }
+}
+
+/// The colour `probe` should show for `client`: the behaviour's colour where data/behaviours.toml
+/// applies it (or one of `same_as`) to the client, the other colour elsewhere. Unscored where the
+/// behaviour is unverified or disputed for the client, and, for clients without it, where a
+/// required feature is not firmly supported.
+pub fn expected_behaviour(
+    probe: &BehaviourProbe,
+    client: &domain::Client,
+    book: &RuleBook,
+) -> BehaviourExpectation {
+    let behaviours: &Behaviours = book.behaviours();
+    let applied = behaviours.of(client);
+    let id = client.alias_of.as_deref().unwrap_or(&client.id);
+    let doing: Vec<_> = std::iter::once(probe.implementation)
+        .chain(probe.same_as.iter().copied())
+        .filter_map(|imp| applied.find(imp))
+        .collect();
+    if !doing.is_empty() {
+        if let Some(b) = doing.iter().find(|b| !b.scored_for(id)) {
+            return BehaviourExpectation::Open(format!(
+                "{} is {} for this client",
+                b.id,
+                if b.disputed.iter().any(|c| c == id) {
+                    "disputed by the sources"
+                } else {
+                    "unverified"
+                }
+            ));
+        }
+        let ids: Vec<&str> = doing.iter().map(|b| b.id.as_str()).collect();
+        return BehaviourExpectation::Firm(probe.applied, ids.join(", "));
+    }
+    let Some(set) = book.get(&client.rules) else {
+        return BehaviourExpectation::Open(format!("rule set {} missing", client.rules));
+    };
+    if probe.narrow_only && client.viewport.width > NARROW {
+        return BehaviourExpectation::Firm(probe.applied, "screen wider than the query".into());
+    }
+    if probe.native {
+        return if set.policy.word_engine {
+            BehaviourExpectation::Firm(probe.applied.other(), "Word engine".into())
+        } else {
+            BehaviourExpectation::Firm(probe.applied, "what every HTML engine does".into())
+        };
+    }
+    let weak: Vec<String> = probe
+        .requires
+        .iter()
+        .filter(|s| set.support(s) != Support::Yes || set.removes(s))
+        .map(|s| format!("{s} not firmly supported"))
+        .collect();
+    if !weak.is_empty() {
+        return BehaviourExpectation::Open(weak.join(", "));
+    }
+    BehaviourExpectation::Firm(probe.applied.other(), "none applies".into())
+}

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::behaviours::Behaviours;
 use crate::features::{self, Effect};
 use crate::EmulateError;
 
@@ -66,7 +67,8 @@ pub struct Policy {
     /// `false`: `<style>` elements inside `<body>` are removed.
     #[serde(default = "yes")]
     pub style_in_body: bool,
-    /// A `<style>` element longer than this (bytes) is removed whole.
+    /// Total bytes of CSS kept: the `<style>` element that passes this total, and every later
+    /// one, is removed whole.
     #[serde(default)]
     pub style_max_bytes: Option<usize>,
     #[serde(default)]
@@ -310,15 +312,32 @@ impl RuleSet {
     }
 }
 
-/// Every rule set, by name.
+/// Every rule set, by name, and the behaviours of `behaviours.toml`.
 #[derive(Clone, Debug, Default)]
 pub struct RuleBook {
     sets: BTreeMap<String, RuleSet>,
+    behaviours: Behaviours,
 }
 
+/// The behaviours file, beside the rules directory.
+pub const BEHAVIOURS_FILE: &str = "behaviours.toml";
+
 impl RuleBook {
-    /// Loads every `*.toml` in `dir`; one bad file fails the whole load with its name.
+    /// Loads every `*.toml` in `dir`, and the behaviours from [`BEHAVIOURS_FILE`] in `dir`'s
+    /// parent (`data/behaviours.toml` beside `data/rules/`); one bad file fails the whole load
+    /// with its name.
     pub fn load(dir: &Path) -> Result<RuleBook, EmulateError> {
+        let mut book = RuleBook::load_rules(dir)?;
+        let path = dir
+            .parent()
+            .unwrap_or_else(|| Path::new("."))
+            .join(BEHAVIOURS_FILE);
+        book.behaviours = Behaviours::load(&path)?;
+        Ok(book)
+    }
+
+    /// The rule sets of `dir` only, without behaviours.
+    pub fn load_rules(dir: &Path) -> Result<RuleBook, EmulateError> {
         let io = |e: std::io::Error, path: &Path| EmulateError::RuleIo {
             path: path.display().to_string(),
             source: e,
@@ -353,13 +372,17 @@ impl RuleBook {
             sets.insert(name, set);
         }
         tracing::debug!(dir = %dir.display(), rule_sets = sets.len(), "rule book loaded");
-        Ok(RuleBook { sets })
+        Ok(RuleBook {
+            sets,
+            behaviours: Behaviours::default(),
+        })
     }
 
     /// Checks that every rule set the catalog names exists and matches the client's
-    /// family/platform, and that Word-engine rule sets are only used with a version.
+    /// family/platform, that Word-engine rule sets are only used with a version, and that the
+    /// behaviours name catalog clients and agree with the rule sets' policies.
     pub fn check_catalog(&self, catalog: &domain::Catalog) -> Result<(), EmulateError> {
-        let mut problems = Vec::new();
+        let mut problems = self.behaviours.check(catalog, &|name| self.sets.get(name));
         for c in catalog.clients() {
             match self.sets.get(&c.rules) {
                 None => problems.push(format!(
@@ -405,5 +428,15 @@ impl RuleBook {
 
     pub fn sets(&self) -> impl Iterator<Item = &RuleSet> {
         self.sets.values()
+    }
+
+    pub fn behaviours(&self) -> &Behaviours {
+        &self.behaviours
+    }
+
+    /// Replaces the behaviours (tests build books by hand).
+    pub fn with_behaviours(mut self, behaviours: Behaviours) -> RuleBook {
+        self.behaviours = behaviours;
+        self
     }
 }

@@ -5,6 +5,7 @@
 
 use domain::Client;
 
+use crate::behaviours::Implementation;
 use crate::rules::{DarkMode, OnCssError, RuleBook, Support};
 use crate::EmulateError;
 
@@ -50,6 +51,24 @@ const FEATURE_ADVICE: &[(&str, u32, &str, &str)] = &[
     ("css-pseudo-class-hover", 25, ":hover", "treat hover effects as enhancement only"),
     ("css-selector-attribute", 25, "attribute selectors", "target elements with classes"),
     ("css-important", 25, "!important", "do not rely on !important to win over inline styles"),
+];
+
+/// Advice for a documented behaviour (data/behaviours.toml) whose switch is the behaviour entry
+/// itself: (implementation, weight, tip name, workaround). Policy-switched behaviours have their
+/// tips below, from the policy.
+const BEHAVIOUR_ADVICE: &[(Implementation, u32, &str, &str)] = &[
+    (Implementation::ClipLongMessage, 92, "Long emails are clipped", "keep the HTML under about 100 KB: inline CSS only where needed, drop comments and repeated styles"),
+    (Implementation::StyleNestedAtRuleDropsBlock, 90, "An at-rule inside an at-rule drops the <style>", "never put @font-face, @import or @supports inside @media; keep them at the top level or in a <style> of their own"),
+    (Implementation::CompoundSelectorFirstClassOnly, 70, "Compound class selectors never match", "use one class per selector (.a, not .a.b)"),
+    (Implementation::AttributeSelectorMangled, 62, "Attribute selectors are rewritten", "do not rely on [attr] .x selectors or [class=...] matching here"),
+    (Implementation::MsoConditionalsAsComments, 89, "Outlook conditional comments are ignored", "make the layout work without <!--[if mso]> ghost tables: the <!--[if !mso]><!--> branch is what shows"),
+    (Implementation::FirstClassOnly, 66, "Only the first class applies", "put every style an element needs on its first class, or inline it"),
+    (Implementation::LineHeightMinimum, 64, "line-height is a minimum", "add mso-line-height-rule: exactly next to every line-height that must hold"),
+    (Implementation::SpacerCellOneLine, 63, "Empty cells are one line tall", "give spacer cells font-size and line-height equal to their height"),
+    (Implementation::WebFontTimesFallback, 74, "Web fonts fall back to Times New Roman", "start font stacks with a Windows font inside <!--[if mso]>, or set mso-font-alt"),
+    (Implementation::HeightToMinHeight, 50, "height becomes min-height", "do not rely on height to crop content; size images and cells to their content"),
+    (Implementation::AutoFitWideLayout, 78, "Wide emails are zoomed out", "make the layout fluid (width:100%; max-width:600px) so nothing is wider than the screen, or target the 686 px layout width in media queries"),
+    (Implementation::DataDetectors, 48, "Phone numbers, dates and addresses become links", "style a[x-apple-data-detectors] { color: inherit !important; text-decoration: none !important; } and add <meta name=\"format-detection\" content=\"telephone=no\"> for phones"),
 ];
 
 /// Advice for a partly supported feature: only the most consequential ones.
@@ -123,6 +142,21 @@ pub fn tips(client: &Client, book: &RuleBook) -> Result<Vec<Tip>, EmulateError> 
         }
     }
 
+    for b in &book.behaviours().of(client).0 {
+        let Some(&(_, weight, name, workaround)) = BEHAVIOUR_ADVICE
+            .iter()
+            .find(|(imp, ..)| *imp == b.implementation)
+        else {
+            continue;
+        };
+        let source = b.sources.first().map(String::as_str).unwrap_or_default();
+        add(
+            weight,
+            &b.id,
+            name.to_string(),
+            format!("{who}: {} To avoid it: {workaround} ({source}).", b.summary),
+        );
+    }
     if policy.word_engine {
         add(
             95,
@@ -144,7 +178,7 @@ pub fn tips(client: &Client, book: &RuleBook) -> Result<Vec<Tip>, EmulateError> 
             86,
             "html-style-over-size-limit",
             "<style> size limit".into(),
-            format!("{who} removes a <style> element longer than {max} bytes: keep each one under that, or split the CSS into several."),
+            format!("{who} keeps {max} bytes of CSS in total: the <style> element that passes it, and every later one, is removed; keep all the CSS under that."),
         );
     }
     if !policy.style_in_body && policy.style_blocks {

@@ -3,20 +3,34 @@
 //! colours, the client's wrapper and base styles).
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use domain::{Category, Client, ColorScheme};
-use lol_html::html_content::{ContentType, Element};
-use lol_html::{element, rewrite_str, text, RewriteStrSettings};
+use lol_html::html_content::{ContentType, Element, TextType};
+use lol_html::{doc_text, element, rewrite_str, text, RewriteStrSettings};
 
+use crate::behaviours::{Applied, Implementation};
 use crate::color::{self, Role};
 use crate::conditional::{self, Mso};
-use crate::css::{self, CssContext, Removed};
+use crate::css::{self, CssContext, Quirks, Removed};
+use crate::detect;
 use crate::features::Effect;
 use crate::rules::{BodyHandling, DarkMode, OnCssError, RuleBook, RuleSet, Support};
 use crate::{vml, EmulateError};
 
 /// Largest email HTML the emulation accepts: the limit tests are checked against when created.
 pub const MAX_HTML_BYTES: usize = domain::MAX_HTML_BYTES;
+
+/// Where Gmail clips a message: bytes of the HTML as received (data/behaviours.toml,
+/// gmail-clipping).
+pub const CLIP_BYTES: usize = 102_400;
+
+/// Gmail's line under a clipped message.
+const CLIP_LINE: &str = "<div data-mailproof-clipped=\"\" style=\"font-family:Arial,Helvetica,sans-serif;font-size:13px;line-height:20px;color:#222222;padding:12px 0;\">[Message clipped]&nbsp;&nbsp;<a href=\"#\" style=\"color:#1a0dab;text-decoration:underline;\">View entire message</a></div>";
+
+/// The layout width Samsung Email's "auto fit" gives an email wider than the screen: it injects
+/// `<meta name="viewport" content="width=686">` (data/behaviours.toml, samsung-auto-fit).
+pub const AUTO_FIT_LAYOUT_WIDTH: u32 = 686;
 
 /// Background and text colour of a client's page when it forces a dark theme.
 const DARK_PAGE: (&str, &str) = ("#121212", "#e6e6e6");
@@ -28,9 +42,14 @@ pub struct Transformed {
     /// What the engine must emulate for `prefers-color-scheme`: `Dark` only for a dark-mode
     /// profile whose client honours the media query.
     pub color_scheme: ColorScheme,
+    /// The rule set's name, followed by the behaviours (data/behaviours.toml) that changed this
+    /// email: `gmail-desktop-webmail + gmail-clipping + gmail-style-in-body`.
     pub rule_set: String,
     /// Short notes of what was removed or rewritten, for logs: `"<slug or reason> x<count>"`.
     pub removed: Vec<String>,
+    /// CSS width the client lays the email out at when it is not the profile's viewport width:
+    /// the page is drawn that wide and zoomed out to the screen.
+    pub layout_width: Option<u32>,
 }
 
 /// Turns `html` into what `client` would draw, following its rule set in `book`.
@@ -66,8 +85,30 @@ pub fn transform(
         _ => DarkMode::None,
     };
     let mut removed = Removed::default();
+    let applied = book.behaviours().of(client);
+    let layout_width = (applied.has(Implementation::AutoFitWideLayout)
+        && widest_width(html) > client.viewport.width)
+        .then(|| {
+            removed.note(Implementation::AutoFitWideLayout.note_key());
+            AUTO_FIT_LAYOUT_WIDTH
+        });
 
-    let mut work = html.to_string();
+    let mut work = if applied.has(Implementation::ClipLongMessage) {
+        match clip(html) {
+            Some(clipped) => {
+                removed.note(Implementation::ClipLongMessage.note_key());
+                clipped
+            }
+            None => html.to_string(),
+        }
+    } else {
+        html.to_string()
+    };
+    if applied.has(Implementation::MsoConditionalsAsComments) && work.contains("<!--[if") {
+        // Nothing to rewrite: the engine reads them as comments too. Noted so that the rule set
+        // shown with the screenshot names the behaviour.
+        removed.note(Implementation::MsoConditionalsAsComments.note_key());
+    }
     if set.policy.word_engine {
         let version = client
             .version
@@ -87,6 +128,7 @@ pub fn transform(
         client,
         forced,
         word_engine: set.policy.word_engine,
+        applied: &applied,
     };
     let (mut out, body_seen) = main.run(&work, &mut removed).map_err(rewrite_err)?;
 
@@ -99,13 +141,65 @@ pub fn transform(
         }
     }
     let notes: Vec<String> = removed.0.iter().map(|(k, n)| format!("{k} x{n}")).collect();
-    tracing::debug!(client = %client.id, rules = %set.name, changes = notes.len(), "email transformed");
+    let rule_set = std::iter::once(set.name.as_str())
+        .chain(applied.triggered(&removed.0))
+        .collect::<Vec<_>>()
+        .join(" + ");
+    tracing::debug!(client = %client.id, rules = %rule_set, changes = notes.len(), "email transformed");
     Ok(Transformed {
         html: out,
         color_scheme,
-        rule_set: set.name.clone(),
+        rule_set,
         removed: notes,
+        layout_width,
     })
+}
+
+/// The widest fixed width the email sets, in CSS pixels: `width` attributes and `width: Npx`
+/// declarations (not `max-width`/`min-width`).
+pub(crate) fn widest_width(html: &str) -> u32 {
+    static WIDTH: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r#"(?i)(?:^|[^-\w])width\s*(?:=\s*["']?\s*(\d+)(?:px)?["'\s>/]|:\s*(\d+)px)"#,
+        )
+        .unwrap_or_else(|e| panic!("width pattern does not compile: {e}"))
+    });
+    WIDTH
+        .captures_iter(html)
+        .filter_map(|c| c.get(1).or_else(|| c.get(2)))
+        .filter_map(|m| m.as_str().parse::<u32>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The HTML as Gmail shows a message longer than [`CLIP_BYTES`]: cut there (before an
+/// unfinished tag), open comments and style elements closed, then Gmail's clip line. `None` when
+/// the message is short enough.
+pub(crate) fn clip(html: &str) -> Option<String> {
+    if html.len() <= CLIP_BYTES {
+        return None;
+    }
+    let mut cut = CLIP_BYTES;
+    while !html.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = &html[..cut];
+    let head = match head.rfind('<') {
+        Some(lt) if !head[lt..].contains('>') => &head[..lt],
+        _ => head,
+    };
+    let lower = head.to_ascii_lowercase();
+    let mut out = head.to_string();
+    let open_comment = lower.rfind("<!--");
+    if open_comment.is_some() && open_comment > lower.rfind("-->") {
+        out.push_str("-->");
+    }
+    let open_style = lower.rfind("<style");
+    if open_style.is_some() && open_style > lower.rfind("</style") {
+        out.push_str("</style>");
+    }
+    out.push_str(CLIP_LINE);
+    Some(out)
 }
 
 /// The reading-pane wrapper of webmails: opening and closing markup.
@@ -285,6 +379,7 @@ struct MainPass<'a> {
     client: &'a Client,
     forced: DarkMode,
     word_engine: bool,
+    applied: &'a Applied<'a>,
 }
 
 impl MainPass<'_> {
@@ -304,8 +399,21 @@ impl MainPass<'_> {
             dark: self.forced,
             scoped: &policy.scoped_drops,
             element: None,
+            quirks: Quirks::of(self.applied),
         };
         let notes = RefCell::new(std::mem::take(removed));
+        // Empty-cell flags of the open table cells (innermost last), for Word's spacer cells.
+        let cells: Rc<RefCell<Vec<bool>>> = Rc::default();
+        let spacer_cells = self.applied.has(Implementation::SpacerCellOneLine);
+        let filled_cells = Rc::new(Cell::new(0usize));
+        // Open elements whose text data detectors leave alone (links, the head).
+        let no_detect = Rc::new(Cell::new(0usize));
+        let in_head = Rc::new(Cell::new(false));
+        let detectors = self.applied.has(Implementation::DataDetectors);
+        let phones_off = Cell::new(false);
+        let detect_text = RefCell::new(String::new());
+        // CSS kept so far, against the client's total limit.
+        let css_total = Cell::new(0usize);
         let in_body = Cell::new(false);
         let skip_style = Cell::new(false);
         let style_text = RefCell::new(String::new());
@@ -357,7 +465,81 @@ impl MainPass<'_> {
                     return Ok(());
                 }
             }
+            if let Some(top) = cells.borrow_mut().last_mut() {
+                *top = false;
+            }
+            if detectors
+                && name == "meta"
+                && detect::stops_phone_links(el.get_attribute("name"), el.get_attribute("content"))
+            {
+                phones_off.set(true);
+            }
+            let cell_style = el.get_attribute("style").map(|s| decode_entities(&s));
             self.element(el, &name, &cx, &mut notes.borrow_mut());
+            if spacer_cells && name == "td" && el.can_have_content() && !el.removed() {
+                // Word gives an empty cell one line of text unless the cell sizes its text.
+                let sized = cell_style.as_deref().is_some_and(css::sets_text_size);
+                cells.borrow_mut().push(!sized);
+                let cells = Rc::clone(&cells);
+                let filled = Rc::clone(&filled_cells);
+                if let Some(handlers) = el.end_tag_handlers() {
+                    handlers.push(Box::new(move |end| {
+                        if cells.borrow_mut().pop() == Some(true) {
+                            end.before("&nbsp;", ContentType::Html);
+                            filled.set(filled.get() + 1);
+                        }
+                        Ok(())
+                    }));
+                }
+            }
+            if detectors && name == "body" {
+                in_head.set(false);
+            }
+            if detectors && name == "head" {
+                in_head.set(true);
+                let flag = Rc::clone(&in_head);
+                if let Some(handlers) = el.end_tag_handlers() {
+                    handlers.push(Box::new(move |_| {
+                        flag.set(false);
+                        Ok(())
+                    }));
+                }
+            }
+            if detectors && !el.removed() && matches!(name.as_str(), "a" | "button" | "select") {
+                if let Some(handlers) = el.end_tag_handlers() {
+                    no_detect.set(no_detect.get() + 1);
+                    let depth = Rc::clone(&no_detect);
+                    handlers.push(Box::new(move |_| {
+                        depth.set(depth.get().saturating_sub(1));
+                        Ok(())
+                    }));
+                }
+            }
+            Ok(())
+        });
+        let texts = doc_text!(|t| {
+            if !t.as_str().trim().is_empty() {
+                if let Some(top) = cells.borrow_mut().last_mut() {
+                    *top = false;
+                }
+            }
+            if !detectors || t.text_type() != TextType::Data || no_detect.get() > 0 || in_head.get()
+            {
+                return Ok(());
+            }
+            detect_text.borrow_mut().push_str(t.as_str());
+            if !t.last_in_text_node() {
+                t.remove();
+                return Ok(());
+            }
+            let whole = std::mem::take(&mut *detect_text.borrow_mut());
+            let (linked, n) = detect::link(&whole, phones_off.get());
+            if n > 0 {
+                notes
+                    .borrow_mut()
+                    .note(Implementation::DataDetectors.note_key());
+            }
+            t.replace(&linked, ContentType::Html);
             Ok(())
         });
         let styles = text!("style", |t| {
@@ -372,9 +554,11 @@ impl MainPass<'_> {
             }
             let sheet = std::mem::take(&mut *style_text.borrow_mut());
             let mut n = notes.borrow_mut();
+            // The limit counts every <style> so far: once passed, this one and the rest go.
+            css_total.set(css_total.get() + sheet.len());
             let kept = match policy.style_max_bytes {
-                Some(max) if sheet.len() > max => {
-                    n.note("html-style-over-size-limit");
+                Some(max) if css_total.get() > max => {
+                    n.note(Implementation::StyleSizeLimit.note_key());
                     String::new()
                 }
                 _ => {
@@ -382,7 +566,11 @@ impl MainPass<'_> {
                     match css::filter_sheet(&sheet, &cx, drop_on_error, &mut n) {
                         Ok(css) => css,
                         Err(css::SheetDropped::SyntaxError) => {
-                            n.note("html-style-dropped-on-css-error");
+                            n.note(Implementation::StyleSyntaxErrorDropsBlock.note_key());
+                            String::new()
+                        }
+                        Err(css::SheetDropped::NestedAtRule(..)) => {
+                            n.note(Implementation::StyleNestedAtRuleDropsBlock.note_key());
                             String::new()
                         }
                     }
@@ -395,13 +583,20 @@ impl MainPass<'_> {
             html,
             RewriteStrSettings::new()
                 .append_element_content_handler(elements)
-                .append_element_content_handler(styles),
+                .append_element_content_handler(styles)
+                .append_document_content_handler(texts),
         )?;
         let mut out = out;
         if inject_into.is_empty() {
             out.insert_str(0, &base);
         }
         *removed = notes.into_inner();
+        if filled_cells.get() > 0 {
+            removed.0.insert(
+                Implementation::SpacerCellOneLine.note_key().into(),
+                filled_cells.get(),
+            );
+        }
         Ok((out, in_body.get()))
     }
 
@@ -520,6 +715,16 @@ impl MainPass<'_> {
                 let _ = el.set_attribute("data-ogsb", "");
             }
         }
+        // Gmail strips a whole style attribute that uses the space-separated rgb() syntax.
+        let strict_rgb = self.set.policy.on_css_error == OnCssError::DropBlock;
+        let style = match style {
+            Some(s) if strict_rgb && css::space_separated_rgb(&s).is_some() => {
+                el.remove_attribute("style");
+                notes.note(Implementation::StyleSyntaxErrorDropsBlock.note_key());
+                None
+            }
+            other => other,
+        };
         if let Some(style) = style {
             let scoped = CssContext {
                 element: Some(name),
@@ -533,6 +738,24 @@ impl MainPass<'_> {
             }
         }
         let policy = &self.set.policy;
+        if self.applied.has(Implementation::FirstClassOnly) {
+            if let Some(class) = el.get_attribute("class") {
+                let mut names = class.split_ascii_whitespace();
+                if let (Some(first), Some(_)) = (names.next(), names.next()) {
+                    let _ = el.set_attribute("class", first);
+                    notes.note(Implementation::FirstClassOnly.note_key());
+                }
+            }
+        }
+        if !policy.class_prefix.is_empty() || !policy.id_prefix.is_empty() {
+            let named = el
+                .get_attribute("class")
+                .is_some_and(|c| !c.trim().is_empty())
+                || el.get_attribute("id").is_some_and(|i| !i.is_empty());
+            if named {
+                notes.note(Implementation::ClassIdPrefix.note_key());
+            }
+        }
         if !policy.class_prefix.is_empty() {
             if let Some(class) = el.get_attribute("class") {
                 let prefixed: Vec<String> = class
@@ -584,6 +807,20 @@ impl MainPass<'_> {
 #[cfg(test)]
 mod tests {
     use super::{decode_entities, has_tag};
+
+    #[test]
+    fn the_widest_width_reads_attributes_and_pixel_declarations_only() {
+        use super::widest_width;
+        assert_eq!(
+            widest_width("<table width=\"600\"><td style=\"max-width:900px;width:320px\">"),
+            600
+        );
+        assert_eq!(
+            widest_width("<div style=\"min-width:800px; width:100%\">"),
+            0
+        );
+        assert_eq!(widest_width("<img width=640 src=a>"), 640);
+    }
 
     #[test]
     fn a_header_element_is_not_a_head() {

@@ -1,27 +1,39 @@
 //! The render worker: one claimed job = one screenshot variant of one client of one test.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use domain::catalog::Viewport;
 use domain::{Catalog, Variant};
 use emulate::RuleBook;
+use rand::Rng;
 use render::{RenderRequest, Renderer};
 use store::{screenshot_key, Blobs, ClaimedJob, JobOutcome, Store};
 use tokio::sync::{watch, Notify};
 
 #[derive(Clone, Debug)]
 pub struct RenderWorkerConfig {
-    /// Names this worker's leases (host and process, so several processes can share a queue).
+    /// Names this worker's leases: unique per process (host name and a random part), so several
+    /// processes, on one machine or many, can share a queue.
     pub worker_id: String,
     /// Jobs in flight at once.
     pub concurrency: usize,
-    /// How long a claimed job is ours before others may take it over.
+    /// How long a claimed job is ours unless renewed: how soon a dead process's jobs are taken
+    /// over.
     pub lease: Duration,
-    /// Attempts before a screenshot is Bounced.
+    /// How often a job's lease is renewed while it is being worked on. Well under `lease`, so a
+    /// database blip of a few seconds does not cost a live worker its job.
+    pub heartbeat: Duration,
+    /// Attempts before a screenshot is Bounced. Only the email's own failures count (an engine
+    /// that crashes or hangs on it); faults of storage or the database do not.
     pub max_attempts: i64,
     /// Rescan interval for jobs whose lease expired or whose retry time came.
     pub rescan: Duration,
+    /// The longest wait before a job released for a storage or database fault is tried again.
+    pub max_fault_backoff: Duration,
+    /// The engines this process runs: it claims only the jobs of clients they draw.
+    pub engines: Vec<domain::Engine>,
 }
 
 impl Default for RenderWorkerConfig {
@@ -29,9 +41,12 @@ impl Default for RenderWorkerConfig {
         RenderWorkerConfig {
             worker_id: format!("worker-{}", std::process::id()),
             concurrency: 2,
-            lease: Duration::from_secs(120),
+            lease: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(3),
             max_attempts: 3,
             rescan: Duration::from_secs(2),
+            max_fault_backoff: Duration::from_secs(15),
+            engines: domain::Engine::ALL.to_vec(),
         }
     }
 }
@@ -44,6 +59,9 @@ pub struct RenderWorker {
     pub rules: Arc<RuleBook>,
     pub renderer: Arc<Renderer>,
     pub config: RenderWorkerConfig,
+    /// Storage or database faults in a row, shared by the worker's loops: the backoff before a
+    /// released job is due again grows with it and resets once a screenshot is stored.
+    pub faults_in_a_row: Arc<AtomicU32>,
 }
 
 /// What the engine is asked to draw for one variant of a client, once the email has been turned
@@ -62,11 +80,21 @@ pub fn render_request(
     } else {
         client.viewport
     };
+    // A client that lays a wide email out wider than its screen and zooms it out (auto fit):
+    // the engine lays it out at that width, drawn at the scale that fits it to the screen.
+    let (viewport, scale) = match transformed.layout_width {
+        Some(w) if w > viewport.width => {
+            let fit = viewport.width as f32 / w as f32;
+            let height = (viewport.height as f32 / fit).round() as u32;
+            (Viewport { width: w, height }, client.scale * fit)
+        }
+        _ => (viewport, client.scale),
+    };
     RenderRequest {
         html: transformed.html,
         engine: client.engine,
         viewport,
-        scale: client.scale,
+        scale,
         mobile: client.mobile,
         color_scheme: transformed.color_scheme,
         block_images: variant.blocks_images(),
@@ -77,56 +105,249 @@ pub fn render_request(
 struct Failure {
     code: &'static str,
     message: String,
-    retryable: bool,
+    cause: Cause,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// The email (or the engine on it): counts as an attempt; `retryable` when another attempt
+    /// may succeed (the engine crashed or hung).
+    Email { retryable: bool },
+    /// Something the service runs on failed (`storage`, `database`): the job is released
+    /// without counting the attempt, however long the fault lasts.
+    Dependency(&'static str),
+}
+
+/// Why the store refused a worker's renewal or finish of `job`, from what the job's row says now.
+async fn refusal(store: &Store, job: &ClaimedJob) -> String {
+    match store.job_holder(job.id).await {
+        Ok(Some((state, _))) if state == "done" || state == "failed" => format!(
+            "the job is already {state} (a finish whose answer was lost to a database fault, or another worker's)"
+        ),
+        Ok(Some((state, Some(owner)))) if state == "leased" => {
+            format!("its lease expired and {owner} took the job over")
+        }
+        Ok(Some((state, _))) => format!(
+            "the job is {state} again (released or retried by a finish whose answer was lost to a database fault, or requeued as stalled)"
+        ),
+        Ok(None) => "the job is gone (its test was deleted)".to_string(),
+        Err(e) => format!("the lease is no longer this worker's (its state cannot be read: {e})"),
+    }
+}
+
+/// Aborts the heartbeat when the job is over, whichever way `run_one` leaves.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl RenderWorker {
+    /// A worker with no fault seen yet.
+    pub fn new(
+        store: Store,
+        blobs: Blobs,
+        catalog: Arc<Catalog>,
+        rules: Arc<RuleBook>,
+        renderer: Arc<Renderer>,
+        config: RenderWorkerConfig,
+    ) -> RenderWorker {
+        RenderWorker {
+            store,
+            blobs,
+            catalog,
+            rules,
+            renderer,
+            config,
+            faults_in_a_row: Arc::new(AtomicU32::new(0)),
+        }
+    }
+
+    /// The clients whose jobs this worker may claim: those drawn by its engines; `None` (any)
+    /// when it runs every engine the catalog uses.
+    fn claimable_clients(&self) -> Option<Vec<String>> {
+        let clients = self.catalog.clients();
+        if clients
+            .iter()
+            .all(|c| self.config.engines.contains(&c.engine))
+        {
+            return None;
+        }
+        Some(
+            clients
+                .iter()
+                .filter(|c| self.config.engines.contains(&c.engine))
+                .map(|c| c.id.clone())
+                .collect(),
+        )
+    }
+
+    /// When a job released for a fault is due again: exponential in the faults in a row, capped,
+    /// with jitter so that the jobs released during one outage do not all return at once.
+    fn fault_retry_at(&self) -> i64 {
+        let faults = self.faults_in_a_row.fetch_add(1, Ordering::Relaxed);
+        let cap = self.config.max_fault_backoff.as_secs_f64().max(1.0);
+        let backoff = 2_f64.powi(faults.min(16) as i32).min(cap);
+        let jittered = backoff * rand::thread_rng().gen_range(0.5..=1.0);
+        chrono::Utc::now().timestamp() + jittered.ceil() as i64
+    }
+
+    /// Renews the lease of `job` every heartbeat until dropped.
+    fn heartbeat(&self, job: &ClaimedJob) -> AbortOnDrop {
+        let store = self.store.clone();
+        let job = job.clone();
+        let worker = self.config.worker_id.clone();
+        let (every, lease) = (self.config.heartbeat, self.config.lease.as_secs() as i64);
+        AbortOnDrop(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The first tick is immediate; the claim itself just set the lease.
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let until = chrono::Utc::now().timestamp() + lease;
+                match store.renew_job_lease(&job, &worker, until).await {
+                    Ok(true) => telemetry::global().lease_renewal("render"),
+                    Ok(false) => {
+                        let why = refusal(&store, &job).await;
+                        tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
+                            "render lease not renewed: {why}");
+                        return;
+                    }
+                    Err(e) => {
+                        telemetry::global().dependency_error("database", "render");
+                        tracing::warn!(test_id = %job.test_id, client = %job.client_id, error = %e,
+                            "database error renewing a render lease; trying again at the next heartbeat");
+                    }
+                }
+            }
+        }))
+    }
+
     /// Claims and runs one job. Returns false when nothing was due. Public so tests can drain the
     /// queue deterministically.
     pub async fn run_one(&self) -> Result<bool, store::StoreError> {
+        let (_keep, never) = watch::channel(false);
+        self.run_one_until(never).await
+    }
+
+    /// [`RenderWorker::run_one`]; a database fault while recording the outcome is retried until it
+    /// is recorded, refused, or `stop` turns true.
+    async fn run_one_until(&self, stop: watch::Receiver<bool>) -> Result<bool, store::StoreError> {
         let now = chrono::Utc::now().timestamp();
         let lease = self.config.lease.as_secs() as i64;
+        let clients = self.claimable_clients();
         let Some(job) = self
             .store
-            .claim_job(&self.config.worker_id, now, lease)
+            .claim_job_for(&self.config.worker_id, now, lease, clients.as_deref())
             .await?
         else {
             return Ok(false);
         };
+        if job.taken_over_from.as_deref() == Some(self.config.worker_id.as_str()) {
+            tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
+                "claimed again a render job whose first claim was lost to a database fault");
+        } else if let Some(previous) = &job.taken_over_from {
+            telemetry::global().lease_takeover("render");
+            tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
+                previous_owner = %previous, "took over a render job whose lease expired");
+        }
+        let heartbeat = self.heartbeat(&job);
         let started = std::time::Instant::now();
         let outcome = match self.render(&job).await {
-            Ok((engine, rule_set)) => {
-                tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
-                    attempt = job.attempts, ms = started.elapsed().as_millis() as u64, "screenshot stored");
-                JobOutcome::Done { engine, rule_set }
+            Ok((engine, rule_set)) => JobOutcome::Done { engine, rule_set },
+            Err(Failure {
+                code,
+                message,
+                cause: Cause::Dependency(dependency),
+            }) => {
+                telemetry::global().dependency_error(dependency, "render");
+                let retry_at = self.fault_retry_at();
+                tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
+                    code, error = %message, retry_in_s = retry_at - chrono::Utc::now().timestamp(),
+                    "{dependency} failed; job released for a retry (not counted as an attempt)");
+                JobOutcome::Release {
+                    error: message,
+                    retry_at,
+                }
             }
-            Err(f) if f.retryable && job.attempts < self.config.max_attempts => {
+            Err(Failure {
+                message,
+                cause: Cause::Email { retryable: true },
+                ..
+            }) if job.attempts < self.config.max_attempts => {
                 let backoff = 2_i64.pow(job.attempts.clamp(0, 6) as u32);
                 tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
-                    attempt = job.attempts, error = %f.message, retry_in_s = backoff, "render failed; will retry");
+                    attempt = job.attempts, error = %message, retry_in_s = backoff, "render failed; will retry");
                 JobOutcome::Retry {
-                    error: f.message,
+                    error: message,
                     retry_at: chrono::Utc::now().timestamp() + backoff,
                 }
             }
-            Err(f) => {
+            Err(Failure { code, message, .. }) => {
+                telemetry::global().bounce(code);
                 tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
-                    attempt = job.attempts, error = %f.message, "screenshot bounced");
+                    attempt = job.attempts, code, error = %message, "screenshot bounced");
                 JobOutcome::Bounce {
-                    code: f.code.to_string(),
-                    message: f.message,
+                    code: code.to_string(),
+                    message,
                 }
             }
         };
-        let now = chrono::Utc::now().timestamp();
-        if !self
-            .store
-            .finish_job(&job, &self.config.worker_id, now, &outcome)
-            .await?
-        {
-            tracing::info!(test_id = %job.test_id, client = %job.client_id, "lease lost meanwhile; result discarded");
+        let recorded = self.finish(&job, &outcome, stop).await;
+        drop(heartbeat);
+        if recorded == Some(true) {
+            if let JobOutcome::Done { engine, .. } = &outcome {
+                self.faults_in_a_row.store(0, Ordering::Relaxed);
+                telemetry::global().screenshot_stored(engine);
+                tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
+                    attempt = job.attempts, ms = started.elapsed().as_millis() as u64, "screenshot stored");
+            }
         }
         Ok(true)
+    }
+
+    /// Records `outcome`, retrying while the database fails (the heartbeat keeps the lease
+    /// meanwhile): a blip must not strand the job for a whole lease nor have it drawn twice.
+    /// `Some(false)` when refused because the lease is someone else's now; `None` when stopped
+    /// before the database came back (the lease then expires and another claim takes the job).
+    async fn finish(
+        &self,
+        job: &ClaimedJob,
+        outcome: &JobOutcome,
+        mut stop: watch::Receiver<bool>,
+    ) -> Option<bool> {
+        let mut wait = Duration::from_millis(250);
+        loop {
+            let now = chrono::Utc::now().timestamp();
+            match self
+                .store
+                .finish_job(job, &self.config.worker_id, now, outcome)
+                .await
+            {
+                Ok(true) => return Some(true),
+                Ok(false) => {
+                    let why = refusal(&self.store, job).await;
+                    tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
+                        "render outcome not recorded (a job is finished once): {why}");
+                    return Some(false);
+                }
+                Err(e) => {
+                    telemetry::global().dependency_error("database", "render");
+                    tracing::warn!(test_id = %job.test_id, client = %job.client_id, error = %e,
+                        retry_in_ms = wait.as_millis() as u64,
+                        "database error recording a render outcome; retrying");
+                }
+            }
+            let jittered = wait.mul_f64(rand::thread_rng().gen_range(0.5..=1.0));
+            tokio::select! {
+                _ = tokio::time::sleep(jittered) => {}
+                _ = stop.changed() => return None,
+            }
+            wait = (wait * 2).min(Duration::from_secs(2));
+        }
     }
 
     async fn render(&self, job: &ClaimedJob) -> Result<(String, String), Failure> {
@@ -134,7 +355,7 @@ impl RenderWorker {
             return Err(Failure {
                 code: "unknown_client",
                 message: format!("client {:?} is no longer in the catalog", job.client_id),
-                retryable: false,
+                cause: Cause::Email { retryable: false },
             });
         };
         let html = match self.store.test_content(&job.test_id).await {
@@ -143,14 +364,14 @@ impl RenderWorker {
                 return Err(Failure {
                     code: "no_content",
                     message: "the test's content is gone (deleted or past retention)".into(),
-                    retryable: false,
+                    cause: Cause::Email { retryable: false },
                 })
             }
             Err(e) => {
                 return Err(Failure {
-                    code: "storage",
+                    code: "database",
                     message: format!("reading the test's content failed: {e}"),
-                    retryable: true,
+                    cause: Cause::Dependency("database"),
                 })
             }
         };
@@ -162,12 +383,12 @@ impl RenderWorker {
                 .map_err(|e| Failure {
                     code: "emulation",
                     message: format!("the client transformation panicked: {e}"),
-                    retryable: false,
+                    cause: Cause::Email { retryable: false },
                 })?
                 .map_err(|e| Failure {
                     code: "emulation",
                     message: format!("the email could not be transformed for {}: {e}", client.id),
-                    retryable: false,
+                    cause: Cause::Email { retryable: false },
                 })?;
         let rule_set = transformed.rule_set.clone();
         let req = render_request(client, job.variant, transformed);
@@ -178,12 +399,14 @@ impl RenderWorker {
                 "render_failed"
             },
             message: e.to_string(),
-            retryable: e.is_retryable(),
+            cause: Cause::Email {
+                retryable: e.is_retryable(),
+            },
         })?;
         let store_err = |e: store::BlobError| Failure {
             code: "storage",
             message: format!("storing the screenshot failed: {e}"),
-            retryable: true,
+            cause: Cause::Dependency("storage"),
         };
         self.blobs
             .put(
@@ -224,10 +447,13 @@ impl RenderWorker {
                     if *stop.borrow() {
                         return;
                     }
-                    match w.run_one().await {
+                    match w.run_one_until(stop.clone()).await {
                         Ok(true) => continue,
                         Ok(false) => {}
-                        Err(e) => tracing::error!(worker = n, error = %e, "render queue unavailable; retrying"),
+                        Err(e) => {
+                            telemetry::global().dependency_error("database", "render");
+                            tracing::error!(worker = n, error = %e, "database error claiming a render job; retrying")
+                        }
                     }
                     tokio::select! {
                         _ = wake.notified() => {}

@@ -6,15 +6,52 @@ use anyhow::{bail, Context};
 use domain::Plan;
 use store::{NewAccount, Store};
 
+/// Where the service's database is: read as `serve` reads it (flags, then `MAILPROOF_*`, then
+/// the `--config` file, then SQLite in ./data), so an account cannot land in another database
+/// than the service's.
+#[derive(clap::Args)]
+pub struct DbArgs {
+    /// The service's TOML configuration file (its `data_dir` and `database_url`).
+    #[arg(long, env = "MAILPROOF_CONFIG")]
+    config: Option<PathBuf>,
+    #[arg(long, env = "MAILPROOF_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// The service's database when it is not SQLite in the data dir (`postgres://...`).
+    #[arg(long, env = "MAILPROOF_DATABASE_URL")]
+    database_url: Option<String>,
+    /// Create the SQLite database if it does not exist yet. Without it a missing database is an
+    /// error: most likely the command is not looking where the service keeps its database.
+    #[arg(long)]
+    create_database: bool,
+}
+
+impl DbArgs {
+    async fn open(self) -> anyhow::Result<Store> {
+        let settings = crate::config::Settings::resolve(&crate::config::Overrides {
+            config: self.config,
+            data_dir: self.data_dir,
+            database_url: self.database_url,
+            ..Default::default()
+        })?;
+        if settings.database_url.is_none() && !self.create_database {
+            let file = settings.data_dir.join("mailproof.sqlite");
+            if !file.exists() {
+                bail!(
+                    "no database at {}: the service's database is elsewhere, or it was never started. Point at it with --config (or MAILPROOF_CONFIG), --database-url or --data-dir as `mailproof serve` is configured; to create a new SQLite database there, add --create-database",
+                    file.display()
+                );
+            }
+        }
+        open_store(&settings.data_dir, settings.database_url.as_deref()).await
+    }
+}
+
 #[derive(clap::Subcommand)]
 pub enum AccountsCommand {
     /// Create an account.
     Add {
-        #[arg(long, env = "MAILPROOF_DATA_DIR", default_value = "./data")]
-        data_dir: PathBuf,
-        /// The service's database when it is not SQLite in the data dir (`postgres://...`).
-        #[arg(long, env = "MAILPROOF_DATABASE_URL")]
-        database_url: Option<String>,
+        #[command(flatten)]
+        db: DbArgs,
         #[arg(long)]
         api_key: String,
         #[arg(long)]
@@ -40,19 +77,13 @@ pub enum AccountsCommand {
     },
     /// List accounts (never their passwords).
     List {
-        #[arg(long, env = "MAILPROOF_DATA_DIR", default_value = "./data")]
-        data_dir: PathBuf,
-        /// The service's database when it is not SQLite in the data dir (`postgres://...`).
-        #[arg(long, env = "MAILPROOF_DATABASE_URL")]
-        database_url: Option<String>,
+        #[command(flatten)]
+        db: DbArgs,
     },
     /// Remove an account and all of its tests.
     Remove {
-        #[arg(long, env = "MAILPROOF_DATA_DIR", default_value = "./data")]
-        data_dir: PathBuf,
-        /// The service's database when it is not SQLite in the data dir (`postgres://...`).
-        #[arg(long, env = "MAILPROOF_DATABASE_URL")]
-        database_url: Option<String>,
+        #[command(flatten)]
+        db: DbArgs,
         #[arg(long)]
         api_key: String,
     },
@@ -105,8 +136,7 @@ pub(crate) fn check_password(password: &str) -> anyhow::Result<()> {
 pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
     match cmd {
         AccountsCommand::Add {
-            data_dir,
-            database_url,
+            db,
             api_key,
             password,
             plan,
@@ -154,7 +184,7 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
                 None => None,
             };
             let hash = api::hash_password(&password).map_err(anyhow::Error::msg)?;
-            let store = open_store(&data_dir, database_url.as_deref()).await?;
+            let store = db.open().await?;
             let account = store
                 .create_account(
                     &NewAccount {
@@ -172,11 +202,8 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
             store.close().await;
             println!("added account {} (plan {})", account.api_key, account.plan);
         }
-        AccountsCommand::List {
-            data_dir,
-            database_url,
-        } => {
-            let store = open_store(&data_dir, database_url.as_deref()).await?;
+        AccountsCommand::List { db } => {
+            let store = db.open().await?;
             println!(
                 "{:<40} {:<11} {:>8} {:>10} {:<20} clients",
                 "api_key", "plan", "rate/min", "month/cust", "auto_inbox"
@@ -195,12 +222,8 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
             }
             store.close().await;
         }
-        AccountsCommand::Remove {
-            data_dir,
-            database_url,
-            api_key,
-        } => {
-            let store = open_store(&data_dir, database_url.as_deref()).await?;
+        AccountsCommand::Remove { db, api_key } => {
+            let store = db.open().await?;
             let removed = store.remove_account(&api_key).await?;
             store.close().await;
             if !removed {

@@ -437,6 +437,11 @@ pub struct Overrides {
     /// one service needs the same one.
     #[arg(long, env = "MAILPROOF_DKIM_KEY_FILE")]
     pub dkim_key_file: Option<PathBuf>,
+    /// Publish this api process's URL-signing key as the service's, replacing the fingerprint
+    /// the api processes before it published (after replacing the key on purpose). Without it an
+    /// api process with another key than the published one refuses to start.
+    #[arg(long, env = "MAILPROOF_REPLACE_SIGNING_KEY")]
+    pub replace_signing_key: bool,
 }
 
 /// The data files shipped with the source tree, for running from a checkout.

@@ -61,7 +61,10 @@ fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,sqlx=warn,tower_http=info".into()),
         )
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal: in a file or a log collector they are
+        // noise around every field.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match cli.log_format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),

@@ -87,27 +87,48 @@ async fn start_rendering(
     for engine in &engines {
         health.set("engines", &engine.to_string(), Component::new(State::Ok));
     }
-    let worker = jobs::RenderWorker {
-        store: store.clone(),
-        blobs: blobs.clone(),
-        catalog: catalog.clone(),
+    let worker = jobs::RenderWorker::new(
+        store.clone(),
+        blobs.clone(),
+        catalog.clone(),
         rules,
-        renderer: renderer.clone(),
-        config: jobs::RenderWorkerConfig {
-            worker_id: format!(
-                "render-{}-{}",
-                std::process::id(),
-                chrono::Utc::now().timestamp()
-            ),
+        renderer.clone(),
+        jobs::RenderWorkerConfig {
+            worker_id: worker_id("render"),
             concurrency: slots,
-            // A lease outlives the longest render, so a live worker never loses its job; a dead one
-            // hands it on within this time.
-            lease: Duration::from_secs(r.render_timeout.max(1) * 2 + 10),
+            // Short, and renewed every few seconds while a job is worked on: a dead process's
+            // jobs are taken over within about the lease, a live one keeps its jobs through a
+            // database blip shorter than the lease.
+            lease: RENDER_LEASE,
+            heartbeat: RENDER_HEARTBEAT,
             max_attempts: r.max_attempts.max(1),
             rescan: Duration::from_secs(2),
+            max_fault_backoff: Duration::from_secs(15),
+            engines,
         },
-    };
+    );
     Ok(Some((renderer, tokio::spawn(worker.run(work_ready, stop)))))
+}
+
+/// How long a render job is a worker's without renewal, and how often the worker renews it.
+const RENDER_LEASE: Duration = Duration::from_secs(10);
+const RENDER_HEARTBEAT: Duration = Duration::from_secs(3);
+
+/// A worker id unique per process, on one machine or many: the host name (a container's is its
+/// id), the process id and a random part (two replicas may have the same pid, and may start in the
+/// same second).
+pub(crate) fn worker_id(role: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into());
+    format!(
+        "{role}-{host}-{}-{:08x}",
+        std::process::id(),
+        rand::thread_rng().gen::<u32>()
+    )
 }
 
 pub fn load_catalog(resources: &Path) -> anyhow::Result<Catalog> {
@@ -159,6 +180,88 @@ fn signing_key(settings: &Settings) -> anyhow::Result<Vec<u8>> {
     }
     std::fs::rename(&tmp, &path)?;
     Ok(key.to_vec())
+}
+
+/// Publishes the fingerprint of this api process's URL-signing key in the database, or checks it
+/// against the one published by the api processes before it: two keys would make each process
+/// refuse the screenshot links the others sign, which nothing else detects.
+async fn check_signing_key_shared(
+    store: &Store,
+    settings: &Settings,
+    key: &[u8],
+    replace: bool,
+) -> anyhow::Result<()> {
+    use sha2::Digest;
+    // A fingerprint, not the key: the database is shared more widely than the key file.
+    let mine = hex::encode(
+        &sha2::Sha256::digest([&b"mailproof url signing key\0"[..], key].concat())[..8],
+    );
+    let now = chrono::Utc::now().timestamp();
+    if replace {
+        store
+            .replace_key_fingerprint("url_signing", &mine, now)
+            .await?;
+        tracing::warn!(fingerprint = %mine, "published this process's URL-signing key as the service's (--replace-signing-key): links signed with the previous key are no longer accepted");
+        return Ok(());
+    }
+    let published = store
+        .publish_key_fingerprint("url_signing", &mine, now)
+        .await?;
+    if published != mine {
+        let source = match &settings.keys.url_signing_key_file {
+            Some(p) => p.display().to_string(),
+            None => settings.data_dir.join("signing.key").display().to_string(),
+        };
+        bail!(
+            "this api process's URL-signing key ({source}, fingerprint {mine}) is not the one the service's other api processes use (fingerprint {published}): each would refuse the screenshot links the others sign. Give every api process the same [keys] url_signing_key_file; if the key was replaced on purpose, start once with --replace-signing-key (MAILPROOF_REPLACE_SIGNING_KEY=true)"
+        );
+    }
+    Ok(())
+}
+
+/// Configured key files this process will read must be readable by its user: checked first, so
+/// that a key written 0600 by another user stops the start with the file and the fix named,
+/// rather than failing later or restart-looping in a container.
+fn check_key_files_readable(settings: &Settings) -> anyhow::Result<()> {
+    let keys = [
+        (
+            Role::Api,
+            "url_signing_key_file",
+            &settings.keys.url_signing_key_file,
+        ),
+        (Role::Mail, "dkim_key_file", &settings.keys.dkim_key_file),
+    ];
+    for (role, name, path) in keys {
+        let Some(path) = path.as_ref().filter(|_| settings.roles.has(role)) else {
+            continue;
+        };
+        if let Err(e) = std::fs::File::open(path) {
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                bail!(
+                    "[keys] {name} {} cannot be read by this process (uid {}): {e}. Make it readable by that user, e.g. `chown {} {}` or `chgrp <its group> {} && chmod 0640 {}` (in the container image mailproof runs as uid 10001)",
+                    path.display(),
+                    current_uid(),
+                    current_uid(),
+                    path.display(),
+                    path.display(),
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// This process's user id, for messages (from /proc, which needs no unsafe call).
+fn current_uid() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        })
+        .unwrap_or_else(|| "?".into())
 }
 
 /// A process running only some roles shares its work with other processes, which may not share
@@ -327,6 +430,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     let settings = Settings::resolve(&o)?;
     let roles = settings.roles;
     warn_about_unshared_keys(&settings);
+    check_key_files_readable(&settings)?;
     let catalog = Arc::new(load_catalog(&settings.resources)?);
     std::fs::create_dir_all(&settings.data_dir).with_context(|| {
         format!(
@@ -356,15 +460,18 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     // Wake-ups reach workers of this process only; workers in other processes poll the
     // database every few seconds (render, inbound, svc, link checks).
     let work_ready = Arc::new(Notify::new());
+    // No route of a process without the api role signs or checks anything: it gets a key of its
+    // own rather than reading (or generating) the shared one.
+    let signing_key = if roles.has(Role::Api) {
+        let key = signing_key(&settings)?;
+        check_signing_key_shared(&store, &settings, &key, o.replace_signing_key).await?;
+        key
+    } else {
+        rand::thread_rng().gen::<[u8; 32]>().to_vec()
+    };
     let api_settings = api::ApiSettings {
         public_url,
-        // No route of a process without the api role signs or checks anything: it gets a key of
-        // its own rather than reading (or generating) the shared one.
-        signing_key: if roles.has(Role::Api) {
-            signing_key(&settings)?
-        } else {
-            rand::thread_rng().gen::<[u8; 32]>().to_vec()
-        },
+        signing_key,
         net_policy: settings.fetch.clone(),
         reprocess_quota: settings.reprocess_quota,
         default_rate_limit: settings.default_rate_limit,
@@ -416,8 +523,50 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     .with_health(health.clone())
     .with_rules(rules.clone());
 
+    let (links_ready, checks_ready) = (state.links_ready.clone(), state.checks_ready.clone());
+    let limits = crate::http::Limits {
+        header_timeout: Duration::from_secs(settings.http_limits.header_timeout),
+        body_timeout: Duration::from_secs(settings.http_limits.body_timeout),
+        max_connections: settings.http_limits.max_connections,
+        max_connections_per_address: settings.http_limits.max_connections_per_address,
+        trusted_proxies: settings.http_limits.trusted_proxies.clone(),
+    };
+    let router = if roles.has(Role::Api) {
+        // The web pages answer under `/`; everything else (the API under /v5, screenshots,
+        // health) falls through to the API's router, with its own error rules.
+        let web_options = web::WebOptions {
+            secure_cookies: state.settings.public_url.starts_with("https://"),
+            share_days: 7,
+        };
+        web::router(state.clone(), web_options).fallback_service(api::router(state))
+    } else {
+        status_router(state, roles)
+    }
+    .layer(axum::middleware::map_response(api::security_headers));
+    // Said before HTTP is served, so that no /healthz answer calls a starting process ready.
+    if roles.has(Role::Render) {
+        for engine in &settings.render.engines {
+            health.set(
+                "engines",
+                &engine.to_string(),
+                api::health::Component::new(api::health::State::Starting),
+            );
+        }
+    }
+    // HTTP is served before the engines start, so that /healthz answers `starting` meanwhile
+    // (an orchestrator would otherwise take the process for dead). A failed start ends it.
+    let (abort_http, http_aborted) = tokio::sync::oneshot::channel::<()>();
+    let http = tokio::spawn(crate::http::serve(listener, router, limits, async move {
+        tokio::select! {
+            _ = shutdown_signal() => {}
+            _ = http_aborted => {}
+        }
+    }));
+    // Before the engines start: scripts (and the tests) can ask /healthz, which says `starting`.
+    println!("mailproof: health on http://{bound}/healthz");
+
     let rendering = if roles.has(Role::Render) {
-        start_rendering(
+        match start_rendering(
             &settings,
             &store,
             &blobs,
@@ -427,7 +576,15 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             stop_rx.clone(),
             &health,
         )
-        .await?
+        .await
+        {
+            Ok(rendering) => rendering,
+            Err(e) => {
+                let _ = abort_http.send(());
+                let _ = http.await;
+                return Err(e);
+            }
+        }
     } else {
         not_this_role(&health, "engines", &[""]);
         None
@@ -439,7 +596,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             store.clone(),
             settings.fetch.clone(),
             mail.uribl.clone(),
-            state.links_ready.clone(),
+            links_ready,
             stop_rx.clone(),
             settings.queues.link_check_workers,
         ))
@@ -479,7 +636,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
                 ),
             }
             .run(
-                state.checks_ready.clone(),
+                checks_ready,
                 stop_rx.clone(),
                 settings.queues.content_check_workers,
             ),
@@ -493,26 +650,11 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         println!("mailproof: smtp on {smtp_bound}");
     }
     println!("mailproof: listening on http://{bound}");
-    let limits = crate::http::Limits {
-        header_timeout: Duration::from_secs(settings.http_limits.header_timeout),
-        body_timeout: Duration::from_secs(settings.http_limits.body_timeout),
-        max_connections: settings.http_limits.max_connections,
-        max_connections_per_address: settings.http_limits.max_connections_per_address,
-        trusted_proxies: settings.http_limits.trusted_proxies.clone(),
-    };
-    let router = if roles.has(Role::Api) {
-        // The web pages answer under `/`; everything else (the API under /v5, screenshots,
-        // health) falls through to the API's router, with its own error rules.
-        let web_options = web::WebOptions {
-            secure_cookies: state.settings.public_url.starts_with("https://"),
-            share_days: 7,
-        };
-        web::router(state.clone(), web_options).fallback_service(api::router(state))
-    } else {
-        status_router(state, roles)
+    // Kept until shutdown: dropping it would end the HTTP server.
+    let _abort_http = abort_http;
+    if let Err(e) = http.await {
+        tracing::error!(error = %e, "the HTTP server task failed");
     }
-    .layer(axum::middleware::map_response(api::security_headers));
-    crate::http::serve(listener, router, limits, shutdown_signal()).await;
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     if let Some(retention) = retention {

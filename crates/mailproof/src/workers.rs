@@ -9,7 +9,7 @@ use tokio::sync::{watch, Notify};
 
 /// One queue's loops: how many, what they are called, and when they look again.
 pub struct Loops<'a> {
-    /// Names the loops' leases (`{name}-{pid}-{start}-{n}`) and their log lines.
+    /// Names the loops' leases (`serve::worker_id(name)` and `-{n}`) and their log lines.
     pub name: &'static str,
     pub workers: usize,
     /// Woken when work is queued in this process; `None`: polling alone.
@@ -26,12 +26,7 @@ impl Loops<'_> {
         F: Fn(String) -> Fut,
         Fut: Future<Output = anyhow::Result<bool>>,
     {
-        let prefix = format!(
-            "{}-{}-{}",
-            self.name,
-            std::process::id(),
-            chrono::Utc::now().timestamp()
-        );
+        let prefix = crate::serve::worker_id(self.name);
         let loops = (0..self.workers.max(1)).map(|n| {
             let worker = format!("{prefix}-{n}");
             let mut stop = stop.clone();

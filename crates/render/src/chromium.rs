@@ -4,16 +4,24 @@
 //! CDP setting, so slots never wait for each other. Images are blocked with Fetch interception of
 //! resource type `Image` (failed before any byte leaves the browser), and the cache is disabled so a
 //! cached image can neither dodge the block nor hide a slow host.
+//!
+//! Nothing in an email runs: script is off browser-wide (`--blink-settings`) and per tab
+//! (`Emulation.setScriptExecutionDisabled`), every document request other than the one being
+//! rendered is failed (Fetch interception of `Document`), dialogs are dismissed as they open, and
+//! WebRTC may not use UDP the proxy does not carry. Probes of our own run in an isolated world.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::engine::{wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest};
+use crate::engine::{
+    accept_dialog, answer_every, wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest,
+};
 use crate::error::RenderError;
 use crate::process::Browser;
 use crate::ws::Connection;
@@ -23,13 +31,31 @@ pub(crate) const CHROMIUM_BINARY: &str = "/usr/lib/chromium/chromium";
 
 struct Tab {
     session: String,
-    /// Whether Fetch interception of images is on in this tab.
+    /// The tab's target id, which is also its main frame's id.
+    target: String,
+    /// Whether Fetch interception of images is on in this tab (documents always are).
     blocking: Mutex<bool>,
 }
+
+/// Fetch interception patterns: documents always (only the one being rendered may load), images
+/// when they are blocked.
+fn fetch_patterns(block_images: bool) -> Value {
+    let mut patterns =
+        vec![json!({"urlPattern": "*", "resourceType": "Document", "requestStage": "Request"})];
+    if block_images {
+        patterns
+            .push(json!({"urlPattern": "*", "resourceType": "Image", "requestStage": "Request"}));
+    }
+    json!({ "patterns": patterns })
+}
+
+/// Per tab (session id): the main frame and the one document URL it may load next.
+type Expected = Arc<SyncMutex<HashMap<String, (String, String)>>>;
 
 pub(crate) struct Chromium {
     pub(crate) running: Running,
     tabs: Vec<Tab>,
+    documents: Expected,
     resource_wait: Duration,
 }
 
@@ -61,6 +87,12 @@ fn flags(profile: &std::path::Path, proxy: &str) -> Vec<String> {
         "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,Translate",
         "--remote-debugging-port=0",
         "--remote-debugging-address=127.0.0.1",
+        // No script in any frame of any page, whatever the tab settings say: email content is
+        // never meant to run, and a frame in another renderer process would escape a per-tab
+        // setting made too late.
+        "--blink-settings=scriptEnabled=false",
+        // WebRTC only over the proxy, which carries no UDP: no STUN or TURN packet to any address.
+        "--webrtc-ip-handling-policy=disable_non_proxied_udp",
         // `<-loopback>` removes Chromium's implicit loopback bypass: loopback goes through the
         // proxy and its policy too.
         "--proxy-bypass-list=<-loopback>",
@@ -101,6 +133,9 @@ impl Chromium {
         let pid = browser.pid();
         // Start-up commands get the start timeout; see Firefox::start.
         let conn = Arc::new(Connection::open(engine, &ws_url, setup.start_timeout).await?);
+        dismiss_dialogs(&conn);
+        let documents = Expected::default();
+        answer_requests(&conn, documents.clone());
         let mut tabs = Vec::with_capacity(setup.slots);
         for _ in 0..setup.slots {
             let target = call(
@@ -123,11 +158,17 @@ impl Chromium {
                 ("Page.enable", json!({})),
                 ("Network.enable", json!({})),
                 ("Network.setCacheDisabled", json!({"cacheDisabled": true})),
+                (
+                    "Emulation.setScriptExecutionDisabled",
+                    json!({"value": true}),
+                ),
+                ("Fetch.enable", fetch_patterns(false)),
             ] {
                 call(&conn, Some(&session), method, params).await?;
             }
             tabs.push(Tab {
                 session,
+                target: target_id,
                 blocking: Mutex::new(false),
             });
         }
@@ -135,6 +176,7 @@ impl Chromium {
         Ok(Chromium {
             running: Running::new(browser, conn, profile),
             tabs,
+            documents,
             resource_wait: setup.resource_wait,
         })
     }
@@ -183,11 +225,30 @@ impl Chromium {
         expression: &str,
     ) -> Result<String, RenderError> {
         let session = self.load(slot, req).await?;
+        let conn = &self.running.conn;
+        // The probe runs in a world of its own: it sees the page's DOM and computed styles, but
+        // nothing the page defines (its globals, overridden built-ins) and it is not page script.
+        let tree = call(conn, Some(session), "Page.getFrameTree", json!({})).await?;
+        let frame = tree
+            .pointer("/frameTree/frame/id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RenderError::Document("Chromium reported no main frame".into()))?;
+        let world = call(
+            conn,
+            Some(session),
+            "Page.createIsolatedWorld",
+            json!({"frameId": frame, "worldName": "mailproof-probe", "grantUniveralAccess": false}),
+        )
+        .await?;
+        let context = world
+            .get("executionContextId")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| RenderError::Document(format!("no isolated world: {world}")))?;
         let answer = call(
-            &self.running.conn,
+            conn,
             Some(session),
             "Runtime.evaluate",
-            json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
+            json!({"expression": expression, "contextId": context, "returnByValue": true, "awaitPromise": true}),
         )
         .await?;
         if let Some(details) = answer.get("exceptionDetails") {
@@ -241,28 +302,29 @@ impl Chromium {
         {
             let mut blocking = tab.blocking.lock().await;
             if *blocking != req.block_images {
-                if req.block_images {
-                    call(
-                        conn,
-                        Some(session),
-                        "Fetch.enable",
-                        json!({"patterns": [{"urlPattern": "*", "resourceType": "Image", "requestStage": "Request"}]}),
-                    )
-                    .await?;
-                } else {
-                    call(conn, Some(session), "Fetch.disable", json!({})).await?;
-                }
+                call(
+                    conn,
+                    Some(session),
+                    "Fetch.enable",
+                    fetch_patterns(req.block_images),
+                )
+                .await?;
                 *blocking = req.block_images;
             }
         }
 
+        // The document may be requested once; a second request for it, or any other document
+        // (meta refresh, a frame, a form), is something the email does on its own.
+        if let Ok(mut expected) = self.documents.lock() {
+            expected.insert(
+                session.to_string(),
+                (tab.target.clone(), req.url.to_string()),
+            );
+        }
         let owner = session.to_string();
         let mut events = conn.subscribe(move |m| {
             m.get("sessionId").and_then(Value::as_str) == Some(owner.as_str())
-                && matches!(
-                    m.get("method").and_then(Value::as_str),
-                    Some("Page.loadEventFired" | "Fetch.requestPaused")
-                )
+                && m.get("method").and_then(Value::as_str) == Some("Page.loadEventFired")
         });
         let navigate = async {
             let result = call(
@@ -284,31 +346,88 @@ impl Chromium {
             navigate,
             &mut events,
             self.resource_wait,
-            |event| async move {
-                match event.get("method").and_then(Value::as_str) {
-                    Some("Page.loadEventFired") => return Ok(LoadEvent::Loaded),
-                    Some("Fetch.requestPaused") => {
-                        if let Some(id) = event.pointer("/params/requestId").and_then(Value::as_str)
-                        {
-                            // A request that already went away answers with an error; that is fine.
-                            let _ = call(
-                                conn,
-                                Some(session),
-                                "Fetch.failRequest",
-                                json!({"requestId": id, "errorReason": "BlockedByClient"}),
-                            )
-                            .await;
-                        }
-                    }
-                    _ => {}
-                }
-                Ok(LoadEvent::Other)
-            },
+            |_| async { Ok(LoadEvent::Loaded) },
         )
         .await?;
         drop(events);
         Ok(session)
     }
+}
+
+/// Answers every intercepted request of every tab, whenever it comes (a meta refresh may fire
+/// after the load, while the page is shot): the expected document once, in its tab's main frame;
+/// any other document with 204 No Content, which leaves the frame as it is (a failed navigation
+/// would replace the email with an error page); images (intercepted only while blocked) fail.
+fn answer_requests(conn: &Arc<Connection>, documents: Expected) {
+    answer_every(conn, "Fetch.requestPaused", move |conn, event| {
+        let session = event
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let document = event
+            .pointer("/params/resourceType")
+            .and_then(Value::as_str)
+            == Some("Document");
+        let allow = document
+            && session.as_deref().is_some_and(|session| {
+                let Ok(mut expected) = documents.lock() else {
+                    return false;
+                };
+                let matches = expected.get(session).is_some_and(|(frame, url)| {
+                    event.pointer("/params/frameId").and_then(Value::as_str) == Some(frame)
+                        && event.pointer("/params/request/url").and_then(Value::as_str) == Some(url)
+                });
+                if matches {
+                    expected.remove(session);
+                }
+                matches
+            });
+        async move {
+            let (Some(session), Some(id)) = (
+                session,
+                event.pointer("/params/requestId").and_then(Value::as_str),
+            ) else {
+                return;
+            };
+            let (method, params) = if allow {
+                ("Fetch.continueRequest", json!({"requestId": id}))
+            } else if document {
+                (
+                    "Fetch.fulfillRequest",
+                    json!({"requestId": id, "responseCode": 204}),
+                )
+            } else {
+                (
+                    "Fetch.failRequest",
+                    json!({"requestId": id, "errorReason": "BlockedByClient"}),
+                )
+            };
+            // A request that already went away answers with an error; that is fine.
+            let _ = call(&conn, Some(&session), method, params).await;
+        }
+    });
+}
+
+/// Answers every JavaScript dialog of every tab as it opens: script is off, so none should open,
+/// but one that did would hold its tab (and every command to it) until the render timed out.
+fn dismiss_dialogs(conn: &Arc<Connection>) {
+    answer_every(
+        conn,
+        "Page.javascriptDialogOpening",
+        |conn, event| async move {
+            let Some(session) = event.get("sessionId").and_then(Value::as_str) else {
+                return;
+            };
+            let accept = accept_dialog(Engine::Blink, &event);
+            let _ = call(
+                &conn,
+                Some(session),
+                "Page.handleJavaScriptDialog",
+                json!({"accept": accept}),
+            )
+            .await;
+        },
+    );
 }
 
 /// Sends one CDP command (to a tab when `session` is set) and returns its `result`.

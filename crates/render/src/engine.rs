@@ -199,3 +199,36 @@ where
         }
     }
 }
+
+/// Runs `answer` on every event named `method`, in a task of its own, for as long as the
+/// connection lives (events that must be answered whichever render is running, e.g. dialogs).
+pub(crate) fn answer_every<F, Fut>(
+    conn: &std::sync::Arc<crate::ws::Connection>,
+    method: &'static str,
+    answer: F,
+) where
+    F: Fn(std::sync::Arc<crate::ws::Connection>, serde_json::Value) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut events = conn
+        .subscribe(move |m| m.get("method").and_then(serde_json::Value::as_str) == Some(method));
+    let conn = std::sync::Arc::downgrade(conn);
+    tokio::spawn(async move {
+        while let Some(event) = events.next().await {
+            let Some(conn) = conn.upgrade() else { break };
+            answer(conn, event).await;
+        }
+    });
+}
+
+/// Whether to accept the dialog (`alert`, `confirm`, `prompt`, `beforeunload`) an event of
+/// either protocol reports: only `beforeunload`, so that the next render may leave the page;
+/// everything else is dismissed. Script is off, so a dialog is worth a warning.
+pub(crate) fn accept_dialog(engine: Engine, event: &serde_json::Value) -> bool {
+    let kind = event
+        .pointer("/params/type")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("unknown");
+    tracing::warn!(%engine, dialog = kind, "a page opened a dialog; answering it");
+    kind == "beforeunload"
+}

@@ -17,7 +17,9 @@ use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
 
 use crate::chromium::tempdir;
-use crate::engine::{wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest};
+use crate::engine::{
+    accept_dialog, answer_every, wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest,
+};
 use crate::error::RenderError;
 use crate::process::Browser;
 use crate::ws::Connection;
@@ -87,6 +89,20 @@ fn user_js(proxy: &std::net::SocketAddr) -> String {
         ("toolkit.telemetry.enabled", "false".into()),
         ("browser.cache.disk.enable", "false".into()),
         ("media.autoplay.default", "5".into()),
+        // Nothing in an email runs: no script in any document or frame (our own evaluation runs
+        // in the privileged chrome scope, which this does not touch), no meta refresh.
+        ("javascript.enabled", "false".into()),
+        ("accessibility.blockautorefresh", "true".into()),
+        ("dom.disable_beforeunload", "true".into()),
+        ("dom.serviceWorkers.enabled", "false".into()),
+        ("pdfjs.disabled", "true".into()),
+        // No network path that bypasses the proxy: WebRTC (UDP to any address), HTTP/3 (QUIC),
+        // DNS over HTTPS.
+        ("media.peerconnection.enabled", "false".into()),
+        ("media.peerconnection.ice.proxy_only", "true".into()),
+        ("media.navigator.enabled", "false".into()),
+        ("network.http.http3.enable", "false".into()),
+        ("network.trr.mode", "5".into()),
     ];
     prefs
         .iter()
@@ -143,13 +159,23 @@ impl Firefox {
         let conn = Arc::new(
             Connection::open(engine, &format!("{ws_base}/session"), setup.start_timeout).await?,
         );
-        call(&conn, "session.new", json!({"capabilities": {}})).await?;
+        call(
+            &conn,
+            "session.new",
+            json!({"capabilities": {"alwaysMatch": {"unhandledPromptBehavior": {"default": "dismiss"}}}}),
+        )
+        .await?;
         call(
             &conn,
             "session.subscribe",
-            json!({"events": ["browsingContext.load", "network.beforeRequestSent"]}),
+            json!({"events": [
+                "browsingContext.load",
+                "network.beforeRequestSent",
+                "browsingContext.userPromptOpened",
+            ]}),
         )
         .await?;
+        dismiss_prompts(&conn);
         let tree = call(
             &conn,
             "browsingContext.getTree",
@@ -391,6 +417,28 @@ fn is_image_request(request: &Value) -> bool {
     ]
     .iter()
     .any(|ext| path.ends_with(ext))
+}
+
+/// Closes every user prompt as it opens: script is off and the session dismisses unhandled
+/// prompts, but a prompt left open would hold its tab until the render timed out.
+fn dismiss_prompts(conn: &Arc<Connection>) {
+    answer_every(
+        conn,
+        "browsingContext.userPromptOpened",
+        |conn, event| async move {
+            let Some(context) = event.pointer("/params/context").and_then(Value::as_str) else {
+                return;
+            };
+            let accept = accept_dialog(Engine::Gecko, &event);
+            // The session's own handler may have closed it already; that error is expected.
+            let _ = call(
+                &conn,
+                "browsingContext.handleUserPrompt",
+                json!({"context": context, "accept": accept}),
+            )
+            .await;
+        },
+    );
 }
 
 async fn call(conn: &Connection, method: &str, params: Value) -> Result<Value, RenderError> {

@@ -347,8 +347,9 @@ impl Renderer {
         result
     }
 
-    async fn render_inner(&self, req: RenderRequest) -> Result<Rendered, RenderError> {
+    async fn render_inner(&self, mut req: RenderRequest) -> Result<Rendered, RenderError> {
         validate(&req)?;
+        req.html = without_refresh(&req.html);
         let png = if req.engine == Engine::Webkit {
             self.render_webkit(&req).await?
         } else {
@@ -381,6 +382,10 @@ impl Renderer {
         expression: &str,
     ) -> Result<String, RenderError> {
         validate(&req)?;
+        let req = RenderRequest {
+            html: without_refresh(&req.html),
+            ..req
+        };
         if req.engine != Engine::Blink {
             return Err(engine::probe_unsupported(req.engine));
         }
@@ -546,6 +551,48 @@ async fn start_with_retries(
     }
 }
 
+/// `html` without `<meta http-equiv="refresh">`: a message that reloads or leaves itself would be
+/// shot as some other page, and no mail client follows one. The engines refuse such navigations
+/// too; this keeps them from being tried at all.
+fn without_refresh(html: &str) -> String {
+    use lol_html::html_content::ContentType;
+    use lol_html::{element, rewrite_str, text, RewriteStrSettings};
+    // lol_html reads <noscript> as text (as a browser with script on would), but the engines run
+    // without script and parse it as markup: its content is cleaned the same way, in one piece.
+    let mut noscript = String::new();
+    let rewritten = rewrite_str(
+        html,
+        RewriteStrSettings::new()
+            .append_element_content_handler(element!("meta[http-equiv]", |el| {
+                let refresh = el
+                    .get_attribute("http-equiv")
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("refresh"));
+                if refresh {
+                    el.remove();
+                }
+                Ok(())
+            }))
+            .append_element_content_handler(text!("noscript", |chunk| {
+                noscript.push_str(chunk.as_str());
+                if chunk.last_in_text_node() {
+                    let cleaned = without_refresh(&std::mem::take(&mut noscript));
+                    chunk.replace(&cleaned, ContentType::Html);
+                } else {
+                    chunk.remove();
+                }
+                Ok(())
+            })),
+    );
+    match rewritten {
+        Ok(html) => html,
+        Err(e) => {
+            // The engines still refuse the navigation; the message is rendered as it came.
+            tracing::warn!(error = %e, "could not scan the document for meta refresh");
+            html.to_string()
+        }
+    }
+}
+
 fn validate(req: &RenderRequest) -> Result<(), RenderError> {
     let v = req.viewport;
     if v.width == 0
@@ -601,6 +648,24 @@ mod tests {
             assert!(!e.is_retryable());
         }
         assert!(validate(&request(390, 3.0)).is_ok());
+    }
+
+    #[test]
+    fn meta_refresh_is_removed_and_other_meta_kept() {
+        let html = "<html><head><meta charset=utf-8><META HTTP-EQUIV=' Refresh ' CONTENT=\"0;url=http://x/\">\
+                    <meta http-equiv=\"content-type\" content=\"text/html\"></head><body>hi</body></html>";
+        let out = without_refresh(html);
+        // With script off, engines parse <noscript> as markup: a refresh there counts too.
+        let hidden = without_refresh(
+            "<head><noscript><meta http-equiv=refresh content=0></noscript></head>",
+        );
+        assert!(!hidden.contains("refresh"), "{hidden}");
+        let kept = without_refresh("<noscript><p>shown without script</p></noscript>");
+        assert_eq!(kept, "<noscript><p>shown without script</p></noscript>");
+        assert!(!out.to_ascii_lowercase().contains("refresh"), "{out}");
+        assert!(
+            out.contains("content-type") && out.contains("charset=utf-8") && out.contains("hi")
+        );
     }
 
     #[test]

@@ -5,8 +5,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command};
-use std::sync::{mpsc, Mutex, OnceLock};
+use std::process::Child;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::oneshot;
@@ -32,16 +31,9 @@ impl Browser {
         marker: &'static str,
         timeout: Duration,
     ) -> Result<(Browser, String), RenderError> {
-        // setpriv (util-linux) execs the browser with a parent-death signal, so a browser never
-        // outlives a service or test process that died without cleaning up.
-        let mut command = match which_setpriv() {
-            Some(setpriv) => {
-                let mut c = Command::new(setpriv);
-                c.args(["--pdeathsig", "KILL", "--"]).arg(program);
-                c
-            }
-            None => Command::new(program),
-        };
+        // The browser gets a parent-death signal, so it never outlives a service or test process
+        // that died without cleaning up.
+        let mut command = webkit::tied::command(program);
         command
             .args(args)
             .stdin(Stdio::null())
@@ -51,12 +43,13 @@ impl Browser {
         for (key, value) in env {
             command.env(key, value);
         }
-        let mut child = launch(command)
-            .await
-            .map_err(|e| RenderError::EngineStart {
-                engine,
-                reason: format!("cannot run {}: {e}", program.display()),
-            })?;
+        let mut child =
+            webkit::tied::spawn(command)
+                .await
+                .map_err(|e| RenderError::EngineStart {
+                    engine,
+                    reason: format!("cannot run {}: {e}", program.display()),
+                })?;
         let pid = child.id();
         let stderr = child
             .stderr
@@ -143,44 +136,6 @@ impl Drop for Browser {
         kill_group(self.pid);
         let _ = self.child.try_wait();
     }
-}
-
-/// Spawns `command` from one thread that lives as long as the process. The parent-death signal
-/// set by setpriv fires when the *thread* that forked the browser ends, so browsers must not be
-/// forked from short-lived threads (a test's thread, a blocking-pool thread).
-async fn launch(command: Command) -> std::io::Result<Child> {
-    type Job = (Command, oneshot::Sender<std::io::Result<Child>>);
-    static LAUNCHER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
-    let launcher = LAUNCHER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Job>();
-        let spawned = std::thread::Builder::new()
-            .name("browser-launcher".into())
-            .spawn(move || {
-                for (mut command, reply) in rx {
-                    let _ = reply.send(command.spawn());
-                }
-            });
-        if let Err(e) = spawned {
-            tracing::error!(error = %e, "cannot start the browser launcher thread");
-        }
-        Mutex::new(tx)
-    });
-    let (reply_tx, reply_rx) = oneshot::channel();
-    let sent = launcher
-        .lock()
-        .map_err(|_| std::io::Error::other("browser launcher lock poisoned"))?
-        .send((command, reply_tx));
-    if sent.is_err() {
-        return Err(std::io::Error::other("the browser launcher thread is gone"));
-    }
-    reply_rx
-        .await
-        .map_err(|_| std::io::Error::other("the browser launcher thread dropped the request"))?
-}
-
-fn which_setpriv() -> Option<&'static Path> {
-    let path = Path::new("/usr/bin/setpriv");
-    path.is_file().then_some(path)
 }
 
 fn kill_group(pid: u32) {

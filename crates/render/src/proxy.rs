@@ -5,6 +5,11 @@
 //! else an email references under the [`NetPolicy`]: names are resolved here and the connection
 //! goes to an address the policy admits (so DNS rebinding cannot slip past the check), with a
 //! time and size limit per resource. `CONNECT` tunnels carry https the same way.
+//!
+//! Every document it serves carries a Content-Security-Policy that runs no script and opens no
+//! nested document ([`DOCUMENT_CSP`]); every response it forwards over plain http carries a
+//! sandboxing one ([`FORWARDED_CSP`]), so HTML from elsewhere cannot run script either. These back
+//! up the engines' own script switches, they do not replace them.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -22,6 +27,21 @@ use crate::error::RenderError;
 /// Host name of the documents the proxy serves itself. `.invalid` is reserved (RFC 6761), so it
 /// can never be a real site; engines never resolve it because everything goes to the proxy.
 pub const DOC_HOST: &str = "mailproof-render.invalid";
+
+/// The policy of the documents to render: images, styles, fonts and media from anywhere (as the
+/// mail clients load them), and nothing that runs or nests: no script (inline, handler or
+/// `javascript:`), no plugin, frame, worker or fetch, no form. `base-uri` stays open: a `<base>`
+/// only changes where images and styles come from, which is what a mail client does with it.
+pub const DOCUMENT_CSP: &str = "default-src 'none'; img-src * data: blob:; \
+    style-src * data: 'unsafe-inline'; font-src * data:; media-src * data:; script-src 'none'; \
+    script-src-attr 'none'; object-src 'none'; frame-src 'none'; child-src 'none'; \
+    worker-src 'none'; connect-src 'none'; manifest-src 'none'; form-action 'none'; \
+    frame-ancestors 'none'";
+
+/// Added to every forwarded response: ignored on images, styles and fonts, it makes any HTML or
+/// SVG document from elsewhere a sandbox without script, plugins, forms or navigation.
+pub const FORWARDED_CSP: &str = "sandbox; script-src 'none'; object-src 'none'; \
+    frame-src 'none'; child-src 'none'; worker-src 'none'; connect-src 'none'; form-action 'none'";
 
 /// Largest request or response head accepted.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
@@ -268,6 +288,7 @@ async fn serve_document(
     };
     let header = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\
+         Content-Security-Policy: {DOCUMENT_CSP}\r\nX-Content-Type-Options: nosniff\r\n\
          Cache-Control: no-store\r\nConnection: close\r\n\r\n",
         doc.html.len()
     );
@@ -407,6 +428,8 @@ fn rewrite_response_head(head: &[u8]) -> Result<Vec<u8>, ProxyError> {
         out.extend_from_slice(h.value);
         out.extend_from_slice(b"\r\n");
     }
+    // A second policy only narrows what the origin's own allows.
+    out.extend_from_slice(format!("Content-Security-Policy: {FORWARDED_CSP}\r\n").as_bytes());
     out.extend_from_slice(b"Connection: close\r\n\r\n");
     Ok(out)
 }
@@ -506,6 +529,8 @@ mod tests {
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"));
         assert!(out.contains("Content-Length: 3\r\n"));
         assert!(!out.to_ascii_lowercase().contains("keep-alive"));
+        assert!(out.contains(&format!("Content-Security-Policy: {FORWARDED_CSP}\r\n")));
+        assert!(FORWARDED_CSP.starts_with("sandbox;"));
         assert!(out.ends_with("Connection: close\r\n\r\n"));
     }
 
@@ -531,6 +556,14 @@ mod tests {
         };
         let first = get(ticket.url().to_string()).await;
         assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+        assert!(
+            first.contains(&format!("Content-Security-Policy: {DOCUMENT_CSP}\r\n")),
+            "{first}"
+        );
+        assert!(
+            DOCUMENT_CSP.contains("script-src 'none'")
+                && DOCUMENT_CSP.contains("object-src 'none'")
+        );
         assert!(first.ends_with("<p>hello</p>"));
         let second = get(ticket.url().to_string()).await;
         assert!(second.starts_with("HTTP/1.1 404"), "{second}");

@@ -251,6 +251,13 @@ impl Drop for Connection {
     fn drop(&mut self) {
         self.reader.abort();
         self.writer.abort();
+        // Subscribers living in their own tasks (dialog handlers) learn that the socket is gone.
+        if let Ok(mut routes) = self.routes.lock() {
+            routes
+                .closed
+                .get_or_insert_with(|| "the connection was dropped".into());
+            routes.subscribers.clear();
+        }
     }
 }
 

@@ -127,6 +127,14 @@ impl Blobs {
                 if let Some(e) = endpoint {
                     b = b.with_endpoint(e);
                 }
+                // object_store retries a failed request for up to 3 minutes by default, holding a
+                // render slot and hiding the outage from /healthz all that time. A short bound
+                // lets the worker release the job (a storage fault is not an attempt) and say so.
+                b = b.with_retry(object_store::RetryConfig {
+                    backoff: object_store::BackoffConfig::default(),
+                    max_retries: 3,
+                    retry_timeout: std::time::Duration::from_secs(10),
+                });
                 let inner = b.build().map_err(|cause| BlobError::Store {
                     place: place.clone(),
                     action: "reading the [blobs] settings".into(),

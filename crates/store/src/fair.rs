@@ -14,6 +14,7 @@
 
 use sqlx::AnyConnection;
 
+use crate::sql::Query;
 use crate::{Backend, Result};
 
 /// Per queue, how many rows one account may hold under a live lease at once; `None` leaves only
@@ -114,15 +115,31 @@ impl Fair {
     /// `fl.n` its account's rows under a lease still live at `now` (NULL: none), `fq.turn` the
     /// account's turn (NULL: never served).
     pub(crate) fn from(&self, now: &str) -> String {
-        format!(
-            "{table} q JOIN tests fa ON fa.id = q.test_id
-             LEFT JOIN (SELECT lt.account_id AS account_id, COUNT(*) AS n
-                        FROM {table} l JOIN tests lt ON lt.id = l.test_id
-                        WHERE l.state = 'leased' AND l.lease_expires >= {now}
-                        GROUP BY lt.account_id) fl ON fl.account_id = fa.account_id
-             LEFT JOIN queue_turns fq ON fq.queue = '{queue}' AND fq.account_id = fa.account_id",
-            table = self.queue.table(),
-            queue = self.queue.name(),
+        let (before, after) = self.sources_around_now();
+        format!("{before}{now}{after}")
+    }
+
+    /// [`Fair::from`] for a dynamic query, binding `now` itself.
+    pub(crate) fn push_from(&self, q: &mut Query, now: i64) {
+        let (before, after) = self.sources_around_now();
+        q.push(&before).bind(now).push(&after);
+    }
+
+    /// The `FROM` text before and after its one placeholder of the claim's time.
+    fn sources_around_now(&self) -> (String, String) {
+        let table = self.queue.table();
+        (
+            format!(
+                "{table} q JOIN tests fa ON fa.id = q.test_id
+                 LEFT JOIN (SELECT lt.account_id AS account_id, COUNT(*) AS n
+                            FROM {table} l JOIN tests lt ON lt.id = l.test_id
+                            WHERE l.state = 'leased' AND l.lease_expires >= "
+            ),
+            format!(
+                " GROUP BY lt.account_id) fl ON fl.account_id = fa.account_id
+                 LEFT JOIN queue_turns fq ON fq.queue = '{}' AND fq.account_id = fa.account_id",
+                self.queue.name()
+            ),
         )
     }
 

@@ -5,6 +5,7 @@
 use domain::Variant;
 use sqlx::Row;
 
+use crate::sql::Query;
 use crate::{Result, Store, StoreError};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -13,8 +14,11 @@ pub struct ClaimedJob {
     pub test_id: String,
     pub client_id: String,
     pub variant: Variant,
-    /// Including this one.
+    /// Including this one. A job released for a fault of storage or the database gives its
+    /// attempt back: attempts count what the email did to the engine.
     pub attempts: i64,
+    /// The worker whose lease had expired when this claim took the job over, if any.
+    pub taken_over_from: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -25,6 +29,9 @@ pub enum JobOutcome {
     Retry { error: String, retry_at: i64 },
     /// Give up: the client's screenshots are Bounced with this code and message.
     Bounce { code: String, message: String },
+    /// Not the email's fault (storage or the database failed): try again after `retry_at`
+    /// without counting this attempt, however often it happens.
+    Release { error: String, retry_at: i64 },
 }
 
 impl Store {
@@ -36,30 +43,61 @@ impl Store {
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<ClaimedJob>> {
+        self.claim_job_for(worker, now, lease_secs, None).await
+    }
+
+    /// [`Store::claim_job`], limited to jobs of `clients` when given: a process whose engines
+    /// draw only some clients never takes (and bounces) the others' jobs. An empty list claims
+    /// nothing.
+    pub async fn claim_job_for(
+        &self,
+        worker: &str,
+        now: i64,
+        lease_secs: i64,
+        clients: Option<&[String]>,
+    ) -> Result<Option<ClaimedJob>> {
+        if clients.is_some_and(<[String]>::is_empty) {
+            return Ok(None);
+        }
         let mut tx = self.pool.begin().await?;
         let fair = self.fair(crate::fair::Queue::Render);
         fair.lock(&mut tx).await?;
         // One statement picks and leases the job, so two workers can never claim the same one.
-        let sql = format!(
+        // `taken_over_from` keeps the owner of an expired lease (SET reads the row as it was). A
+        // worker taking back its own expired lease lost the answer to its claim to a database
+        // fault (worker ids are unique per process, and a crashed process never comes back under
+        // its id): not an attempt.
+        let mut q = Query::new(
             "UPDATE render_jobs
-             SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
+             SET state = 'leased', taken_over_from = lease_owner, lease_owner = ",
+        );
+        q.bind(worker)
+            .push(", lease_expires = ")
+            .bind(now + lease_secs)
+            .push(", attempts = attempts + CASE WHEN lease_owner = ")
+            .bind(worker)
+            .push(
+                " THEN 0 ELSE 1 END
              WHERE id = (
-                SELECT q.id FROM {}
-                WHERE ((q.state = 'queued' AND q.not_before <= $3) OR (q.state = 'leased' AND q.lease_expires < $3))
-                  AND {}
-                ORDER BY {} q.not_before, q.id LIMIT 1 {})
-             RETURNING id, test_id, client_id, variant, attempts",
-            fair.from("$3"),
-            fair.filter(),
+                SELECT q.id FROM ",
+            );
+        fair.push_from(&mut q, now);
+        q.push(" WHERE ((q.state = 'queued' AND q.not_before <= ")
+            .bind(now)
+            .push(") OR (q.state = 'leased' AND q.lease_expires < ")
+            .bind(now)
+            .push(")) AND ")
+            .push(&fair.filter());
+        if let Some(clients) = clients {
+            q.push(" AND q.client_id IN (").bind_list(clients).push(")");
+        }
+        q.push(&format!(
+            " ORDER BY {} q.not_before, q.id LIMIT 1 {})
+             RETURNING id, test_id, client_id, variant, attempts, taken_over_from",
             fair.order(),
             fair.skip_locked()
-        );
-        let row = sqlx::query(&sql)
-            .bind(worker)
-            .bind(now + lease_secs)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?;
+        ));
+        let row = q.build().fetch_optional(&mut *tx).await?;
         let Some(row) = row else {
             tx.commit().await?;
             return Ok(None);
@@ -72,6 +110,7 @@ impl Store {
             variant: Variant::parse(&variant)
                 .ok_or_else(|| StoreError::Corrupt(format!("variant {variant:?}")))?,
             attempts: row.try_get("attempts")?,
+            taken_over_from: row.try_get("taken_over_from")?,
         };
         fair.served(&mut tx, &job.test_id).await?;
         sqlx::query(
@@ -90,6 +129,27 @@ impl Store {
         Ok(Some(job))
     }
 
+    /// Extends `worker`'s lease of `job` to `until` (the heartbeat of a worker still on it).
+    /// False when the lease is no longer `worker`'s: it expired and another worker took the job
+    /// over, or the job was requeued as stalled.
+    pub async fn renew_job_lease(
+        &self,
+        job: &ClaimedJob,
+        worker: &str,
+        until: i64,
+    ) -> Result<bool> {
+        let res = sqlx::query(
+            "UPDATE render_jobs SET lease_expires = $1
+             WHERE id = $2 AND state = 'leased' AND lease_owner = $3",
+        )
+        .bind(until)
+        .bind(job.id)
+        .bind(worker)
+        .execute(&self.pool)
+        .await?;
+        Ok(res.rows_affected() > 0)
+    }
+
     /// Records how a claimed job ended. Ignored (returns false) when the lease was lost meanwhile,
     /// e.g. the screenshot was requeued as stalled and someone else owns it now.
     pub async fn finish_job(
@@ -101,19 +161,24 @@ impl Store {
     ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         crate::callbacks::lock_test_first(&mut tx, self.backend, &job.test_id).await?;
-        let (state, not_before, error) = match outcome {
-            JobOutcome::Done { .. } => ("done", now, None),
-            JobOutcome::Retry { error, retry_at } => ("queued", *retry_at, Some(error.clone())),
-            JobOutcome::Bounce { message, .. } => ("failed", now, Some(message.clone())),
+        let (state, not_before, error, given_back) = match outcome {
+            JobOutcome::Done { .. } => ("done", now, None, 0_i64),
+            JobOutcome::Retry { error, retry_at } => ("queued", *retry_at, Some(error.clone()), 0),
+            JobOutcome::Bounce { message, .. } => ("failed", now, Some(message.clone()), 0),
+            JobOutcome::Release { error, retry_at } => {
+                ("queued", *retry_at, Some(error.clone()), 1)
+            }
         };
         let res = sqlx::query(
             "UPDATE render_jobs SET state = $1, not_before = $2, last_error = $3, lease_owner = NULL,
-                lease_expires = NULL
-             WHERE id = $4 AND state = 'leased' AND lease_owner = $5",
+                lease_expires = NULL,
+                attempts = CASE WHEN attempts > $4 THEN attempts - $4 ELSE 0 END
+             WHERE id = $5 AND state = 'leased' AND lease_owner = $6",
         )
         .bind(state)
         .bind(not_before)
         .bind(error)
+        .bind(given_back)
         .bind(job.id)
         .bind(worker)
         .execute(&mut *tx)
@@ -148,7 +213,7 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             }
-            JobOutcome::Retry { .. } => {}
+            JobOutcome::Retry { .. } | JobOutcome::Release { .. } => {}
             JobOutcome::Bounce { code, message } => {
                 // One variant that cannot be drawn bounces the client: its other variants would
                 // show the same failure.
@@ -173,13 +238,24 @@ impl Store {
                 .await?;
             }
         }
-        if !matches!(outcome, JobOutcome::Retry { .. }) {
+        if matches!(outcome, JobOutcome::Done { .. } | JobOutcome::Bounce { .. }) {
             // In this transaction: the outcome that completes a test and its callback commit
             // together, so a crash between the two cannot lose the callback.
             crate::callbacks::enqueue_if_complete(&mut tx, self.backend, &job.test_id, now).await?;
         }
         tx.commit().await?;
         Ok(true)
+    }
+
+    /// A render job's state and lease owner (`None` when it is gone): for saying why a worker's
+    /// finish or renewal was refused.
+    pub async fn job_holder(&self, id: i64) -> Result<Option<(String, Option<String>)>> {
+        let row = sqlx::query("SELECT state, lease_owner FROM render_jobs WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| Ok((r.try_get("state")?, r.try_get("lease_owner")?)))
+            .transpose()
     }
 
     /// Counts jobs not yet done or failed: for progress logs and tests.

@@ -252,6 +252,51 @@ impl Store {
         Ok(())
     }
 
+    /// Publishes `fingerprint` as the one of key `name` unless one is already published, and
+    /// returns the published one: a caller whose own differs holds another key than the
+    /// processes before it.
+    pub async fn publish_key_fingerprint(
+        &self,
+        name: &str,
+        fingerprint: &str,
+        now: i64,
+    ) -> Result<String> {
+        sqlx::query(
+            "INSERT INTO service_keys (name, fingerprint, published_at) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(fingerprint)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT fingerprint FROM service_keys WHERE name = $1")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Publishes `fingerprint` as the one of key `name`, replacing any published before.
+    pub async fn replace_key_fingerprint(
+        &self,
+        name: &str,
+        fingerprint: &str,
+        now: i64,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO service_keys (name, fingerprint, published_at) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE SET fingerprint = $2, published_at = $3",
+        )
+        .bind(name)
+        .bind(fingerprint)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     pub async fn close(&self) {
         self.pool.close().await;
     }

@@ -41,23 +41,7 @@ impl S3Server {
             std::fs::create_dir_all(root.join(BUCKET)).expect("the S3 server's bucket directory");
             let port = free_port();
             let log_path = dir.path().join("s3s-fs.log");
-            let log = std::fs::File::create(&log_path).expect("the S3 server's log file");
-            let log_err = log.try_clone().expect("the S3 server's log file");
-            let child = Command::new(&bin)
-                .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-                .args([
-                    "--access-key",
-                    ACCESS_KEY_ID,
-                    "--secret-key",
-                    SECRET_ACCESS_KEY,
-                ])
-                .arg(&root)
-                .env("RUST_LOG", "s3s=warn,s3s_fs=warn")
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(log_err)
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+            let child = spawn(&bin, &root, port, &log_path);
             let mut server = S3Server {
                 child,
                 dir,
@@ -93,6 +77,32 @@ impl S3Server {
                 ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the server (SIGKILL, an outage as sudden as a crash); its objects stay on disk for
+    /// [`S3Server::restart`].
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again on the same port and objects, and waits until it answers.
+    pub async fn restart(&mut self) {
+        let port: u16 = self
+            .endpoint
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("the endpoint ends with its port");
+        let root = self.dir.path().join("root");
+        let log_path = self.dir.path().join("s3s-fs.log");
+        self.child = spawn(&binary(), &root, port, &log_path);
+        if let Err(why) = self.wait_ready().await {
+            panic!(
+                "the S3 server did not restart: {why}; its log: {}",
+                read_log(&log_path)
+            );
         }
     }
 
@@ -164,6 +174,32 @@ pub fn files_under(dir: &Path) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// Starts `s3s-fs` serving `root` on `port`, logging to `log_path` (appended: a restart keeps the
+/// earlier log).
+fn spawn(bin: &Path, root: &Path, port: u16, log_path: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .expect("the S3 server's log file");
+    let log_err = log.try_clone().expect("the S3 server's log file");
+    Command::new(bin)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--access-key",
+            ACCESS_KEY_ID,
+            "--secret-key",
+            SECRET_ACCESS_KEY,
+        ])
+        .arg(root)
+        .env("RUST_LOG", "s3s=warn,s3s_fs=warn")
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()))
 }
 
 fn binary() -> PathBuf {

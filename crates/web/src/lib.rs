@@ -72,8 +72,13 @@ pub fn router(api: api::AppState, options: WebOptions) -> Router {
         .route("/share/{token}/status.json", get(pages::shared_status))
         .route("/share/{token}/clients/{client}", get(pages::shared_client))
         .route("/share/{token}/compare", get(pages::shared_compare))
+        .route(
+            "/share/{token}/shots/{client}/{file}",
+            get(pages::shared_picture),
+        )
         .route("/static/app.js", get(app_js))
         .route("/static/app.css", get(app_css))
+        .route("/favicon.ico", get(favicon))
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
         .with_state(state)
 }
@@ -88,6 +93,19 @@ async fn app_js() -> Response {
             (header::CACHE_CONTROL, "public, max-age=300"),
         ],
         APP_JS,
+    )
+        .into_response()
+}
+
+const FAVICON: &[u8] = include_bytes!("../static/favicon.ico");
+
+async fn favicon() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "image/x-icon"),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        FAVICON,
     )
         .into_response()
 }
@@ -134,6 +152,7 @@ pub(crate) fn layout(
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · mailproof" }
                 link rel="stylesheet" href="/static/app.css";
+                link rel="icon" href="/favicon.ico";
                 script src="/static/app.js" defer {}
             }
             body data-status-url=[status_url] {

@@ -74,7 +74,7 @@ pub async fn report(
                 (button("Check links"))
             }
             LinkState::Pending => {
-                p.note role="status" data-reload-after="2000" { "The check is running. This page reloads until it is done." }
+                p.note role="status" data-reload-after="2000" { "The check is running. The report appears here when it is done." }
             }
             LinkState::Complete { completed_at, check } => {
                 p.meta { "Checked " @if let Some(t) = completed_at { (date(*t)) } "." }

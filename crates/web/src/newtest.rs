@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
 use serde_json::{json, Map, Value};
 
+use crate::pages::CATEGORIES;
 use crate::session::Viewer;
 use crate::{layout, page, WebState};
 
@@ -43,16 +44,50 @@ fn field_of(name: ErrorName) -> &'static str {
     }
 }
 
-fn error_for<'a>(err: Option<&'a (String, String)>, field: &str) -> Option<&'a str> {
-    err.filter(|(f, _)| f == field).map(|(_, m)| m.as_str())
+/// One problem of the form: the field it is about and what to do, in plain words.
+type FieldError = (&'static str, String);
+
+fn error_for<'a>(errs: &'a [FieldError], field: &str) -> Option<&'a str> {
+    errs.iter()
+        .find(|(f, _)| *f == field)
+        .map(|(_, m)| m.as_str())
 }
 
-fn form_markup(
-    state: &WebState,
-    viewer: &Viewer,
-    d: &Draft,
-    err: Option<&(String, String)>,
-) -> Markup {
+/// An API message as a sentence for a person: the API quotes field names in backticks.
+fn plain(message: &str) -> String {
+    message.replace('`', "")
+}
+
+/// Everything wrong with the form that can be told before asking the API, all at once.
+fn form_errors(d: &Draft, has_upload: bool, clients_ticked: bool) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if d.subject.trim().is_empty() {
+        errs.push((
+            "subject",
+            "Give the email a subject (or upload an .eml file that has one).".to_string(),
+        ));
+    }
+    let has_html = has_upload || !d.html.trim().is_empty();
+    let has_url = !d.url.trim().is_empty();
+    if has_html && has_url {
+        errs.push((
+            "source",
+            "Give the email either as HTML (pasted or uploaded) or as a URL, not both: clear one of them.".to_string(),
+        ));
+    } else if !has_html && !has_url {
+        errs.push((
+            "source",
+            "Paste the email's HTML, upload an .eml or .html file, or give a URL to fetch."
+                .to_string(),
+        ));
+    }
+    if !clients_ticked {
+        errs.push(("clients", "Pick at least one client.".to_string()));
+    }
+    errs
+}
+
+fn form_markup(state: &WebState, viewer: &Viewer, d: &Draft, errs: &[FieldError]) -> Markup {
     let rules = intake::ClientRules::new(&state.api.catalog, viewer.caller.account());
     let defaults: HashSet<String> = rules.default_list().into_iter().collect();
     let usable: Vec<&domain::Client> = state
@@ -67,11 +102,23 @@ fn form_markup(
         Some(set) => set.contains(id),
         None => defaults.is_empty() || defaults.contains(id),
     };
-    let e = |f: &str| error_for(err, f);
+    // The checkbox that takes the focus when the clients are in error: the first one shown.
+    let first_client = CATEGORIES
+        .iter()
+        .find_map(|cat| usable.iter().find(|c| c.category == *cat))
+        .map(|c| c.id.as_str());
+    let e = |f: &str| error_for(errs, f);
+    let invalid = |f: &str| e(f).map(|_| "true");
     let described = |f: &str| e(f).map(|_| format!("err-{f}"));
     html! {
         h1 { "New email test" }
-        @if let Some(m) = e("form") { p.error role="alert" id="err-form" { (m) } }
+        @if !errs.is_empty() {
+            div.error-summary role="alert" {
+                p { @if errs.len() == 1 { "One thing to fix:" } @else { (errs.len()) " things to fix:" } }
+                ul { @for (f, m) in errs { li { a href={ "#err-" (f) } { (m) } } } }
+            }
+        }
+        @if let Some(m) = e("form") { p.error id="err-form" { (m) } }
         form.stack method="post" action="/tests/new" enctype="multipart/form-data" novalidate {
             input type="hidden" name="csrf" value=(viewer.csrf);
             label for="subject" { "Subject" }
@@ -81,27 +128,38 @@ fn form_markup(
             fieldset aria-describedby=[described("source")] {
                 legend { "Email source (one of these)" }
                 label for="html" { "Paste HTML" }
-                textarea id="html" name="html" rows="8" { (d.html) }
+                textarea id="html" name="html" rows="8" aria-invalid=[invalid("source")] { (d.html) }
                 label for="file" { "or upload an .eml or .html file" }
                 input id="file" name="file" type="file" accept=".eml,.html,.htm,message/rfc822,text/html";
                 @if !d.file_name.is_empty() { p.help { "Uploaded before: " (d.file_name) " (choose it again to resend)" } }
                 label for="url" { "or give a URL to fetch" }
-                input id="url" name="url" type="url" value=(d.url);
+                input id="url" name="url" type="url" value=(d.url)
+                    aria-invalid=[(invalid("source").is_some() && !d.url.trim().is_empty()).then_some("true")];
                 @if let Some(m) = e("source") { p.error id="err-source" { (m) } }
             }
             fieldset.clients aria-describedby=[described("clients")] {
                 legend { "Clients" }
                 p.help { "Your account's defaults are preselected." }
+                div.select-all {
+                    button type="button" data-select="all" hidden { "Select all" }
+                    button type="button" data-select="none" hidden { "Select none" }
+                    span id="clients-count" role="status" {}
+                }
                 @if let Some(m) = e("clients") { p.error id="err-clients" { (m) } }
-                @for cat in [domain::Category::Application, domain::Category::Mobile, domain::Category::Web] {
+                @for cat in CATEGORIES {
                     @let in_cat: Vec<&&domain::Client> = usable.iter().filter(|c| c.category == cat).collect();
                     @if !in_cat.is_empty() {
                         fieldset {
                             legend { (cat.as_str()) }
+                            div.select-all {
+                                button type="button" data-select="all" hidden { "All" span.vh { " " (cat.as_str()) " clients" } }
+                                button type="button" data-select="none" hidden { "None" span.vh { " of the " (cat.as_str()) " clients" } }
+                            }
                             ul.checks {
                                 @for c in in_cat {
                                     li {
-                                        input type="checkbox" name="clients" value=(c.id) id={ "cl-" (c.id) } checked[checked(&c.id)];
+                                        input type="checkbox" name="clients" value=(c.id) id={ "cl-" (c.id) } checked[checked(&c.id)]
+                                            aria-invalid=[(Some(c.id.as_str()) == first_client).then(|| invalid("clients")).flatten()];
                                         label for={ "cl-" (c.id) } { (c.display_name) }
                                     }
                                 }
@@ -117,7 +175,7 @@ fn form_markup(
             fieldset aria-describedby=[described("spam")] {
                 legend { "Spam test" }
                 div.check {
-                    input type="checkbox" id="spam" name="spam" value="1" checked[d.spam];
+                    input type="checkbox" id="spam" name="spam" value="1" checked[d.spam] aria-invalid=[invalid("spam")];
                     label for="spam" { "Run the spam filters too" }
                 }
                 label for="spam_method" { "Method" }
@@ -133,7 +191,7 @@ fn form_markup(
 }
 
 pub async fn form(State(state): State<WebState>, viewer: Viewer) -> Response {
-    let main = form_markup(&state, &viewer, &Draft::default(), None);
+    let main = form_markup(&state, &viewer, &Draft::default(), &[]);
     page(
         StatusCode::OK,
         layout("New test", crate::pages_chrome(&viewer), None, main),
@@ -225,15 +283,14 @@ pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multi
     if let Err(r) = viewer.check_csrf(&d.csrf) {
         return r;
     }
-    let show = |d: &Draft, field: &str, message: String| {
-        let err = (field.to_string(), message);
+    let show = |d: &Draft, errs: Vec<FieldError>| {
         page(
             StatusCode::BAD_REQUEST,
             layout(
                 "New test",
                 crate::pages_chrome(&viewer),
                 None,
-                form_markup(&state, &viewer, d, Some(&err)),
+                form_markup(&state, &viewer, d, &errs),
             ),
         )
     };
@@ -250,8 +307,12 @@ pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multi
                 }
                 html_src = html_src.or(Some(h));
             }
-            Err(m) => return show(&d, "source", m),
+            Err(m) => return show(&d, vec![("source", m)]),
         }
+    }
+    let errs = form_errors(&d, upload.is_some(), !client_order.is_empty());
+    if !errs.is_empty() {
+        return show(&d, errs);
     }
     body.insert("subject".into(), json!(subject));
     if let Some(h) = html_src {
@@ -259,11 +320,9 @@ pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multi
     } else if !d.url.trim().is_empty() {
         body.insert("url".into(), json!(d.url.trim()));
     }
+    // Never empty here: an empty list in the API means "my defaults", a form with nothing
+    // ticked means none, and form_errors said so.
     body.insert("clients".into(), json!(client_order));
-    if client_order.is_empty() {
-        // An empty list in the API means "my defaults"; a form with nothing ticked means none.
-        return show(&d, "clients", "Pick at least one client.".to_string());
-    }
     body.insert("image_blocking".into(), json!(d.image_blocking));
     if d.spam {
         body.insert(
@@ -288,7 +347,7 @@ pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multi
             Redirect::to(&format!("/tests/{id}")).into_response()
         }
         Ok(_) => crate::internal("creating the test failed", "unexpected answer"),
-        Err(e) => show(&d, field_of(e.name), e.message),
+        Err(e) => show(&d, vec![(field_of(e.name), plain(&e.message))]),
     }
 }
 
@@ -305,6 +364,32 @@ mod tests {
         let (subject, html) = from_upload("page.html", b"<p>x</p>").expect("html");
         assert_eq!((subject, html.as_str()), (None, "<p>x</p>"));
         assert!(from_upload("bad.html", &[0xff, 0xfe]).is_err());
+    }
+
+    #[test]
+    fn every_form_error_is_told_at_once_in_plain_words() {
+        let empty = Draft::default();
+        let fields: Vec<&str> = form_errors(&empty, false, false)
+            .iter()
+            .map(|(f, _)| *f)
+            .collect();
+        assert_eq!(fields, ["subject", "source", "clients"]);
+        let both = Draft {
+            subject: "S".into(),
+            html: "<p>x</p>".into(),
+            url: "https://example.com/".into(),
+            ..Draft::default()
+        };
+        let errs = form_errors(&both, false, true);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(errs[0].0, "source");
+        assert!(errs[0].1.contains("not both"), "{}", errs[0].1);
+        let upload_and_url = Draft {
+            url: "https://example.com/".into(),
+            ..both
+        };
+        assert_eq!(form_errors(&upload_and_url, true, true).len(), 1);
+        assert_eq!(plain("send `clients`: an array"), "send clients: an array");
     }
 
     #[test]

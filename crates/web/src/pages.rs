@@ -9,7 +9,7 @@ use axum::extract::{Form, Path, Query, RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Json;
-use domain::{Category, ScreenshotStatus, TestKind, Variant};
+use domain::{Category, ScreenshotStatus, SpamVerdict, TestKind, Variant};
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::json;
@@ -388,10 +388,6 @@ async fn shared(state: &WebState, token: &str) -> Result<TestRow, Response> {
     }
 }
 
-fn status_label(s: ScreenshotStatus) -> &'static str {
-    s.as_str()
-}
-
 pub(crate) fn display_name(state: &WebState, id: &str) -> String {
     state
         .api
@@ -404,31 +400,70 @@ fn category(state: &WebState, id: &str) -> Option<Category> {
     state.api.catalog.get(id).map(|c| c.category)
 }
 
-const CATEGORIES: [Category; 3] = [Category::Application, Category::Mobile, Category::Web];
+/// The gallery's and the form's order of categories.
+pub(crate) const CATEGORIES: [Category; 3] =
+    [Category::Application, Category::Mobile, Category::Web];
+
+/// The clients as the gallery shows them, category by category: the order j/k walks.
+fn gallery_order<'r>(
+    state: &WebState,
+    rows: &'r [ClientRow],
+) -> Vec<(Category, Vec<&'r ClientRow>)> {
+    let mut out = Vec::new();
+    for cat in CATEGORIES {
+        let in_cat: Vec<&ClientRow> = rows
+            .iter()
+            .filter(|c| category(state, &c.client_id) == Some(cat))
+            .collect();
+        if !in_cat.is_empty() {
+            out.push((cat, in_cat));
+        }
+    }
+    out
+}
+
+/// A card's shape follows its client's screen: a landscape card for desktop and web clients, a
+/// portrait one for phones, so a screenshot is never padded into the other shape.
+fn shape(state: &WebState, id: &str) -> &'static str {
+    match state.api.catalog.get(id) {
+        Some(c) if c.viewport.width < c.viewport.height => "portrait",
+        _ => "landscape",
+    }
+}
+
+/// Where a page loads a picture from: the owner gets the API's presigned URL; a shared proof
+/// loads it through the share link, which is checked on every fetch, so revoking the share
+/// stops its pictures too.
+fn picture_url(state: &WebState, scope: &Scope<'_>, client: &str, name: &str, now: i64) -> String {
+    match scope.owner {
+        Some(_) => shots::url(&state.api.settings, &scope.test.id, client, name, now),
+        None => format!("{}/shots/{client}/{name}.png", scope.base),
+    }
+}
+
+/// The card's picture: the whole page narrowed (its proportions kept), cropped to the card by
+/// CSS from the top, so the first screen of the email is what one sees.
+const CARD_PICTURE: &str = "full_thumbnail";
 
 fn client_card(state: &WebState, scope: &Scope<'_>, r: &ClientRow, now: i64) -> Markup {
     let name = display_name(state, &r.client_id);
-    let thumb = (r.status == ScreenshotStatus::Complete).then(|| {
-        shots::url(
-            &state.api.settings,
-            &scope.test.id,
-            &r.client_id,
-            "thumbnail",
-            now,
-        )
-    });
+    let thumb = (r.status == ScreenshotStatus::Complete)
+        .then(|| picture_url(state, scope, &r.client_id, CARD_PICTURE, now));
     let cb = format!("cmp-{}", r.client_id);
     html! {
-        li.card data-client=(r.client_id) data-status=(r.status.as_str()) {
+        li.card data-client=(r.client_id) data-status=(r.status.as_str())
+            data-shape=(shape(state, &r.client_id)) {
             a.shot href={ (scope.base) "/clients/" (r.client_id) } {
-                @if let Some(t) = &thumb {
-                    img src=(t) alt={ "Screenshot of the email in " (name) } loading="lazy";
-                } @else {
-                    span.placeholder aria-hidden="true" {}
+                span.frame {
+                    @if let Some(t) = &thumb {
+                        img src=(t) alt={ "Screenshot of the email in " (name) } loading="lazy";
+                    } @else {
+                        span.placeholder aria-hidden="true" {}
+                    }
                 }
                 span.name { (name) }
             }
-            span.status { (status_label(r.status)) }
+            span.status { (r.status.as_str()) }
             @if r.status == ScreenshotStatus::Bounced {
                 span.bounce { (r.bounce_message.clone().unwrap_or_default()) }
             }
@@ -454,13 +489,8 @@ fn spam_section(rows: &[store::SpamRow]) -> Markup {
                             tr data-filter=(r.client) {
                                 td { (r.client) }
                                 td { (r.kind) }
-                                td.verdict {
-                                    @match r.spam {
-                                        None => span.pending { "Waiting for the filter" },
-                                        Some(0) => span.pass { "Not spam" },
-                                        Some(_) => span.fail { "Spam" },
-                                    }
-                                }
+                                @let v = r.spam.map(SpamVerdict::from_wire);
+                                td.verdict data-verdict=(verdict_name(v)) { (verdict_label(v)) }
                                 td {
                                     @if r.details.trim().is_empty() { "—" } @else {
                                         details {
@@ -476,6 +506,15 @@ fn spam_section(rows: &[store::SpamRow]) -> Markup {
             }
         }
     }
+}
+
+/// The verdict's name for styles and app.js; "pending" while the filter has not answered.
+fn verdict_name(v: Option<SpamVerdict>) -> &'static str {
+    v.map_or("pending", SpamVerdict::as_str)
+}
+
+fn verdict_label(v: Option<SpamVerdict>) -> &'static str {
+    v.map_or("Waiting for the filter", SpamVerdict::label)
 }
 
 /// Filter details as a list: JSON objects become name/value rows, other text keeps its lines.
@@ -504,15 +543,7 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
         Ok(s) => s,
         Err(e) => return Err(internal("reading spam results failed", e)),
     };
-    let finished = clients
-        .iter()
-        .filter(|c| {
-            matches!(
-                c.status,
-                ScreenshotStatus::Complete | ScreenshotStatus::Bounced
-            )
-        })
-        .count();
+    let finished = clients.iter().filter(|c| c.status.is_final()).count();
     let shares = match scope.owner.and_then(|v| v.caller.account()) {
         Some(a) => match state.api.store.shares_of_test(a.id, &t.id).await {
             Ok(s) => s,
@@ -548,21 +579,35 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
                     a href={ (scope.base) "/checks" } { "Checks" }
                 }
             }
-            form id="compare" method="get" action={ (scope.base) "/compare" } {
-                button type="submit" { "Compare selected side by side" }
-            }
-            @if let Some(p) = &pick { (p) }
-            @for cat in CATEGORIES {
-                @let in_cat: Vec<&ClientRow> = clients.iter().filter(|c| category(state, &c.client_id) == Some(cat)).collect();
-                @if !in_cat.is_empty() {
-                    section aria-labelledby={ "cat-" (cat.as_str()) } {
-                        h2 id={ "cat-" (cat.as_str()) } { (cat.as_str()) }
-                        ul.grid {
-                            @for r in in_cat { (client_card(state, scope, r, now)) }
+            div.toolbar {
+                form id="compare" method="get" action={ (scope.base) "/compare" } {
+                    button type="submit" { "Compare selected side by side" }
+                }
+                div.gallery-filter hidden {
+                    label for="show-category" { "Category" }
+                    select id="show-category" {
+                        option value="" { "All" }
+                        @for cat in CATEGORIES { option value=(cat.as_str()) { (cat.as_str()) } }
+                    }
+                    label for="show-status" { "Status" }
+                    select id="show-status" {
+                        option value="" { "All" }
+                        @for st in [ScreenshotStatus::Complete, ScreenshotStatus::Pending, ScreenshotStatus::Processing, ScreenshotStatus::Bounced] {
+                            option value=(st.as_str()) { (st.as_str()) }
                         }
+                    }
+                    span id="shown-count" aria-live="polite" {}
+                }
+            }
+            @for (cat, in_cat) in gallery_order(state, &clients) {
+                section.category data-category=(cat.as_str()) aria-labelledby={ "cat-" (cat.as_str()) } {
+                    h2 id={ "cat-" (cat.as_str()) } { (cat.as_str()) }
+                    ul.grid {
+                        @for r in in_cat { (client_card(state, scope, r, now)) }
                     }
                 }
             }
+            @if let Some(p) = &pick { (p) }
         }
         (spam_section(&spam))
         @if let Some(v) = scope.owner {
@@ -646,22 +691,20 @@ pub async fn shared_test(State(state): State<WebState>, Path(token): Path<String
     render_test(&state, scope).await
 }
 
-/// What app.js polls: each client's status and, once complete, its thumbnail.
-async fn status_json(state: &WebState, test: &TestRow) -> Response {
+/// What app.js polls: each client's status and, once complete, its thumbnail; each spam
+/// filter's verdict; and whether anything is still pending (app.js stops polling when not).
+async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
     let now = chrono::Utc::now().timestamp();
+    let test = &scope.test;
     let clients = match state.api.store.test_clients(&test.id).await {
         Ok(c) => c,
         Err(e) => return internal("reading the test's clients failed", e),
     };
-    let finished = clients
-        .iter()
-        .filter(|c| {
-            matches!(
-                c.status,
-                ScreenshotStatus::Complete | ScreenshotStatus::Bounced
-            )
-        })
-        .count();
+    let spam = match state.api.store.spam_results(&test.id).await {
+        Ok(s) => s,
+        Err(e) => return internal("reading spam results failed", e),
+    };
+    let finished = clients.iter().filter(|c| c.status.is_final()).count();
     let list: Vec<_> = clients
         .iter()
         .map(|c| {
@@ -670,14 +713,28 @@ async fn status_json(state: &WebState, test: &TestRow) -> Response {
                 "name": display_name(state, &c.client_id),
                 "status": c.status.as_str(),
                 "thumbnail": (c.status == ScreenshotStatus::Complete)
-                    .then(|| shots::url(&state.api.settings, &test.id, &c.client_id, "thumbnail", now)),
+                    .then(|| picture_url(state, scope, &c.client_id, CARD_PICTURE, now)),
                 "message": c.bounce_message,
             })
         })
         .collect();
+    let verdicts: Vec<_> = spam
+        .iter()
+        .map(|r| {
+            let v = r.spam.map(SpamVerdict::from_wire);
+            json!({"filter": r.client, "verdict": verdict_name(v), "label": verdict_label(v)})
+        })
+        .collect();
+    let spam_pending = spam.iter().any(|r| r.spam.is_none());
     (
         [(header::CACHE_CONTROL, "no-store")],
-        Json(json!({"total": clients.len(), "finished": finished, "clients": list})),
+        Json(json!({
+            "total": clients.len(),
+            "finished": finished,
+            "clients": list,
+            "spam": verdicts,
+            "pending": finished < clients.len() || spam_pending,
+        })),
     )
         .into_response()
 }
@@ -688,30 +745,67 @@ pub async fn test_status(
     Path(id): Path<String>,
 ) -> Response {
     match owned(&state, &viewer, &id).await {
-        Ok(t) => status_json(&state, &t).await,
+        Ok(test) => {
+            let scope = Scope {
+                base: format!("/tests/{}", test.id),
+                test,
+                owner: Some(&viewer),
+            };
+            status_json(&state, &scope).await
+        }
         Err(r) => r,
     }
 }
 
 pub async fn shared_status(State(state): State<WebState>, Path(token): Path<String>) -> Response {
     match shared(&state, &token).await {
-        Ok(t) => status_json(&state, &t).await,
+        Ok(test) => {
+            let scope = Scope {
+                base: format!("/share/{token}"),
+                test,
+                owner: None,
+            };
+            status_json(&state, &scope).await
+        }
         Err(r) => r,
     }
+}
+
+/// A picture of a shared test, fetched through its share link: a revoked or expired link shows
+/// nothing, whatever page or URL the picture was first loaded from.
+pub async fn shared_picture(
+    State(state): State<WebState>,
+    Path((token, client, file)): Path<(String, String, String)>,
+) -> Response {
+    let test = match shared(&state, &token).await {
+        Ok(t) => t,
+        Err(r) => return r,
+    };
+    let Some(name) = file
+        .strip_suffix(".png")
+        .filter(|n| Variant::parse(n).is_some() || *n == CARD_PICTURE)
+    else {
+        return not_found();
+    };
+    let in_test = match state.api.store.test_clients(&test.id).await {
+        Ok(rows) => rows.iter().any(|r| r.client_id == client),
+        Err(e) => return internal("reading the test's clients failed", e),
+    };
+    if !in_test {
+        return not_found();
+    }
+    let mut resp = shots::png(&state.api, &test.id, &client, name).await;
+    // Not kept by the browser past a revocation.
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    resp
 }
 
 #[derive(Deserialize, Default)]
 pub struct VariantQuery {
     variant: Option<String>,
-}
-
-fn variant_label(v: Variant) -> &'static str {
-    match v {
-        Variant::Default => "Default",
-        Variant::NoImages => "Images off",
-        Variant::Horizontal => "Landscape",
-        Variant::HorizontalNoImages => "Landscape, images off",
-    }
 }
 
 async fn client_markup(
@@ -727,6 +821,18 @@ async fn client_markup(
     let Some(row) = rows.iter().find(|r| r.client_id == client) else {
         return Err(not_found());
     };
+    let order: Vec<&ClientRow> = gallery_order(state, &rows)
+        .into_iter()
+        .flat_map(|(_, in_cat)| in_cat)
+        .collect();
+    let at = order.iter().position(|r| r.client_id == client);
+    let prev = at
+        .filter(|&i| i > 0)
+        .and_then(|i| order.get(i - 1))
+        .map(|r| r.client_id.clone());
+    let next = at
+        .and_then(|i| order.get(i + 1))
+        .map(|r| r.client_id.clone());
     let current = variant
         .and_then(Variant::parse)
         .filter(|v| row.variants.contains(v))
@@ -744,13 +850,7 @@ async fn client_markup(
         .or_else(|| profile.map(|c| c.rules.clone()))
         .unwrap_or_default();
     let now = chrono::Utc::now().timestamp();
-    let src = shots::url(
-        &state.api.settings,
-        &scope.test.id,
-        client,
-        current.as_str(),
-        now,
-    );
+    let src = picture_url(state, scope, client, current.as_str(), now);
     let why = match scope.owner {
         Some(v) => Some(crate::why::panel(state, v, &scope.test, client).await),
         None => None,
@@ -768,11 +868,19 @@ async fn client_markup(
                 a href={ (scope.base) "/clients/" (client) "?variant=" (v.as_str()) }
                     data-key=(i + 1)
                     aria-current=[(*v == current).then_some("page")] {
-                    (variant_label(*v)) " " kbd { (i + 1) }
+                    (v.label()) " " kbd { (i + 1) }
                 }
             }
         }
-        p.help { "Keys 1–" (row.variants.len()) " or ← → switch variants." }
+        nav.clients aria-label="Clients" {
+            @if let Some(p) = &prev {
+                a id="prev-client" rel="prev" href={ (scope.base) "/clients/" (p) } { "← " (display_name(state, p)) " " kbd { "k" } }
+            }
+            @if let Some(n) = &next {
+                a id="next-client" rel="next" href={ (scope.base) "/clients/" (n) } { (display_name(state, n)) " → " kbd { "j" } }
+            }
+        }
+        p.help { "Keys 1–" (row.variants.len()) " or ← → switch variants; j and k move to the next and previous client." }
         @if let Some(v) = scope.owner {
             form.inline method="post" action={ (scope.base) "/reprocess" } {
                 input type="hidden" name="csrf" value=(v.csrf);
@@ -784,9 +892,14 @@ async fn client_markup(
         div.client-view {
             div.shot-col {
                 @if row.status == ScreenshotStatus::Complete {
-                    figure.full tabindex="0" {
-                        img id="full-shot" src=(src) alt={ "Screenshot of the email in " (name) ", " (variant_label(current)) };
-                        figcaption { (name) " — " (variant_label(current)) }
+                    div.zoom role="group" aria-label="Zoom" hidden {
+                        button type="button" data-zoom="fit" aria-pressed="false" { "Fit width" }
+                        button type="button" data-zoom="css" aria-pressed="false" { "CSS size" }
+                        button type="button" data-zoom="device" aria-pressed="false" { "Device pixels" }
+                    }
+                    figure.full tabindex="0" data-zoom="fit" data-scale=(profile.map_or(1.0, |c| c.scale)) {
+                        img id="full-shot" src=(src) alt={ "Screenshot of the email in " (name) ", " (current.label()) };
+                        figcaption { (name) " — " (current.label()) }
                     }
                 } @else {
                     p.status { "The screenshot is " (row.status.as_str()) "." }
@@ -871,16 +984,14 @@ async fn compare_markup(
         @if chosen.len() < 2 {
             p.error role="alert" { "Pick two or more clients on the test's page, then choose “Compare selected side by side”." }
         } @else {
-            p.help { "Each screenshot is shown at its client's own width in CSS pixels, so all are at the same scale." }
+            p.help { "The screenshots are scaled to one common width so that all fit the window; scroll the page to move through them together." }
             div.compare tabindex="0" role="region" aria-label="Screenshots side by side" {
                 @for r in &chosen {
                     @let name = display_name(state, &r.client_id);
-                    @let width = state.api.catalog.get(&r.client_id).map_or(600, |c| c.viewport.width);
                     figure data-client=(r.client_id) {
                         figcaption { (name) " — " (r.status.as_str()) }
                         @if r.status == ScreenshotStatus::Complete {
-                            img src=(shots::url(&state.api.settings, &scope.test.id, &r.client_id, "default", now))
-                                width=(width) style={ "width:" (width) "px" }
+                            img src=(picture_url(state, scope, &r.client_id, "default", now))
                                 alt={ "Screenshot of the email in " (name) };
                         } @else {
                             p { "No screenshot yet." }
@@ -1086,7 +1197,12 @@ pub async fn create_share(
     let main = html! {
         h1 { "Share link created" }
         p { "Anyone with this link can see the results of “" (test.subject) "” until " (date(now + days * 86_400)) ". It is shown only now: copy it." }
-        p { label for="share-link" { "Link" } input id="share-link" type="text" readonly value=(link) size="60"; }
+        div.share-link {
+            label for="share-link" { "Link" }
+            input id="share-link" type="text" readonly value=(link);
+            button type="button" id="copy-share" data-copy="share-link" hidden { "Copy link" }
+            span id="copy-done" role="status" {}
+        }
         p { a id="share-open" href=(link) { "Open the shared proof" } }
         p { a href={ "/tests/" (test.id) "#share" } { "Back to the test" } }
     };

@@ -7,7 +7,7 @@ use api::handlers::shots;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use domain::{ScreenshotStatus, TestKind, Variant};
+use domain::{TestKind, Variant};
 use maud::{html, Markup};
 use serde::Deserialize;
 use store::{ClientRow, ListFilter, TestRow};
@@ -122,6 +122,8 @@ pub(crate) async fn picker(
                 form.inline method="get" action={ "/tests/" (test.id) "/diff" } {
                     label for="diff-with" { "Compare this test with" }
                     select id="diff-with" name="with" {
+                        // Nothing is preselected unless it is the previous version of this email.
+                        option value="" selected[selected.is_none()] { "Choose a test" }
                         @for c in &choices {
                             option value=(c.id) selected[selected.as_deref() == Some(c.id.as_str())] {
                                 (c.label)
@@ -137,14 +139,7 @@ pub(crate) async fn picker(
 }
 
 fn unfinished(rows: &[ClientRow]) -> usize {
-    rows.iter()
-        .filter(|r| {
-            !matches!(
-                r.status,
-                ScreenshotStatus::Complete | ScreenshotStatus::Bounced
-            )
-        })
-        .count()
+    rows.iter().filter(|r| !r.status.is_final()).count()
 }
 
 fn percent(share: f64) -> String {
@@ -232,6 +227,21 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
             Err(e) => return Err(crate::api_error(&e)),
         };
     let now = chrono::Utc::now().timestamp();
+    // The summary atop the page: every compared client, the most changed first.
+    let mut changed: Vec<(&str, f64, i64)> = c
+        .clients
+        .iter()
+        .filter_map(|cc| match &cc.outcome {
+            ClientOutcome::Compared(variants) => variants.iter().find_map(|(_, out)| match out {
+                VariantOutcome::Diffed { diff: d, .. } => {
+                    Some((cc.client.as_str(), d.changed_share(), d.extra_height))
+                }
+                VariantOutcome::Failed(_) => None,
+            }),
+            ClientOutcome::NotCompared { .. } => None,
+        })
+        .collect();
+    changed.sort_by(|a, b| b.1.total_cmp(&a.1));
     // A test compared with itself is said to be processing once.
     let sides: &[(&TestRow, &[ClientRow])] = if test.id == other.id {
         &[(test, &rows)]
@@ -262,9 +272,23 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
                 (names(state, &c.only_in_other)) ". Pick a test made for some of the same clients."
             }
         }
+        @if !changed.is_empty() {
+            table.list.diff-summary {
+                caption { "Most changed first" }
+                thead { tr { th scope="col" { "Client" } th scope="col" { "Changed" } th scope="col" { "Extra height" } } }
+                tbody {
+                    @for (client, share, extra) in &changed {
+                        tr {
+                            td { a href={ "#d-" (client) } { (display_name(state, client)) } }
+                            td { (percent(*share)) }
+                            td { (extra_height(*extra)) }
+                        }
+                    }
+                }
+            }
+        }
         @for cc in &c.clients {
             @let name = display_name(state, &cc.client);
-            @let width = state.api.catalog.get(&cc.client).map_or(600, |p| p.viewport.width);
             section.diff-client data-client=(cc.client) aria-labelledby={ "d-" (cc.client) } {
                 h2 id={ "d-" (cc.client) } { (name) }
                 @match &cc.outcome {
@@ -287,20 +311,29 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
                                         dt { "Changed regions" } dd.regions { (d.boxes.len()) }
                                         dt { "Extra height" } dd.extra { (extra_height(d.extra_height)) }
                                     }
+                                    @let before_src = shots::url(&state.api.settings, &other.id, &cc.client, "default", now);
+                                    @let after_src = shots::url(&state.api.settings, &test.id, &cc.client, "default", now);
+                                    div.swipe hidden {
+                                        label { "Before " input.swipe-range type="range" min="0" max="100" value="50" aria-label={ "Slide between before and after in " (name) }; " after" }
+                                        div.swipe-stage {
+                                            img.swipe-before src=(before_src) alt={ "Before, in " (name) };
+                                            img.swipe-after src=(after_src) alt={ "After, in " (name) };
+                                        }
+                                    }
                                     div.compare.diff-shots tabindex="0" role="region" aria-label={ "Screenshots of " (name) ": changes, before and after" } {
                                         figure {
                                             figcaption { "Changes highlighted" }
-                                            img.highlight src=(diff_image) width=(width) style={ "width:" (width) "px" }
+                                            img.highlight src=(diff_image)
                                                 alt={ "The email in " (name) " with the changes since “" (other.subject) "” highlighted" };
                                         }
                                         figure {
                                             figcaption { "Before" }
-                                            img.before src=(shots::url(&state.api.settings, &other.id, &cc.client, "default", now)) width=(width) style={ "width:" (width) "px" }
+                                            img.before src=(before_src)
                                                 alt={ "Screenshot of “" (other.subject) "” in " (name) };
                                         }
                                         figure {
                                             figcaption { "After" }
-                                            img.after src=(shots::url(&state.api.settings, &test.id, &cc.client, "default", now)) width=(width) style={ "width:" (width) "px" }
+                                            img.after src=(after_src)
                                                 alt={ "Screenshot of this test in " (name) };
                                         }
                                     }

@@ -1,6 +1,7 @@
-// mailproof web: live thumbnails (polling the test's status.json) and keyboard navigation
-// between screenshot variants, reloading a page that waits on a link check. Everything works
-// without it; it only saves reloads and clicks.
+// mailproof web: live thumbnails and spam verdicts (polling the test's status.json), keys for
+// variants and clients, the zoom, the gallery's filters, the form's select all / none, the copy
+// button, the diff's slider, and reports that appear in place when a link or content check ends.
+// Everything works without it; it only saves reloads and clicks.
 (function () {
   "use strict";
 
@@ -24,31 +25,49 @@
     }
   }
 
-  function poll(url) {
+  function updateVerdict(v) {
+    var cell = document.querySelector('#spam tr[data-filter="' + v.filter + '"] td.verdict');
+    if (!cell || cell.dataset.verdict === v.verdict) return;
+    cell.dataset.verdict = v.verdict;
+    cell.textContent = v.label;
+  }
+
+  // Polls until the server says nothing is pending; the pause grows while nothing changes, so a
+  // seed-list spam test left waiting for hours costs little.
+  var lastSeen = null;
+
+  function poll(url, pause) {
     fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (s) {
         if (!s) return;
+        var seen = JSON.stringify([s.finished, s.spam]);
+        var unchanged = seen === lastSeen;
+        lastSeen = seen;
         s.clients.forEach(function (c) {
           var card = document.querySelector('.card[data-client="' + c.id + '"]');
           if (card) updateCard(card, c);
         });
+        (s.spam || []).forEach(updateVerdict);
         var bar = document.getElementById("progress");
         if (bar) { bar.max = Math.max(s.total, 1); bar.value = s.finished; }
         var text = document.getElementById("progress-text");
         if (text) text.textContent = s.finished + " of " + s.total;
-        if (s.finished < s.total) setTimeout(function () { poll(url); }, 1500);
+        document.body.dataset.pending = s.pending ? "1" : "0";
+        document.dispatchEvent(new Event("mailproof:status"));
+        if (s.pending) {
+          var next = unchanged ? Math.min(pause * 1.5, 15000) : 1500;
+          setTimeout(function () { poll(url, next); }, next);
+        }
       })
-      .catch(function () { setTimeout(function () { poll(url); }, 5000); });
+      .catch(function () { setTimeout(function () { poll(url, 5000); }, 5000); });
   }
 
   function variantKeys() {
     var links = Array.prototype.slice.call(document.querySelectorAll(".variants a[data-key]"));
     if (!links.length) return;
     document.addEventListener("keydown", function (e) {
-      if (e.altKey || e.ctrlKey || e.metaKey) return;
-      var t = e.target.tagName;
-      if (t === "INPUT" || t === "TEXTAREA" || t === "SELECT") return;
+      if (typing(e)) return;
       var cur = links.findIndex(function (a) { return a.getAttribute("aria-current") === "page"; });
       var next = -1;
       if (/^[1-9]$/.test(e.key)) next = parseInt(e.key, 10) - 1;
@@ -61,12 +80,168 @@
     });
   }
 
+  function typing(e) {
+    var t = e.target.tagName;
+    return e.altKey || e.ctrlKey || e.metaKey || t === "INPUT" || t === "TEXTAREA" || t === "SELECT";
+  }
+
+  // The gallery's filters: by category and by status; a section with nothing shown hides.
+  function galleryFilter() {
+    var box = document.querySelector(".gallery-filter");
+    if (!box) return;
+    box.hidden = false;
+    var cat = document.getElementById("show-category");
+    var st = document.getElementById("show-status");
+    var count = document.getElementById("shown-count");
+    function apply() {
+      var shown = 0;
+      document.querySelectorAll("section.category").forEach(function (sec) {
+        var any = false;
+        var catOk = !cat.value || sec.dataset.category === cat.value;
+        sec.querySelectorAll(".card").forEach(function (card) {
+          var ok = catOk && (!st.value || card.dataset.status === st.value);
+          card.hidden = !ok;
+          if (ok) { any = true; shown++; }
+        });
+        sec.hidden = !any;
+      });
+      count.textContent = shown + " shown";
+    }
+    cat.addEventListener("change", apply);
+    st.addEventListener("change", apply);
+    document.addEventListener("mailproof:status", apply);
+    apply();
+  }
+
+  // The full view's zoom: fit the column (never above CSS size), CSS size, or one image pixel
+  // per device pixel; the choice is remembered in this browser.
+  function zoom() {
+    var fig = document.querySelector("figure.full");
+    var box = document.querySelector(".zoom");
+    var img = document.getElementById("full-shot");
+    if (!fig || !box || !img) return;
+    box.hidden = false;
+    var scale = parseFloat(fig.dataset.scale) || 1;
+    function set(mode) {
+      fig.dataset.zoom = mode;
+      box.querySelectorAll("button").forEach(function (b) {
+        b.setAttribute("aria-pressed", b.dataset.zoom === mode ? "true" : "false");
+      });
+      if (!img.naturalWidth) return;
+      var css = img.naturalWidth / scale;
+      var px = mode === "device" ? img.naturalWidth / (window.devicePixelRatio || 1) : css;
+      img.style.width = px + "px";
+    }
+    var saved = "fit";
+    try { saved = localStorage.getItem("mailproof.zoom") || "fit"; } catch (e) { /* storage off */ }
+    box.addEventListener("click", function (e) {
+      var mode = e.target.closest("button") && e.target.closest("button").dataset.zoom;
+      if (!mode) return;
+      try { localStorage.setItem("mailproof.zoom", mode); } catch (err) { /* storage off */ }
+      set(mode);
+    });
+    img.addEventListener("load", function () { set(fig.dataset.zoom); });
+    set(saved);
+  }
+
+  // j / k: next and previous client in the full view (the arrows belong to the variants).
+  function clientKeys() {
+    var next = document.getElementById("next-client");
+    var prev = document.getElementById("prev-client");
+    if (!next && !prev) return;
+    document.addEventListener("keydown", function (e) {
+      if (typing(e)) return;
+      var to = e.key === "j" ? next : e.key === "k" ? prev : null;
+      if (to) { e.preventDefault(); window.location.href = to.href; }
+    });
+  }
+
+  // The new-test form: select all or none (per category and overall) and a live count.
+  function clientPicker() {
+    var box = document.querySelector("fieldset.clients");
+    if (!box) return;
+    var all = box.querySelectorAll("input[name=clients]");
+    var count = document.getElementById("clients-count");
+    function update() {
+      var n = box.querySelectorAll("input[name=clients]:checked").length;
+      if (count) count.textContent = n + " of " + all.length + " clients selected";
+    }
+    box.querySelectorAll("[data-select]").forEach(function (b) {
+      b.hidden = false;
+      b.addEventListener("click", function () {
+        var scope = b.closest("fieldset");
+        var on = b.dataset.select === "all";
+        scope.querySelectorAll("input[name=clients]").forEach(function (c) { c.checked = on; });
+        update();
+      });
+    });
+    box.addEventListener("change", update);
+    update();
+  }
+
+  // Copy a read-only field (the share link) to the clipboard, saying so.
+  function copyButtons() {
+    document.querySelectorAll("[data-copy]").forEach(function (b) {
+      var field = document.getElementById(b.dataset.copy);
+      var done = document.getElementById("copy-done");
+      if (!field) return;
+      b.hidden = false;
+      b.addEventListener("click", function () {
+        field.select();
+        var said = function (ok) { if (done) done.textContent = ok ? "Copied." : "Select the link and copy it."; };
+        if (navigator.clipboard && window.isSecureContext) {
+          navigator.clipboard.writeText(field.value).then(function () { said(true); }, function () { said(false); });
+        } else {
+          said(document.execCommand && document.execCommand("copy"));
+        }
+      });
+    });
+  }
+
+  function refreshWhenDone(pause) {
+    setTimeout(function () {
+      fetch(window.location.href, { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (text) {
+          if (text === null) { refreshWhenDone(pause * 2); return; }
+          var fresh = new DOMParser().parseFromString(text, "text/html").getElementById("main");
+          if (!fresh || fresh.querySelector("[data-reload-after]")) { refreshWhenDone(pause); return; }
+          document.getElementById("main").replaceChildren.apply(document.getElementById("main"), Array.prototype.slice.call(fresh.childNodes));
+          document.body.dataset.refreshed = "1";
+        })
+        .catch(function () { refreshWhenDone(pause * 2); });
+    }, pause);
+  }
+
+  // The visual diff's slider: the "after" screenshot over the "before" one, uncovered from the
+  // left as far as the slider says.
+  function swipes() {
+    document.querySelectorAll(".swipe").forEach(function (box) {
+      var range = box.querySelector(".swipe-range");
+      var after = box.querySelector(".swipe-after");
+      if (!range || !after) return;
+      box.hidden = false;
+      function apply() { after.style.clipPath = "inset(0 0 0 " + range.value + "%)"; }
+      range.addEventListener("input", apply);
+      apply();
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    copyButtons();
+    swipes();
+    galleryFilter();
+    zoom();
+    clientKeys();
+    clientPicker();
+    var firstError = document.querySelector("[aria-invalid=true]");
+    if (firstError) firstError.focus();
     var url = document.body.dataset.statusUrl;
-    if (url && document.querySelector(".card")) poll(url);
+    if (url && document.querySelector(".card, #spam td.verdict")) poll(url, 1500);
     variantKeys();
-    // A page waiting on background work (a link check) reloads itself until the work is done.
+    // A page waiting on background work (a link check, the content checks) fetches itself until
+    // the work is done and then shows the report in place, without a reload.
     var wait = document.querySelector("[data-reload-after]");
-    if (wait) setTimeout(function () { window.location.reload(); }, parseInt(wait.dataset.reloadAfter, 10) || 2000);
+    if (wait) refreshWhenDone(parseInt(wait.dataset.reloadAfter, 10) || 2000);
   });
 })();

@@ -14,6 +14,7 @@
 mod error;
 mod helper;
 pub mod protocol;
+pub mod tied;
 mod xvfb;
 
 pub use error::WebkitError;

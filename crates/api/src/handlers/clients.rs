@@ -47,10 +47,12 @@ pub fn client_json(c: &Client) -> Value {
     Value::Object(o)
 }
 
+/// Every usable profile and alias: an alias is listed under its own id with `alias_of` naming
+/// its profile, so existing v5 tools that keep only the listed ids send their stock ids.
 pub async fn list_clients(State(state): State<AppState>, caller: Caller) -> Json<Value> {
     let clients: Map<String, Value> = state
         .catalog
-        .clients()
+        .entries()
         .iter()
         .filter(|c| usable(&state, &caller, c))
         .map(|c| (c.id.clone(), client_json(c)))

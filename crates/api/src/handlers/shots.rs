@@ -139,9 +139,15 @@ pub async fn serve(
     if !allowed {
         return forbidden("this screenshot URL is expired or not signed for you: fetch fresh results, or send your credentials");
     }
+    png(&state, &test, &client, name).await
+}
+
+/// The stored picture `name` of `client` in `test` as a response, for a caller already allowed
+/// to see it (the presigned check above, or the web's share-link check).
+pub async fn png(state: &AppState, test: &str, client: &str, name: &str) -> Response {
     match state
         .blobs
-        .get(&store::screenshot_key(&test, &client, name))
+        .get(&store::screenshot_key(test, client, name))
         .await
     {
         Ok(Some(bytes)) => (

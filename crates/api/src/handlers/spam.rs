@@ -2,7 +2,7 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use domain::{SpamMethod, TestKind};
+use domain::{SpamMethod, SpamVerdict, TestKind};
 use serde_json::{json, Value};
 use store::TestRow;
 
@@ -25,7 +25,10 @@ async fn results_of(state: &AppState, test: &TestRow) -> ApiResult<Json<Value>> 
     let rows = state.store.spam_results(&test.id).await?;
     Ok(Json(Value::Array(
         rows.iter()
-            .map(|r| json!({"client": r.client, "type": r.kind, "spam": r.spam, "details": r.details}))
+            .map(|r| {
+                let spam = r.spam.map(|n| SpamVerdict::from_wire(n).wire());
+                json!({"client": r.client, "type": r.kind, "spam": spam, "details": r.details})
+            })
             .collect(),
     )))
 }

@@ -2,6 +2,7 @@
 
 mod acceptance;
 mod analysis;
+mod behaviours;
 mod corpus;
 mod probes;
 mod rulebook;

@@ -20,7 +20,7 @@ fn a_missing_rule_set_is_reported_with_the_client_that_names_it() {
     let only = std::fs::read_to_string(repo().join("data/rules/apple-mail-macos.toml"))
         .expect("rule file readable");
     std::fs::write(dir.path().join("apple-mail-macos.toml"), only).expect("write");
-    let book = RuleBook::load(dir.path()).expect("one valid file loads");
+    let book = RuleBook::load_rules(dir.path()).expect("one valid file loads");
     let err = book
         .check_catalog(&catalog)
         .expect_err("most rule sets are missing");
@@ -39,7 +39,7 @@ fn a_rule_file_naming_an_unknown_feature_does_not_load() {
         .expect("rule file readable")
         .replace("unsupported = [", "unsupported = [\"css-made-up\", ");
     std::fs::write(dir.path().join("broken.toml"), text).expect("write");
-    let err = RuleBook::load(dir.path())
+    let err = RuleBook::load_rules(dir.path())
         .expect_err("must fail")
         .to_string();
     assert!(

@@ -14,6 +14,13 @@
 //!
 //! Prints agreement per profile and overall, then every disagreement. `--save-dir` keeps every
 //! screenshot, named `<client>--<probe>--<agree|DISAGREE|open>.png`, for a look.
+//!
+//! Then the behaviour probes (`emulate::probes::BEHAVIOUR_PROBES`, one email per documented
+//! behaviour of data/behaviours.toml) go through every profile the same way, and each is scored
+//! per client against what the behaviours file says (with its sources): the behaviour's colour
+//! where it applies, the other colour where it does not. Unverified or disputed behaviours, and
+//! clients without the behaviour whose support for a feature the probe needs is not firm, are not
+//! scored. `--behaviours-only` skips the caniemail probes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +29,10 @@ use std::time::{Duration, Instant};
 
 use domain::{Catalog, Client, Variant};
 use emulate::derive::Facts;
-use emulate::probes::{expected, Probe, ProbeColour, PROBES};
+use emulate::probes::{
+    expected, expected_behaviour, BehaviourExpectation, Probe, ProbeColour, BEHAVIOUR_PROBES,
+    PROBES,
+};
 use emulate::RuleBook;
 use render::{RenderConfig, Renderer};
 use tokio::task::JoinSet;
@@ -45,6 +55,7 @@ struct Args {
     caniemail: PathBuf,
     clients: Option<Vec<String>>,
     save_dir: Option<PathBuf>,
+    behaviours_only: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
@@ -54,6 +65,7 @@ fn parse_args() -> Result<Args, BoxError> {
         repo,
         clients: None,
         save_dir: None,
+        behaviours_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -65,6 +77,7 @@ fn parse_args() -> Result<Args, BoxError> {
             }
             "--save-dir" => args.save_dir = Some(value()?.into()),
             "--repo" => args.repo = value()?.into(),
+            "--behaviours-only" => args.behaviours_only = true,
             other => return Err(format!("unknown argument {other}; see the file header").into()),
         }
     }
@@ -75,6 +88,8 @@ fn parse_args() -> Result<Args, BoxError> {
 #[derive(Clone, Debug)]
 enum Verdict {
     Firm(ProbeColour),
+    /// A behaviour probe's expected colour, with the behaviours that make it so.
+    Behaviour(ProbeColour, String),
     /// Partial, unknown or untested: the letters per involved feature.
     Open(String),
 }
@@ -103,18 +118,13 @@ fn public_verdict(probe: &Probe, facts: &Facts, client: &Client, book: &RuleBook
 }
 
 /// The probe's HTML with the locator inserted just before the element carrying `data-probe`.
-fn with_marker(probe: &Probe) -> Result<String, BoxError> {
-    let attr = format!("data-probe=\"{}\"", probe.slug);
-    let at = probe
-        .html
+fn with_marker(name: &str, html: &str) -> Result<String, BoxError> {
+    let attr = format!("data-probe=\"{name}\"");
+    let at = html
         .find(&attr)
-        .and_then(|i| probe.html[..i].rfind('<'))
-        .ok_or_else(|| format!("probe {} has no data-probe element", probe.slug))?;
-    Ok(format!(
-        "{}{MARKER}{}",
-        &probe.html[..at],
-        &probe.html[at..]
-    ))
+        .and_then(|i| html[..i].rfind('<'))
+        .ok_or_else(|| format!("probe {name} has no data-probe element"))?;
+    Ok(format!("{}{MARKER}{}", &html[..at], &html[at..]))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +154,7 @@ fn is_marker(p: [u8; 3]) -> bool {
     b > 150 && r < 100 && g < 100
 }
 
-fn read_sample(png: &[u8], probe: &Probe, scale: f32) -> Result<Seen, BoxError> {
+fn read_sample(png: &[u8], sample: (u32, u32), scale: f32) -> Result<Seen, BoxError> {
     let img = image::load_from_memory(png)?.to_rgb8();
     // The locator's bottom-left blue pixel: the lowest row of the first blue column.
     let mut corner: Option<(u32, u32)> = None;
@@ -163,8 +173,8 @@ fn read_sample(png: &[u8], probe: &Probe, scale: f32) -> Result<Seen, BoxError> 
     let Some((mx, my)) = corner else {
         return Ok(Seen::NoMarker);
     };
-    let sx = mx + (probe.sample.0 as f32 * scale).round() as u32;
-    let sy = my + 1 + (probe.sample.1 as f32 * scale).round() as u32;
+    let sx = mx + (sample.0 as f32 * scale).round() as u32;
+    let sy = my + 1 + (sample.1 as f32 * scale).round() as u32;
     if sx >= img.width() || sy >= img.height() {
         return Ok(Seen::Other([255, 255, 255]));
     }
@@ -180,6 +190,8 @@ struct Point {
     ours: ProbeColour,
     seen: Seen,
     png: Vec<u8>,
+    /// The rule set and behaviours the transformation reported.
+    rule_set: String,
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -220,9 +232,10 @@ async fn main() -> Result<(), BoxError> {
 
     let mut jobs = JoinSet::new();
     let mut points = Vec::new();
-    let total = clients.len() * PROBES.len();
+    let caniemail_probes: &[Probe] = if args.behaviours_only { &[] } else { PROBES };
+    let total = clients.len() * caniemail_probes.len();
     for client in &clients {
-        for probe in PROBES {
+        for probe in caniemail_probes {
             while jobs.len() >= IN_FLIGHT {
                 if let Some(done) = jobs.join_next().await {
                     points.push(done??);
@@ -232,41 +245,215 @@ async fn main() -> Result<(), BoxError> {
             let ours = book
                 .get(&client.rules)
                 .map_or(ProbeColour::Green, |set| expected(probe, set).colour);
-            let html = with_marker(probe)?;
-            let (client, renderer, book) = (client.clone(), renderer.clone(), book.clone());
-            jobs.spawn(async move {
-                let transformed = emulate::transform(&html, &client, &book)?;
-                let req = jobs::render_request(&client, Variant::Default, transformed);
-                let rendered = renderer.render(req).await?;
-                let seen = read_sample(&rendered.png, probe, client.scale)?;
-                Ok::<_, BoxError>(Point {
-                    client: client.id,
-                    probe: probe.slug,
-                    verdict,
-                    ours,
-                    seen,
-                    png: rendered.png,
-                })
-            });
+            let html = with_marker(probe.slug, probe.html)?;
+            let shot = Shot {
+                probe: probe.slug,
+                sample: probe.sample,
+                verdict,
+                ours,
+            };
+            jobs.spawn(shoot(
+                html,
+                client.clone(),
+                renderer.clone(),
+                book.clone(),
+                shot,
+            ));
         }
     }
     while let Some(done) = jobs.join_next().await {
         points.push(done??);
     }
     let elapsed = started.elapsed();
+    let started = Instant::now();
+    let mut bpoints = Vec::new();
+    for client in &clients {
+        for probe in BEHAVIOUR_PROBES {
+            while jobs.len() >= IN_FLIGHT {
+                if let Some(done) = bjobs_next(&mut jobs).await {
+                    bpoints.push(done?);
+                }
+            }
+            let expectation = expected_behaviour(probe, client, &book);
+            let html = with_marker(probe.name, &probe.html())?;
+            let shot = Shot {
+                probe: probe.name,
+                sample: probe.sample,
+                verdict: match expectation {
+                    BehaviourExpectation::Firm(c, why) => Verdict::Behaviour(c, why),
+                    BehaviourExpectation::Open(why) => Verdict::Open(why),
+                },
+                ours: probe.applied,
+            };
+            jobs.spawn(shoot(
+                html,
+                client.clone(),
+                renderer.clone(),
+                book.clone(),
+                shot,
+            ));
+        }
+    }
+    while let Some(done) = bjobs_next(&mut jobs).await {
+        bpoints.push(done?);
+    }
+    let behaviours_took = started.elapsed();
     if let Ok(r) = Arc::try_unwrap(renderer) {
         r.shutdown().await;
     }
-    report(&clients, &points, &facts, total, elapsed);
+    if !args.behaviours_only {
+        report(&clients, &points, &facts, total, elapsed);
+    }
+    report_behaviours(&clients, &bpoints, behaviours_took);
     if let Some(dir) = &args.save_dir {
         save_screenshots(dir, &points)?;
+        save_screenshots(dir, &bpoints)?;
     }
     Ok(())
 }
 
+/// One probe for one client, before it is drawn.
+struct Shot {
+    probe: &'static str,
+    sample: (u32, u32),
+    verdict: Verdict,
+    ours: ProbeColour,
+}
+
+/// Draws `html` for `client` exactly as the service does (transform, then a real engine) and
+/// reads the shot's sample point.
+async fn shoot(
+    html: String,
+    client: Client,
+    renderer: Arc<Renderer>,
+    book: Arc<RuleBook>,
+    shot: Shot,
+) -> Result<Point, BoxError> {
+    let transformed = emulate::transform(&html, &client, &book)?;
+    let rule_set = transformed.rule_set.clone();
+    let req = jobs::render_request(&client, Variant::Default, transformed);
+    // Auto fit draws at a smaller scale than the profile's: read the sample at the one used.
+    let scale = req.scale;
+    let rendered = renderer.render(req).await?;
+    let seen = read_sample(&rendered.png, shot.sample, scale)?;
+    Ok(Point {
+        client: client.id,
+        probe: shot.probe,
+        verdict: shot.verdict,
+        ours: shot.ours,
+        seen,
+        png: rendered.png,
+        rule_set,
+    })
+}
+
+type PointJob = Result<Result<Point, BoxError>, tokio::task::JoinError>;
+
+async fn bjobs_next(
+    jobs: &mut JoinSet<Result<Point, BoxError>>,
+) -> Option<Result<Point, BoxError>> {
+    let done: PointJob = jobs.join_next().await?;
+    Some(done.map_err(BoxError::from).and_then(|r| r))
+}
+
+/// The behaviour probes' scores: per behaviour probe and per profile, then every disagreement and
+/// every unscored point with its reason.
+fn report_behaviours(clients: &[Client], points: &[Point], took: Duration) {
+    println!(
+        "\nBehaviour probes: {} probes x {} profiles = {} screenshots in {:.1} s; expected colours from data/behaviours.toml\n",
+        BEHAVIOUR_PROBES.len(),
+        clients.len(),
+        points.len(),
+        took.as_secs_f64()
+    );
+    let tally = |keep: &dyn Fn(&Point) -> bool| {
+        let (mut a, mut s, mut o) = (0, 0, 0);
+        for p in points.iter().filter(|p| keep(p)) {
+            match agrees(p) {
+                Some(true) => {
+                    a += 1;
+                    s += 1
+                }
+                Some(false) => s += 1,
+                None => o += 1,
+            }
+        }
+        (a, s, o)
+    };
+    let pct = |a: usize, s: usize| {
+        if s == 0 {
+            0.0
+        } else {
+            100.0 * a as f64 / s as f64
+        }
+    };
+    println!("| behaviour probe | applied colour | agree / scored | % | not scored |");
+    println!("|---|---|---|---|---|");
+    for probe in BEHAVIOUR_PROBES {
+        let (a, s, o) = tally(&|p| p.probe == probe.name);
+        println!(
+            "| {} | {:?} | {a} / {s} | {:.1}% | {o} |",
+            probe.name,
+            probe.applied,
+            pct(a, s)
+        );
+    }
+    let (a, s, o) = tally(&|_| true);
+    println!(
+        "\nBehaviour probes overall: {a} / {s} = {:.1}% ({o} points not scored)\n",
+        pct(a, s)
+    );
+    println!("| profile | agree / scored | not scored |");
+    println!("|---|---|---|");
+    for c in clients {
+        let (a, s, o) = tally(&|p| p.client == c.id);
+        println!("| {} | {a} / {s} | {o} |", c.id);
+    }
+    list_points(
+        points,
+        "\nBehaviour disagreements (expected by data/behaviours.toml vs what the screenshot shows):",
+        "\nBehaviour points not scored:",
+        &|p| match &p.verdict {
+            Verdict::Behaviour(c, why) => Some(format!(
+                "{} / {}: expected {c:?} ({why}), screenshot shows {:?}; rule set {}",
+                p.client, p.probe, p.seen, p.rule_set
+            )),
+            _ => None,
+        },
+    );
+}
+
+/// Prints every disagreement `describe` words (it returns `None` for points it does not judge),
+/// then every point without a firm verdict, with what was drawn.
+fn list_points(
+    points: &[Point],
+    disagreements: &str,
+    unscored: &str,
+    describe: &dyn Fn(&Point) -> Option<String>,
+) {
+    println!("{disagreements}");
+    let lines: Vec<String> = points
+        .iter()
+        .filter(|p| agrees(p) == Some(false))
+        .filter_map(describe)
+        .collect();
+    if lines.is_empty() {
+        println!("- none");
+    }
+    for line in lines {
+        println!("- {line}");
+    }
+    println!("{unscored}");
+    for p in points {
+        if let Verdict::Open(why) = &p.verdict {
+            println!("- {} / {}: {why}; shows {:?}", p.client, p.probe, p.seen);
+        }
+    }
+}
+
 fn agrees(p: &Point) -> Option<bool> {
     match p.verdict {
-        Verdict::Firm(c) => Some(p.seen == Seen::Colour(c)),
+        Verdict::Firm(c) | Verdict::Behaviour(c, _) => Some(p.seen == Seen::Colour(c)),
         Verdict::Open(_) => None,
     }
 }
@@ -311,26 +498,18 @@ fn report(clients: &[Client], points: &[Point], facts: &Facts, total: usize, too
         100.0 * agree as f64 / scored as f64
     };
     println!("\nOverall agreement: {agree} / {scored} = {pct:.1}% ({open} points without a firm verdict)\n");
-    println!("Disagreements (public verdict vs what the screenshot shows):");
-    let mut any = false;
-    for p in points {
-        if let (Some(false), Verdict::Firm(said)) = (agrees(p), &p.verdict) {
-            any = true;
-            println!(
-                "- {} / {}: caniemail says {said:?}, screenshot shows {:?}, our rules expect {:?}",
+    list_points(
+        points,
+        "Disagreements (public verdict vs what the screenshot shows):",
+        "\nNot scored (partial, unknown or untested in caniemail), with what was drawn:",
+        &|p| match &p.verdict {
+            Verdict::Firm(said) => Some(format!(
+                "{} / {}: caniemail says {said:?}, screenshot shows {:?}, our rules expect {:?}",
                 p.client, p.probe, p.seen, p.ours
-            );
-        }
-    }
-    if !any {
-        println!("- none");
-    }
-    println!("\nNot scored (partial, unknown or untested in caniemail), with what was drawn:");
-    for p in points {
-        if let Verdict::Open(why) = &p.verdict {
-            println!("- {} / {}: {why}; shows {:?}", p.client, p.probe, p.seen);
-        }
-    }
+            )),
+            _ => None,
+        },
+    );
 }
 
 fn save_screenshots(dir: &Path, points: &[Point]) -> Result<(), BoxError> {

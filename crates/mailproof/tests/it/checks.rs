@@ -95,6 +95,16 @@ fn found(report: &Value) -> Vec<(String, String, Option<u64>)> {
         .collect()
 }
 
+/// The findings of one check.
+fn findings_of<'a>(report: &'a Value, id: &str) -> Vec<&'a Value> {
+    report["checks"]
+        .as_array()
+        .expect("checks array")
+        .iter()
+        .filter(|f| f["id"] == id)
+        .collect()
+}
+
 fn has(report: &Value, id: &str, severity: &str, line: Option<u64>) -> bool {
     found(report).contains(&(id.to_owned(), severity.to_owned(), line))
 }
@@ -147,12 +157,7 @@ async fn checks_are_pending_then_complete_with_contrast_weights_and_lines() {
     assert_eq!(pending["summary"]["gmail_clipped"], false);
 
     let report = wait_complete(&s, &id).await;
-    let contrast: Vec<&Value> = report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .filter(|f| f["id"] == "contrast")
-        .collect();
+    let contrast = findings_of(&report, "contrast");
     assert_eq!(contrast.len(), 1, "{report:#}");
     assert_eq!(contrast[0]["line"], 7);
     assert_eq!(contrast[0]["severity"], "error");
@@ -312,4 +317,98 @@ async fn mail_to_the_auto_inbox_is_judged_for_its_plain_text_part() {
         );
     }
     assert_eq!(plain_text, vec![vec!["warning".to_owned()], vec![]]);
+}
+
+/// A loopback server on 127.0.0.2 (allow-listed for the test) that only counts: nothing in the
+/// hostile email below references it except its scripts and its meta refresh, so any request
+/// arriving means something of the email ran or navigated.
+async fn counting_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.2:0")
+        .await
+        .expect("bind 127.0.0.2 (Linux routes all of 127/8 to loopback)");
+    let addr = listener.local_addr().expect("addr");
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = sock
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                .await;
+        }
+    });
+    (format!("http://{addr}"), hits)
+}
+
+/// Issue 17: the contrast pass loads the email in Chromium; its scripts, handlers, nested
+/// documents, dialogs, busy loops and meta refresh must do nothing there, while our own probe
+/// still judges the page as authored.
+#[tokio::test]
+async fn hostile_email_runs_nothing_in_the_contrast_pass_and_is_still_judged() {
+    let (trap, hits) = counting_server().await;
+    let s = Server::start_with(Options {
+        config: "[fetch]\nallow = [\"127.0.0.2/32\"]\n[render]\nengines = [\"blink\"]\nslots_per_engine = 1\nrender_timeout = 10\n[metrics]\ntoken = \"scrape-me\"\n"
+            .into(),
+    })
+    .await;
+    // If any script ran, the black paragraph would turn pale (a contrast failure the probe would
+    // report) and the trap would be called.
+    let paint = |tag: &str| {
+        format!(
+            "document.getElementById('black').style.color='#eeeeee';new Image().src='{trap}/js-{tag}';fetch('{trap}/fetch-{tag}');"
+        )
+    };
+    use base64::Engine as _;
+    let nested = base64::engine::general_purpose::STANDARD.encode(format!(
+        "<body><script>{}top.location='{trap}/top-object';</script></body>",
+        paint("object")
+    ));
+    let html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head><title>Hostile</title>\
+         <meta http-equiv=\"refresh\" content=\"0;url={trap}/refresh\"></head>\n<body>\n\
+         <p id=\"black\" style=\"color:#000000\">Black on white</p>\n\
+         <p style=\"color:#999999\">Grey on white</p>\n\
+         <script>{script}</script>\n\
+         <img src=\"data:,\" alt=\"\" onerror=\"{onerror}\">\n\
+         <object data=\"data:text/html;base64,{nested}\" type=\"text/html\" width=\"300\" height=\"50\"></object>\n\
+         <iframe srcdoc=\"&lt;script&gt;{srcdoc}&lt;/script&gt;\" width=\"300\" height=\"50\"></iframe>\n\
+         <script>alert(1);confirm('c');</script>\n\
+         <script>while(true){{}}</script>\n\
+         </body></html>\n",
+        script = paint("script"),
+        onerror = paint("onerror").replace('\'', "&#39;"),
+        srcdoc = paint("srcdoc").replace('\'', "&#39;"),
+    );
+    let id = create(&s, &html).await;
+    let report = wait_complete(&s, &id).await;
+    let contrast = findings_of(&report, "contrast");
+    // Our probe ran (in its own world) and saw the page as authored: the grey line fails, the
+    // black one is untouched.
+    assert_eq!(contrast.len(), 1, "{report:#}");
+    assert_eq!(contrast[0]["severity"], "error", "{report:#}");
+    assert_eq!(contrast[0]["line"], 6, "{report:#}");
+    assert_eq!(contrast[0]["contrast"]["foreground"], "#999999");
+    // Late timers (the refresh) get a moment before the count.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the hostile email reached the network from the engine"
+    );
+    let metrics = s
+        .http
+        .get(s.url("/metrics"))
+        .bearer_auth("scrape-me")
+        .send()
+        .await
+        .expect("scrape /metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    let restarts: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("mailproof_engine_restarts_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(restarts, 0.0, "the engine restarted: {metrics}");
 }

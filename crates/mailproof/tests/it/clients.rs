@@ -13,6 +13,17 @@ fn id_list(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The listed profiles' ids, without the alias entries (those copy a profile under another id).
+fn profile_ids(clients: &Value) -> Vec<String> {
+    clients
+        .as_object()
+        .expect("clients")
+        .iter()
+        .filter(|(_, c)| c["alias_of"].is_null())
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
 #[tokio::test]
 async fn the_client_list_has_every_spec_field_across_categories() {
     let s = Server::start().await;
@@ -48,13 +59,7 @@ async fn default_clients_follow_the_three_rules() {
     let before = id_list(s.get("/v5/email/clients/default").await.ok());
     assert!(!before.is_empty());
     let all = s.get("/v5/email/clients").await.ok()["clients"].clone();
-    let some: Vec<String> = all
-        .as_object()
-        .expect("clients")
-        .keys()
-        .take(2)
-        .cloned()
-        .collect();
+    let some: Vec<String> = profile_ids(&all).into_iter().take(2).collect();
 
     // Rule 1: invalid ids are dropped and reported.
     let r = s
@@ -114,7 +119,8 @@ async fn default_clients_follow_the_three_rules() {
         .clone();
     assert_eq!(
         info["processing"].as_array().expect("list").len(),
-        all.as_object().expect("clients").len()
+        profile_ids(&all).len(),
+        "every profile, and no alias twice"
     );
 
     s.put("/v5/email/clients/default", &json!({}))
@@ -127,7 +133,10 @@ async fn restricted_and_free_plans_see_only_their_clients() {
     let s = Server::start().await;
     let all = s.get("/v5/email/clients").await.ok()["clients"].clone();
     let all = all.as_object().expect("clients");
-    let two: Vec<String> = all.keys().take(2).cloned().collect();
+    let two: Vec<String> = profile_ids(&s.get("/v5/email/clients").await.ok()["clients"])
+        .into_iter()
+        .take(2)
+        .collect();
     s.add_account("narrow", "standard", &["--clients", &two.join(",")]);
     let narrow = Some(("narrow", "password-1"));
     let listed = s.call("GET", "/v5/email/clients", narrow, None).await.ok()["clients"].clone();
@@ -193,7 +202,7 @@ async fn a_restricted_plan_whose_clients_are_not_defaults_tests_all_of_its_clien
         .as_object()
         .expect("clients")
         .iter()
-        .filter(|(_, c)| c["default"] != true)
+        .filter(|(_, c)| c["default"] != true && c["alias_of"].is_null())
         .map(|(id, _)| id.clone())
         .take(2)
         .collect();
@@ -246,13 +255,39 @@ async fn a_restricted_plan_whose_clients_are_not_defaults_tests_all_of_its_clien
 async fn default_ids_of_existing_v5_libraries_work_as_aliases() {
     let s = Server::start().await;
     let listed = s.get("/v5/email/clients").await.ok().clone();
-    assert!(
-        listed["clients"].get("outlook16").is_none(),
-        "aliases are not listed as clients"
-    );
     assert_eq!(
         listed["clients"]["outlook2016_win"]["aliases"],
         json!(["outlook16"])
+    );
+    // Issue 19 point 8: tools that keep only the listed ids (the Node snapshot tools) find
+    // their stock ids in the list, each naming the listed profile that draws it.
+    for stock in ["iphone6p_9", "gmail_chr26_win", "outlook16"] {
+        let entry = &listed["clients"][stock];
+        assert_eq!(entry["id"], stock, "{stock} is not listed");
+        assert_eq!(entry["default"], false, "an alias is never a default");
+        let target = entry["alias_of"]
+            .as_str()
+            .expect("alias_of names the profile");
+        let profile = &listed["clients"][target];
+        assert_eq!(
+            profile["id"], target,
+            "{stock}'s target {target} is not listed"
+        );
+        assert!(
+            profile["aliases"]
+                .as_array()
+                .is_some_and(|a| a.contains(&json!(stock))),
+            "{target} does not list {stock} among its aliases"
+        );
+        assert_eq!(entry["display_name"], profile["display_name"]);
+    }
+    let defaults = s.get("/v5/email/clients/default").await.ok().clone();
+    assert!(
+        !defaults["clients"]
+            .as_array()
+            .expect("default list")
+            .contains(&json!("outlook16")),
+        "aliases stay out of the default list"
     );
     let library_defaults = [
         "iphone6p_9",

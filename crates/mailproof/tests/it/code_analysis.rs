@@ -199,3 +199,34 @@ async fn code_analysis_of_a_corpus_email() {
         errors[1]
     );
 }
+
+/// A documented behaviour (data/behaviours.toml) over HTTP: Gmail's analysis names the dropped
+/// `<style>` block with its lines and source; Apple Mail's does not mention it.
+#[tokio::test]
+async fn code_analysis_names_a_clients_behaviour_with_its_lines() {
+    let html = "<!doctype html>\n<html>\n<head>\n<style>\n.a { color: #111111; }\n@media screen {\n\
+@font-face { font-family: X; src: local(X); }\n}\n</style>\n</head>\n<body><p class=\"a\">x</p></body>\n</html>\n";
+    let s = Server::start().await;
+    let clients = ["gmail_chrome_web", "applemail_macos"];
+    let id = create(&s, html, &clients).await;
+    let mut analyses = Vec::new();
+    for client in clients {
+        let path = format!("/v5/email/tests/{id}/codeanalysis/{client}");
+        analyses.push(s.get(&path).await.ok().clone());
+    }
+    let (gmail, apple) = (&analyses[0], &analyses[1]);
+    let d = discrepancy(gmail, "error", "@font-face inside @media")
+        .unwrap_or_else(|| panic!("the nested at-rule is named: {gmail}"));
+    assert_eq!(d["lines"], json!([4, 7]), "{d}");
+    let msg = d["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("drops this whole <style> block (lines 4–9)")
+            && msg.contains("gmail-style-nested-at-rule")
+            && msg.contains("https://github.com/hteumeuleu/email-bugs/issues/21"),
+        "{msg}"
+    );
+    assert!(
+        discrepancy(apple, "error", "@font-face inside @media").is_none(),
+        "{apple}"
+    );
+}

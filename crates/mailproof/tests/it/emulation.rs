@@ -137,6 +137,13 @@ async fn gmail_drops_position_absolute_apple_mail_keeps_it_and_only_the_dark_twi
     let clients = ["gmail_chrome_web", "applemail_macos", "applemail_macos_dm"];
     let (results, catalog) = render(&s, html, &clients).await;
     let scale = |c: &str| catalog[c]["viewport"]["scale"].as_f64().expect("scale");
+    // The rule set shown with each screenshot names the documented behaviours that changed it
+    // (data/behaviours.toml): Gmail renamed the classes; Apple Mail applies none.
+    assert_eq!(
+        results["gmail_chrome_web"]["rule_set"], "gmail-desktop-webmail + gmail-class-prefix",
+        "{results}"
+    );
+    assert_eq!(results["applemail_macos"]["rule_set"], "apple-mail-macos");
 
     let gmail = screenshot(&s, &results, "gmail_chrome_web").await;
     let top = top_css_row(&gmail, MAGENTA, scale("gmail_chrome_web"))

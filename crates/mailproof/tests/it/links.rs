@@ -94,6 +94,20 @@ async fn create_test(s: &Server, subject: &str, html: &str) -> String {
         .to_owned()
 }
 
+/// The types the existing v5 SDKs read from a finished link (the PHP SDK casts them): `status` an
+/// integer, `mime` a string, `warning` and `alt` booleans, `error` a string or `false`.
+fn assert_sdk_types(link: &Value) {
+    assert!(link["status"].is_u64(), "status: {link}");
+    assert!(link["mime"].is_string(), "mime: {link}");
+    assert!(link["warning"].is_boolean(), "warning: {link}");
+    assert!(link["alt"].is_boolean(), "alt: {link}");
+    assert!(
+        link["error"].is_string() || link["error"] == false,
+        "error: {link}"
+    );
+    assert!(link["warning_text"].is_string(), "warning_text: {link}");
+}
+
 async fn wait_complete(s: &Server, id: &str) -> Value {
     let start = Instant::now();
     loop {
@@ -142,8 +156,16 @@ async fn links_are_followed_judged_and_loopback_is_never_contacted() {
             .expect_error("InvalidTestID", 404);
     }
 
-    assert_eq!(s.put(&path, &json!({})).await.ok()["status"], "pending");
+    let started = s.put(&path, &json!({})).await.ok().clone();
+    assert_eq!(started["status"], "pending");
+    assert!(
+        started["links"].is_array() && started["uribl"].is_array(),
+        "PUT answers in the report's shape: {started}"
+    );
     let report = wait_complete(&s, &id).await;
+    for link in report["links"].as_array().expect("links") {
+        assert_sdk_types(link);
+    }
 
     let redirect = find(&report, &format!("{web}/redirect?utm_source=news"));
     assert_eq!(redirect["type"], "link");
@@ -154,9 +176,10 @@ async fn links_are_followed_judged_and_loopback_is_never_contacted() {
     );
     assert_eq!(redirect["status"], 200);
     assert_eq!(redirect["mime"], "text/html");
-    assert_eq!(redirect["error"], Value::Null);
+    assert_eq!(redirect["error"], false);
     assert_eq!(redirect["line"], 2);
-    let warnings = redirect["warning"].as_str().unwrap_or_default();
+    assert_eq!(redirect["warning"], true);
+    let warnings = redirect["warning_text"].as_str().unwrap_or_default();
     assert!(warnings.contains("uses http, not https"), "{warnings}");
     assert!(
         warnings.contains("tracking parameters (utm_source)"),
@@ -176,16 +199,22 @@ async fn links_are_followed_judged_and_loopback_is_never_contacted() {
         (image["status"].clone(), image["mime"].clone()),
         (json!(200), json!("image/png"))
     );
-    assert_eq!(image["alt"], Value::Null);
+    assert_eq!(
+        (image["alt"].clone(), image["alt_text"].clone()),
+        (json!(false), Value::Null)
+    );
     assert!(
-        image["warning"]
+        image["warning_text"]
             .as_str()
             .is_some_and(|w| w.contains("no alt attribute")),
         "{image}"
     );
 
     let internal = find(&report, &format!("http://127.0.0.1:{port}/admin"));
-    assert_eq!(internal["status"], Value::Null);
+    assert_eq!(
+        (internal["status"].clone(), internal["mime"].clone()),
+        (json!(0), json!(""))
+    );
     assert!(
         internal["error"]
             .as_str()
@@ -200,13 +229,15 @@ async fn links_are_followed_judged_and_loopback_is_never_contacted() {
 
     let hash = find(&report, "#");
     assert!(
-        hash["warning"].as_str().is_some_and(|w| w.contains("'#'")),
+        hash["warning_text"]
+            .as_str()
+            .is_some_and(|w| w.contains("'#'")),
         "{hash}"
     );
     let mail = find(&report, "mailto:sales@example.com");
     assert_eq!(
         (mail["warning"].clone(), mail["error"].clone()),
-        (Value::Null, Value::Null)
+        (json!(false), json!(false))
     );
 
     assert_eq!(report["uribl"], json!([]));

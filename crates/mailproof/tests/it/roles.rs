@@ -16,8 +16,8 @@ use crate::support::*;
 
 /// What every process of one test service shares: one database, one blob store, the key files.
 /// Only `process_config`, `store` and `blobs` read it.
-struct Shared {
-    root: tempfile::TempDir,
+pub(crate) struct Shared {
+    pub(crate) root: tempfile::TempDir,
     /// One data directory for all processes: the embedded SQLite database when there is no
     /// `database` (WAL mode serves several processes on one machine) and local blobs when there
     /// is no `s3`.
@@ -25,8 +25,8 @@ struct Shared {
     /// A PostgreSQL database all processes use (kept alive with the test).
     database: Option<store::testing::TestDb>,
     /// An S3-compatible server holding every process's screenshots.
-    s3: Option<store::test_s3::S3Server>,
-    url_key: PathBuf,
+    pub(crate) s3: Option<store::test_s3::S3Server>,
+    pub(crate) url_key: PathBuf,
     dkim_key: PathBuf,
 }
 
@@ -44,13 +44,13 @@ impl Shared {
 
     /// PostgreSQL and an S3-compatible server, whatever the harness runs on: the deployment
     /// with several machines that roles are for.
-    async fn on_postgres_and_s3() -> Shared {
+    pub(crate) async fn on_postgres_and_s3() -> Shared {
         let database = store::testing::database(store::Backend::Postgres).await;
         let s3 = store::test_s3::S3Server::start().await;
         Shared::with(Some(database), Some(s3))
     }
 
-    fn with(
+    pub(crate) fn with(
         database: Option<store::testing::TestDb>,
         s3: Option<store::test_s3::S3Server>,
     ) -> Shared {
@@ -71,7 +71,7 @@ impl Shared {
     }
 
     /// The shared database, as the processes see it.
-    async fn store(&self) -> store::Store {
+    pub(crate) async fn store(&self) -> store::Store {
         match &self.database {
             Some(db) => store::Store::connect(&db.url).await,
             None => store::Store::open(&self.data_dir).await,
@@ -80,7 +80,7 @@ impl Shared {
     }
 
     /// The shared blob store, as the processes see it.
-    fn blobs(&self) -> store::Blobs {
+    pub(crate) fn blobs(&self) -> store::Blobs {
         let config = self
             .s3
             .as_ref()
@@ -105,7 +105,7 @@ impl Shared {
 }
 
 /// The configuration file of one process of `role`, with `extra` TOML appended.
-fn process_config(shared: &Shared, role: &str, extra: &str) -> String {
+pub(crate) fn process_config(shared: &Shared, role: &str, extra: &str) -> String {
     let mut text = format!(
         "role = \"{role}\"\ndata_dir = {:?}\n",
         shared.data_dir.display().to_string()
@@ -139,16 +139,29 @@ fn process_config(shared: &Shared, role: &str, extra: &str) -> String {
 
 /// One `mailproof serve` process, in its own process group so that a kill also ends the
 /// browsers and filter daemons it started.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
-    base: String,
+    pub(crate) base: String,
     smtp: Option<SocketAddr>,
-    http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
+}
+
+/// A started `mailproof serve` whose address lines are still to be read.
+pub(crate) struct Starting {
+    pub(crate) child: Child,
+    pub(crate) name: String,
+    /// Its `mailproof: ...` stdout lines, without the prefix.
+    pub(crate) lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Proc {
     /// Starts a process with `config` (written beside the shared data) and extra arguments.
-    fn start(shared: &Shared, name: &str, config: &str, args: &[&str]) -> Proc {
+    pub(crate) fn start(shared: &Shared, name: &str, config: &str, args: &[&str]) -> Proc {
+        Proc::spawn(shared, name, config, args).ready()
+    }
+
+    /// Starts a process without waiting for it to be ready.
+    pub(crate) fn spawn(shared: &Shared, name: &str, config: &str, args: &[&str]) -> Starting {
         use std::os::unix::process::CommandExt as _;
         let path = shared.root.path().join(format!("{name}.toml"));
         std::fs::write(&path, config).expect("write config");
@@ -167,7 +180,7 @@ impl Proc {
             .spawn()
             .expect("start mailproof serve");
         let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
+        let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Some(rest) = line.strip_prefix("mailproof: ") {
@@ -175,9 +188,55 @@ impl Proc {
                 }
             }
         });
+        Starting {
+            child,
+            name: name.to_string(),
+            lines,
+        }
+    }
+
+    /// SIGKILL to the whole group: the service and its engines or daemons die at once.
+    pub(crate) fn kill9(&mut self) {
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.child.wait();
+    }
+
+    pub(crate) async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Reply {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS));
+        if let Some(b) = body {
+            req = req
+                .header("Content-Type", "application/json")
+                .body(b.to_string());
+        }
+        Reply::from(req.send().await.expect("request sent")).await
+    }
+
+    pub(crate) async fn healthz(&self) -> Value {
+        let r = Reply::from(
+            self.http
+                .get(format!("{}/healthz", self.base))
+                .send()
+                .await
+                .expect("healthz"),
+        )
+        .await;
+        assert_eq!(r.status, 200, "healthz: {}", r.body);
+        r.body
+    }
+}
+
+impl Starting {
+    /// Waits for the process's "listening on" line (its roles are running).
+    pub(crate) fn ready(self) -> Proc {
+        let Starting { child, name, lines } = self;
         let mut smtp = None;
         let base = loop {
-            let line = rx
+            let line = lines
                 .recv_timeout(Duration::from_secs(120))
                 .unwrap_or_else(|_| panic!("{name} did not report its address within 120 s"));
             if let Some(addr) = line.strip_prefix("smtp on ") {
@@ -196,40 +255,6 @@ impl Proc {
             smtp,
             http,
         }
-    }
-
-    /// SIGKILL to the whole group: the service and its engines or daemons die at once.
-    fn kill9(&mut self) {
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-        let _ = self.child.wait();
-    }
-
-    async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Reply {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS));
-        if let Some(b) = body {
-            req = req
-                .header("Content-Type", "application/json")
-                .body(b.to_string());
-        }
-        Reply::from(req.send().await.expect("request sent")).await
-    }
-
-    async fn healthz(&self) -> Value {
-        let r = Reply::from(
-            self.http
-                .get(format!("{}/healthz", self.base))
-                .send()
-                .await
-                .expect("healthz"),
-        )
-        .await;
-        assert_eq!(r.status, 200, "healthz: {}", r.body);
-        r.body
     }
 }
 
@@ -332,25 +357,46 @@ async fn render_all(shared: &Shared, png: &[u8]) {
     let blobs = shared.blobs();
     let now = chrono::Utc::now().timestamp();
     while let Some(job) = store.claim_job("test", now, 60).await.expect("claim") {
-        for name in [job.variant.as_str(), "thumbnail", "full_thumbnail"] {
-            blobs
-                .put(
-                    &store::screenshot_key(&job.test_id, &job.client_id, name),
-                    png.to_vec(),
-                )
-                .await
-                .expect("put");
-        }
-        let done = store::JobOutcome::Done {
-            engine: "blink".into(),
-            rule_set: "test".into(),
-        };
-        assert!(store
-            .finish_job(&job, "test", now, &done)
-            .await
-            .expect("finish"));
+        finish_as_renderer(&store, &blobs, &job, "test", png).await;
     }
     store.close().await;
+}
+
+/// Stores `png` as every image of `job` and records it done by `worker`, as a renderer would.
+pub(crate) async fn finish_as_renderer(
+    store: &store::Store,
+    blobs: &store::Blobs,
+    job: &store::ClaimedJob,
+    worker: &str,
+    png: &[u8],
+) {
+    for name in [job.variant.as_str(), "thumbnail", "full_thumbnail"] {
+        blobs
+            .put(
+                &store::screenshot_key(&job.test_id, &job.client_id, name),
+                png.to_vec(),
+            )
+            .await
+            .expect("put");
+    }
+    let done = store::JobOutcome::Done {
+        engine: "blink".into(),
+        rule_set: "test".into(),
+    };
+    let now = chrono::Utc::now().timestamp();
+    assert!(store
+        .finish_job(job, worker, now, &done)
+        .await
+        .expect("finish"));
+}
+
+/// A tiny PNG standing for a screenshot.
+pub(crate) fn tiny_png() -> Vec<u8> {
+    let mut png = Vec::new();
+    image::DynamicImage::ImageRgb8(image::RgbImage::new(4, 4))
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .expect("encode png");
+    png
 }
 
 /// The presigned URLs of a test's default screenshots, as the results give them.
@@ -387,9 +433,27 @@ async fn api_processes_given_one_key_file_accept_each_others_presigned_urls() {
     let config = process_config(&shared, "api", "");
     let a = Proc::start(&shared, "api-a", &config, &["--smtp", "127.0.0.1:0"]);
     let b = Proc::start(&shared, "api-b", &config, &["--smtp", "127.0.0.1:0"]);
-    // A third api process with a key of its own: the check can fail.
+    // A third api process with a key of its own is refused at start: the key's fingerprint is
+    // not the one a and b published.
     let other_key = shared.root.path().join("other.key");
     std::fs::write(&other_key, rand::random::<[u8; 32]>()).expect("write key");
+    let other_key = other_key.to_str().expect("utf-8 path");
+    let mut refused = Proc::spawn(
+        &shared,
+        "api-c-refused",
+        &config,
+        &["--smtp", "127.0.0.1:0", "--url-signing-key-file", other_key],
+    );
+    let status = refused.child.wait().expect("wait for the refused process");
+    assert!(!status.success(), "an api process with another key starts");
+    assert!(
+        refused
+            .lines
+            .try_iter()
+            .all(|l| !l.starts_with("listening on")),
+        "the refused process served"
+    );
+    // Started anyway on purpose (a key replaced deliberately): the check of the URLs can fail.
     let c = Proc::start(
         &shared,
         "api-c",
@@ -398,7 +462,8 @@ async fn api_processes_given_one_key_file_accept_each_others_presigned_urls() {
             "--smtp",
             "127.0.0.1:0",
             "--url-signing-key-file",
-            other_key.to_str().expect("utf-8 path"),
+            other_key,
+            "--replace-signing-key",
         ],
     );
     let created = a
@@ -411,11 +476,7 @@ async fn api_processes_given_one_key_file_accept_each_others_presigned_urls() {
         .ok()
         .clone();
     let id = created["id"].as_str().expect("id").to_owned();
-    let mut png = Vec::new();
-    image::DynamicImage::ImageRgb8(image::RgbImage::new(4, 4))
-        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-        .expect("encode png");
-    render_all(&shared, &png).await;
+    render_all(&shared, &tiny_png()).await;
     for url in presigned_urls(&a, &id).await {
         assert_eq!(status_without_credentials(&a, &url, &a).await, 200, "{url}");
         assert_eq!(status_without_credentials(&b, &url, &a).await, 200, "{url}");
@@ -521,8 +582,8 @@ async fn slow_image() -> SlowImage {
 /// Two Blink clients with the default variant only.
 const BLINK_CLIENTS: [&str; 2] = ["gmail_chrome_web", "outlook2016_win"];
 
-/// A render process: Blink only, one page at a time, and a short render timeout so that the lease
-/// a killed process leaves behind (twice the timeout plus ten seconds) runs out soon.
+/// A render process: Blink only, one page at a time, and a short render timeout. (The lease a
+/// killed process leaves behind runs out within about 10 s: it is renewed while alive.)
 const RENDER_EXTRA: &str = "[fetch]\nallow = [\"127.0.0.1/32\"]\n[render]\nengines = [\"blink\"]\nslots_per_engine = 1\nrender_timeout = 10\nresource_wait = 8\n";
 
 #[tokio::test]
@@ -670,7 +731,7 @@ async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer(
     drop((render_b, render_c, mail));
 }
 
-async fn wait_processed(p: &Proc, id: &str, limit: Duration) -> Value {
+pub(crate) async fn wait_processed(p: &Proc, id: &str, limit: Duration) -> Value {
     let start = std::time::Instant::now();
     loop {
         let info = p

@@ -114,6 +114,11 @@ impl Server {
         self.dir.path().join("data")
     }
 
+    /// The service's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Kills the process at once (SIGKILL), keeping the data directory.
     pub fn kill(mut self) -> tempfile::TempDir {
         let _ = self.child.kill();

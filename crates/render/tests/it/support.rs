@@ -98,6 +98,9 @@ pub enum Behaviour {
     RedPng,
     /// Accepts the connection and never answers.
     Hang,
+    /// Answers paths containing `/img-` with the red PNG and every other path with a red HTML
+    /// page (what a navigation to it would show).
+    Trap,
 }
 
 /// A loopback HTTP server counting requests per path.
@@ -130,17 +133,26 @@ impl ImageServer {
                     let head = String::from_utf8_lossy(&buf[..len]).to_string();
                     let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
                     total.fetch_add(1, Ordering::SeqCst);
-                    *hits.lock().expect("hits").entry(path).or_default() += 1;
+                    *hits.lock().expect("hits").entry(path.clone()).or_default() += 1;
                     if behaviour == Behaviour::Hang {
                         tokio::time::sleep(Duration::from_secs(120)).await;
                         return;
                     }
+                    let (kind, body): (&str, &[u8]) =
+                        if behaviour == Behaviour::Trap && !path.contains("/img-") {
+                            (
+                                "text/html",
+                                b"<body style=\"background:#ff0000\">trap</body>",
+                            )
+                        } else {
+                            ("image/png", &png)
+                        };
                     let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nCache-Control: max-age=3600\r\nConnection: close\r\n\r\n",
-                        png.len()
+                        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: max-age=3600\r\nConnection: close\r\n\r\n",
+                        body.len()
                     );
                     let _ = stream.write_all(head.as_bytes()).await;
-                    let _ = stream.write_all(&png).await;
+                    let _ = stream.write_all(body).await;
                 });
             }
         });
@@ -158,6 +170,13 @@ impl ImageServer {
             .get(path)
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Every path requested so far, sorted.
+    pub fn paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self.hits.lock().expect("hits").keys().cloned().collect();
+        paths.sort();
+        paths
     }
 
     pub fn total(&self) -> u64 {

@@ -24,6 +24,14 @@ macro_rules! on_both {
 }
 
 async fn store_with_test(backend: Backend, variants: Vec<Variant>) -> (TestDb, Store, String) {
+    store_with_clients(backend, &[("c1", variants)]).await
+}
+
+/// A store with one email test of `clients`, each with its variants.
+async fn store_with_clients(
+    backend: Backend,
+    clients: &[(&str, Vec<Variant>)],
+) -> (TestDb, Store, String) {
     let (dir, store) = store::testing::store(backend).await;
     let account = store
         .create_account(
@@ -55,10 +63,13 @@ async fn store_with_test(backend: Backend, variants: Vec<Variant>) -> (TestDb, S
             image_blocking: true,
             free_test: false,
             source_url: None,
-            clients: vec![NewTestClient {
-                client_id: "c1".into(),
-                variants,
-            }],
+            clients: clients
+                .iter()
+                .map(|(client_id, variants)| NewTestClient {
+                    client_id: client_id.to_string(),
+                    variants: variants.clone(),
+                })
+                .collect(),
             spam_method: None,
             seed_key: None,
             spam_from_address: None,
@@ -323,6 +334,7 @@ async fn a_client_named_twice_in_one_reprocess_is_queued_and_paid_for_once(backe
 mod callbacks;
 mod checks;
 mod fair;
+mod faults;
 mod links;
 mod queue_stats;
 mod queues;

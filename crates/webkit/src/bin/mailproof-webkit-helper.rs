@@ -194,10 +194,19 @@ impl Renderer {
 
         let settings = webkit2gtk::Settings::new();
         // Mail clients run no scripts, plugins or media in messages: script elements and event
-        // attributes are dropped while parsing. JavaScript itself stays on for the helper's own
-        // measuring script, which runs in an isolated world.
+        // attributes are dropped while parsing, in the page and in every frame of it, and no
+        // `javascript:` URL runs (render's hostile-email tests check all of these). JavaScript itself stays on only because WebKit refuses the API's own
+        // evaluation otherwise ("Cannot execute JavaScript in this document"): the helper's
+        // measuring script runs in an isolated world.
         settings.set_enable_javascript(true);
         settings.set_enable_javascript_markup(false);
+        settings.set_javascript_can_open_windows_automatically(false);
+        // (Plugins and Java are gone from WebKitGTK since 2.32; their settings do nothing.)
+        // No WebRTC (UDP past the proxy), no camera or microphone, no media at all.
+        settings.set_enable_webrtc(false);
+        settings.set_enable_media_stream(false);
+        settings.set_enable_mediasource(false);
+        settings.set_enable_webaudio(false);
         settings.set_enable_media(false);
         settings.set_enable_webgl(false);
         settings.set_enable_page_cache(false);

@@ -1,0 +1,537 @@
+//! Issue 19 in headless Chromium against the real `mailproof serve`: what the pages say is what
+//! the API says (spam verdicts, screenshot statuses, counts) on the test page, the client page and
+//! the shared proof; verdicts and thumbnails arrive without a reload; no page kind is wider than a
+//! 1440 px or a 390 px window; axe finds no serious or critical violation; revoking a share stops
+//! the pictures loaded through it. A second test renders every client of the catalog and checks
+//! that each thumbnail keeps its screenshot's proportions.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+use crate::web_ui::{Browser, AXE};
+
+/// A desktop client and a phone, both drawn by Chromium (the one engine the first test starts).
+const CLIENTS: [&str; 2] = ["outlook365_win", "gmail_android"];
+
+const HTML: &str = "<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>Acme monthly</title></head>\n\
+<body style=\"margin:0;background:#ffffff;font-family:Arial,sans-serif;color:#222222\">\n\
+<h1>November at Acme</h1>\n<p>Hello Jane, this month the team finished the reporting screens you asked about.</p>\n\
+<p><a href=\"https://example.invalid/reports\">See the new reports</a></p>\n\
+<img src=\"https://example.invalid/logo.png\" width=\"120\" height=\"40\">\n\
+<p>Reply to this email to tell us how your team uses reports today.</p>\n</body>\n</html>\n";
+
+/// §2.8's meaning of `spam`, written out here rather than taken from the code under test.
+fn verdict_label(spam: &Value) -> &'static str {
+    match spam.as_i64() {
+        None => "Waiting for the filter",
+        Some(1) => "Spam",
+        Some(0) => "Neutral",
+        Some(-1) => "Not spam",
+        Some(other) => panic!("spam {other} is not a §2.8 value"),
+    }
+}
+
+async fn window(b: &mut Browser, width: u32, height: u32) {
+    b.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600}),
+    )
+    .await;
+}
+
+/// No part of the page reaches past the window's right edge.
+async fn assert_fits(b: &mut Browser, what: &str, width: u32) {
+    let sizes = b
+        .eval("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        .await;
+    let (scroll, client) = (sizes[0].as_u64(), sizes[1].as_u64());
+    assert!(
+        scroll.is_some() && scroll <= client,
+        "the {what} page is {scroll:?} px wide in a {width} px window ({client:?} px inside)"
+    );
+}
+
+/// Every image on the page has loaded.
+const IMAGES_LOADED: &str = "[...document.images].every(i => i.complete && i.naturalWidth > 0)";
+
+/// The filter rows of the page's spam table: (filter, label).
+async fn shown_verdicts(b: &mut Browser) -> Vec<(String, String)> {
+    let v = b
+        .eval("[...document.querySelectorAll('#spam tbody tr')].map(r => [r.dataset.filter, r.querySelector('td.verdict').textContent.trim()])")
+        .await;
+    v.as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_str().unwrap_or_default().to_string(),
+                r[1].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn sign_in(b: &mut Browser, s: &Server) {
+    b.goto(&s.url("/signin")).await;
+    b.set_value("#api_key", ADMIN_KEY).await;
+    b.set_value("#password", ADMIN_PASS).await;
+    b.click_and_wait("form[action='/signin'] button").await;
+    assert_eq!(b.eval("location.pathname").await, json!("/tests"));
+}
+
+/// Presses `key` in the full view and waits for `client`'s full view.
+async fn press_and_land(b: &mut Browser, key: &str, client: &str) {
+    b.eval("window.__before_nav = 1").await;
+    b.press(key).await;
+    b.wait_for(
+        &format!(
+            "window.__before_nav === undefined && document.readyState === 'complete' && location.pathname.endsWith('/clients/{client}')"
+        ),
+        Duration::from_secs(30),
+    )
+    .await;
+}
+
+/// The HTTP status the page's own `fetch` gets for `url`.
+async fn fetch_status(b: &mut Browser, url: &str) -> Value {
+    b.eval(&format!("fetch({url:?}).then(r => r.status)")).await
+}
+
+/// The test page (or shared proof) says exactly what the API says.
+async fn assert_test_page_matches_api(b: &mut Browser, s: &Server, id: &str, what: &str) {
+    let spam = s
+        .get(&format!("/v5/email/tests/{id}/spam/results"))
+        .await
+        .ok()
+        .clone();
+    let mut want: Vec<(String, String)> = spam
+        .as_array()
+        .expect("spam results")
+        .iter()
+        .map(|r| {
+            (
+                r["client"].as_str().unwrap_or_default().to_string(),
+                verdict_label(&r["spam"]).to_string(),
+            )
+        })
+        .collect();
+    let mut shown = shown_verdicts(b).await;
+    want.sort();
+    shown.sort();
+    assert!(!want.is_empty(), "the test has spam filters");
+    assert_eq!(
+        shown, want,
+        "{what}: spam verdicts against the API's {spam}"
+    );
+
+    let results = s
+        .get(&format!("/v5/email/tests/{id}/results"))
+        .await
+        .ok()
+        .clone();
+    let results = results.as_object().expect("results");
+    let mut finished = 0;
+    for (client, r) in results {
+        let status = r["status"].as_str().expect("status");
+        if status == "Complete" || status == "Bounced" {
+            finished += 1;
+        }
+        let card = b
+            .text(&format!(".card[data-client={client}] .status"))
+            .await;
+        assert_eq!(card, status, "{what}: {client}'s card");
+    }
+    assert_eq!(
+        b.text("#progress-text").await,
+        format!("{finished} of {}", results.len()),
+        "{what}: the count"
+    );
+}
+
+#[tokio::test]
+async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
+    let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
+        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
+    });
+    let s = MailServer::start_with("[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n").await;
+    let mut b = Browser::start().await;
+    window(&mut b, 1440, 900).await;
+    sign_in(&mut b, &s).await;
+
+    // The form: every error at once, beside its field, in plain words; the first one focused.
+    b.goto(&s.url("/tests/new")).await;
+    b.eval("document.querySelectorAll('input[name=clients]').forEach(c => c.checked = false)")
+        .await;
+    b.set_value("#html", "<p>x</p>").await;
+    b.set_value("#url", "https://example.invalid/email.html")
+        .await;
+    b.click_and_wait("form[action='/tests/new'] button[type=submit]")
+        .await;
+    for field in ["subject", "source", "clients"] {
+        let m = b.text(&format!("#err-{field}")).await;
+        assert!(!m.is_empty(), "no error beside {field}");
+        assert!(!m.contains('`'), "API wording in {m}");
+    }
+    assert!(
+        b.text("#err-source").await.contains("not both"),
+        "HTML and a URL together are refused"
+    );
+    assert_eq!(
+        b.eval("document.activeElement.id").await,
+        json!("subject"),
+        "the first error has the focus"
+    );
+    // Select all / none, with a live count.
+    let total = b
+        .eval("document.querySelectorAll('input[name=clients]').length")
+        .await;
+    b.eval("document.querySelector('fieldset.clients > .select-all [data-select=all]').click()")
+        .await;
+    assert_eq!(
+        b.text("#clients-count").await,
+        format!("{total} of {total} clients selected")
+    );
+    b.eval("document.querySelector('fieldset.clients > .select-all [data-select=none]').click()")
+        .await;
+    assert_eq!(
+        b.text("#clients-count").await,
+        format!("0 of {total} clients selected")
+    );
+
+    let created = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "Acme monthly", "html": HTML, "clients": CLIENTS, "spam": {"test_method": "svc"}}),
+        )
+        .await
+        .ok()
+        .clone();
+    let id = created["id"].as_str().expect("id").to_string();
+    let test_path = format!("/tests/{id}");
+
+    // Opened while the work runs: thumbnails and verdicts arrive on the same page.
+    b.goto(&s.url(&test_path)).await;
+    b.eval("window.__same_page = 1").await;
+    b.wait_for(
+        "document.body.dataset.pending === '0' && document.querySelectorAll('.card img').length === 2",
+        Duration::from_secs(240),
+    )
+    .await;
+    b.wait_for(IMAGES_LOADED, Duration::from_secs(30)).await;
+    assert_eq!(
+        b.eval("window.__same_page").await,
+        json!(1),
+        "the page reloaded"
+    );
+    assert_test_page_matches_api(&mut b, &s, &id, "test page").await;
+    let labels: Vec<String> = shown_verdicts(&mut b)
+        .await
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect();
+    assert!(
+        labels.iter().all(|l| l != "Spam"),
+        "a clean email is not spam to any filter: {labels:?}"
+    );
+    // A card takes its client's shape.
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('.card')].map(c => c.dataset.client + ':' + c.dataset.shape).sort()").await,
+        json!(["gmail_android:portrait", "outlook365_win:landscape"])
+    );
+
+    // The client page's status is the API's.
+    let one = s
+        .get(&format!("/v5/email/tests/{id}/results/{}", CLIENTS[0]))
+        .await
+        .ok()
+        .clone();
+    b.goto(&s.url(&format!("{test_path}/clients/{}", CLIENTS[0])))
+        .await;
+    assert_eq!(
+        b.text("#client-status").await,
+        one[CLIENTS[0]]["status"].as_str().expect("status")
+    );
+    // j moves to the next client of the gallery, k back.
+    press_and_land(&mut b, "j", CLIENTS[1]).await;
+    // The zoom choice is kept for the next page.
+    b.wait_for(IMAGES_LOADED, Duration::from_secs(30)).await;
+    b.eval("document.querySelector('.zoom [data-zoom=css]').click()")
+        .await;
+    let css_width = b
+        .eval("document.getElementById('full-shot').getBoundingClientRect().width")
+        .await;
+    assert!(
+        (css_width.as_f64().unwrap_or(0.0) - 412.0).abs() < 1.0,
+        "CSS size of a 412 px wide phone: {css_width}"
+    );
+    press_and_land(&mut b, "k", CLIENTS[0]).await;
+    assert_eq!(
+        b.eval("document.querySelector('figure.full').dataset.zoom")
+            .await,
+        json!("css")
+    );
+    b.eval("document.querySelector('.zoom [data-zoom=fit]').click()")
+        .await;
+
+    // Links and checks, so that their pages have reports to lay out.
+    s.put(&format!("/v5/email/tests/{id}/links"), &json!({}))
+        .await
+        .ok();
+    let start = std::time::Instant::now();
+    while s.get(&format!("/v5/email/tests/{id}/links")).await.ok()["status"] != "complete" {
+        assert!(start.elapsed() < Duration::from_secs(60), "link check");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    while s.get(&format!("/v5/email/tests/{id}/checks")).await.ok()["status"] != "complete" {
+        assert!(start.elapsed() < Duration::from_secs(120), "content checks");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    // A link check started from its page: the report replaces the waiting note in place.
+    b.goto(&s.url(&format!("{test_path}/links"))).await;
+    b.click_and_wait("form[action$='/links'] button").await;
+    b.eval("window.__same_page = 2").await;
+    b.wait_for(
+        "!document.querySelector('[data-reload-after]') && document.querySelectorAll('table.links tbody tr').length === 2",
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        b.eval("window.__same_page").await,
+        json!(2),
+        "the links page reloaded"
+    );
+
+    // A share link, created through the page.
+    b.goto(&s.url(&test_path)).await;
+    b.click_and_wait("form[action$='/shares'] button").await;
+    let share = b
+        .eval("document.getElementById('share-link').value")
+        .await
+        .as_str()
+        .expect("share link")
+        .to_string();
+    let share_path = share
+        .split_once("/share/")
+        .map(|(_, t)| format!("/share/{t}"))
+        .expect("a /share/ link");
+    let share_created = b
+        .eval("location.href")
+        .await
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        b.eval("document.getElementById('copy-share').hidden").await,
+        json!(false),
+        "a copy button"
+    );
+
+    let compare = format!("?c={}&c={}", CLIENTS[0], CLIENTS[1]);
+    let pages: Vec<(&str, String)> = vec![
+        ("tests list", "/tests".into()),
+        ("new test", "/tests/new".into()),
+        ("test", test_path.clone()),
+        (
+            "desktop client",
+            format!("{test_path}/clients/{}", CLIENTS[0]),
+        ),
+        (
+            "phone client",
+            format!("{test_path}/clients/{}", CLIENTS[1]),
+        ),
+        ("side by side", format!("{test_path}/compare{compare}")),
+        ("source", format!("{test_path}/content?view=source")),
+        ("text version", format!("{test_path}/content?view=text")),
+        ("links", format!("{test_path}/links")),
+        ("checks", format!("{test_path}/checks")),
+        ("visual diff", format!("{test_path}/diff?with={id}")),
+        ("not found", "/tests/nothing-here".into()),
+        ("shared proof", share_path.clone()),
+        (
+            "shared client",
+            format!("{share_path}/clients/{}", CLIENTS[1]),
+        ),
+        (
+            "shared side by side",
+            format!("{share_path}/compare{compare}"),
+        ),
+    ];
+    for (width, height) in [(1440, 900), (390, 844)] {
+        window(&mut b, width, height).await;
+        for (what, path) in &pages {
+            b.goto(&s.url(path)).await;
+            b.wait_for(IMAGES_LOADED, Duration::from_secs(30)).await;
+            assert_fits(&mut b, what, width).await;
+            b.check_accessibility(&axe, &format!("{what} ({width} px)"))
+                .await;
+            if matches!(*what, "test" | "shared proof") {
+                // The labels a person reads, at this width too.
+                assert_test_page_matches_api(&mut b, &s, &id, &format!("{what} ({width} px)"))
+                    .await;
+            }
+        }
+        b.goto(&share_created).await;
+        assert_fits(&mut b, "share created", width).await;
+    }
+    window(&mut b, 1440, 900).await;
+
+    // The visual diff's slider uncovers the "after" screenshot as far as it is moved.
+    b.goto(&s.url(&format!("{test_path}/diff?with={id}"))).await;
+    let clip = b
+        .eval("(() => { const r = document.querySelector('.swipe-range'); r.value = 80; r.dispatchEvent(new Event('input')); return document.querySelector('.swipe-after').style.clipPath })()")
+        .await;
+    assert_eq!(clip, json!("inset(0px 0px 0px 80%)"));
+
+    // The site has its icon.
+    let icon = b
+        .eval("fetch('/favicon.ico').then(r => r.arrayBuffer().then(a => [r.status, r.headers.get('content-type'), new Uint8Array(a).slice(0, 4).join(',')]))")
+        .await;
+    assert_eq!(icon, json!([200, "image/x-icon", "0,0,1,0"]), "an ICO file");
+
+    // The checks table is a table, not a column squeezed into a grid cell.
+    b.goto(&s.url(&format!("{test_path}/checks"))).await;
+    let display = b
+        .eval("getComputedStyle(document.querySelector('table.checks')).display")
+        .await;
+    assert_eq!(display, json!("table"));
+
+    // The shared proof says what the API says too.
+    b.goto(&s.url(&share_path)).await;
+    assert_test_page_matches_api(&mut b, &s, &id, "shared proof").await;
+    let picture = b
+        .eval("document.querySelector('.card img').src")
+        .await
+        .as_str()
+        .expect("a thumbnail")
+        .to_string();
+    assert_eq!(fetch_status(&mut b, &picture).await, json!(200));
+
+    // Revoked, the proof and the pictures loaded through it are gone.
+    b.goto(&s.url(&test_path)).await;
+    b.click_and_wait("form[action$='/shares/revoke'] button")
+        .await;
+    assert_eq!(fetch_status(&mut b, &picture).await, json!(404));
+    assert_eq!(fetch_status(&mut b, &s.url(&share_path)).await, json!(404));
+
+    // The visual diff picker preselects nothing when no earlier test has this subject.
+    let unrelated = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "Something else", "html": HTML, "clients": [CLIENTS[0]]}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    b.goto(&s.url(&format!("/tests/{unrelated}"))).await;
+    assert_eq!(
+        b.eval(&format!(
+            "[document.getElementById('diff-with').value, !!document.querySelector('#diff-with option[value=\"{id}\"]')]"
+        ))
+        .await,
+        json!(["", true])
+    );
+}
+
+/// Every client of the catalog, drawn by the three engines: each card's picture keeps the
+/// proportions of the client's own screenshot (within 2 %), in a card of the client's shape, and a
+/// desktop window shows more than three clients per row.
+#[tokio::test]
+async fn a_full_gallery_keeps_each_screenshots_proportions() {
+    let s = Server::start_with(Options {
+        config: "[render]\nengines = [\"blink\", \"gecko\", \"webkit\"]\nslots_per_engine = 1\n"
+            .into(),
+    })
+    .await;
+    let clients = s.get("/v5/email/clients").await.ok()["clients"].clone();
+    let profiles: Vec<String> = clients
+        .as_object()
+        .expect("clients")
+        .iter()
+        .filter(|(_, c)| c["alias_of"].is_null())
+        .map(|(id, _)| id.clone())
+        .collect();
+    assert!(profiles.len() >= 57, "{} profiles", profiles.len());
+    let id = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "Gallery", "html": HTML, "clients": profiles}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let info = s.wait_processed(&id, Duration::from_secs(900)).await;
+    let results = s
+        .get(&format!("/v5/email/tests/{id}/results"))
+        .await
+        .ok()
+        .clone();
+    let complete: Vec<(String, String)> = results
+        .as_object()
+        .expect("results")
+        .iter()
+        .filter(|(_, r)| r["status"] == "Complete")
+        .map(|(c, r)| {
+            (
+                c.clone(),
+                r["screenshots"]["default"]
+                    .as_str()
+                    .expect("screenshot URL")
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        complete.len(),
+        profiles.len(),
+        "every client completes: {info}"
+    );
+
+    let mut b = Browser::start().await;
+    window(&mut b, 1440, 900).await;
+    sign_in(&mut b, &s).await;
+    b.goto(&s.url(&format!("/tests/{id}"))).await;
+    // Lazy pictures load as they come into view: scroll through the gallery.
+    b.eval("document.querySelectorAll('.card img').forEach(i => i.loading = 'eager')")
+        .await;
+    b.wait_for(IMAGES_LOADED, Duration::from_secs(120)).await;
+
+    let per_row = b
+        .eval("(() => { const t = document.querySelector('.card').getBoundingClientRect().top; return [...document.querySelectorAll('.card')].filter(c => c.getBoundingClientRect().top === t).length })()")
+        .await;
+    assert!(
+        per_row.as_u64().unwrap_or(0) > 3,
+        "{per_row} clients per row at 1440 px"
+    );
+    for (client, url) in &complete {
+        let expr = format!(
+            "new Promise(ok => {{ const full = new Image(); full.onload = () => {{ \
+               const img = document.querySelector('.card[data-client={client}] img'); \
+               const r = img.getBoundingClientRect(); \
+               ok([full.naturalWidth / full.naturalHeight, r.width / r.height, \
+                   img.closest('.card').dataset.shape]); }}; full.src = {url:?}; }})"
+        );
+        let v = b.eval(&expr).await;
+        let (shot, shown) = (
+            v[0].as_f64().expect("screenshot ratio"),
+            v[1].as_f64().expect("thumbnail ratio"),
+        );
+        assert!(
+            (shown / shot - 1.0).abs() <= 0.02,
+            "{client}: the thumbnail is {shown:.3} wide per high, its screenshot {shot:.3}"
+        );
+        let viewport = &clients[client.as_str()]["viewport"];
+        let portrait = viewport["width"].as_u64() < viewport["height"].as_u64();
+        assert_eq!(
+            v[2],
+            json!(if portrait { "portrait" } else { "landscape" }),
+            "{client}'s card shape"
+        );
+    }
+}
