@@ -165,10 +165,13 @@ impl Store {
         if let Some(c) = &filter.customer_id {
             q.push(" AND customer_id = ").bind(c.as_str());
         }
-        q.push(" ORDER BY created_at DESC, guid DESC LIMIT ")
-            .bind(filter.limit)
-            .push(" OFFSET ")
-            .bind(filter.offset);
+        q.push(&format!(
+            " ORDER BY created_at DESC, {} DESC LIMIT ",
+            self.backend.insertion_order()
+        ))
+        .bind(filter.limit)
+        .push(" OFFSET ")
+        .bind(filter.offset);
         q.build()
             .fetch_all(&self.pool)
             .await?

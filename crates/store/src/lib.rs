@@ -142,7 +142,7 @@ impl Backend {
         }
     }
 
-    /// A column of `tests` that grows with insertion, as the tie-break of listings (`rowid` is
+    /// A column of `tests` and `analytics_campaigns` that grows with insertion, as the tie-break of listings (`rowid` is
     /// SQLite's implicit one; PostgreSQL's schema has `seq`).
     pub(crate) fn insertion_order(self) -> &'static str {
         match self {

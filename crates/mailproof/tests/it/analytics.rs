@@ -1,0 +1,555 @@
+//! Issue 22, first slice, over real HTTP: the analytics campaign calls and their §7.2 errors,
+//! tenancy (another account's guid is `NoCampaigns`), and tracking hits (an image or a 302,
+//! never an error page, recorded only for a known campaign).
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const CLICK_HTML: &str = r#"<p><a href="https://shop.example/sale?x=1&amp;y=2">Sale</a>
+<a href="mailto:help@example.org">Help</a><a href="https://shop.example/about">About</a></p>"#;
+
+async fn create(s: &Server, body: Value) -> Value {
+    s.post("/v5/analytics/createcampaign", &body)
+        .await
+        .ok()
+        .clone()
+}
+
+fn text<'a>(v: &'a Value, field: &str) -> &'a str {
+    v[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("`{field}` is a string in {v}"))
+}
+
+/// The URL of the first `src="…"` or `href="…"` in `html` whose path ends with `file`.
+fn url_in(html: &str, file: &str) -> String {
+    html.split('"')
+        .find(|part| {
+            part.starts_with("http") && part.split('?').next().is_some_and(|p| p.ends_with(file))
+        })
+        .unwrap_or_else(|| panic!("no URL ending {file} in {html}"))
+        .to_string()
+}
+
+fn is_datetime(v: &Value) -> bool {
+    v.as_str()
+        .is_some_and(|s| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").is_ok())
+}
+
+#[tokio::test]
+async fn a_campaign_is_created_looked_up_listed_updated_activated_and_deleted() {
+    let s = Server::start().await;
+    let name = "Frühlings-Sale";
+    let encoded = base64::engine::general_purpose::STANDARD.encode(name);
+    let created = create(
+        &s,
+        json!({
+            "name": encoded, "transfer_encoding": "base64", "charset": "utf-8",
+            "total_subscribers": "250", "merge_tag": "*|EMAIL|*", "customer_id": "cust-1",
+            "read_threshold": 20,
+            "click_tracking": {"google_analytics": true, "html": CLICK_HTML},
+        }),
+    )
+    .await;
+    let guid = text(&created, "guid").to_string();
+    let code = text(&created, "tracking_code").to_string();
+    assert_eq!(guid.len(), 36, "{guid}");
+    for file in ["o.gif", "p.gif", "f.gif", "dm.gif", "r2.gif", "r20.gif"] {
+        let url = url_in(&code, file);
+        assert_eq!(url, s.url(&format!("/t/{guid}/{file}?d=*|EMAIL|*")));
+    }
+    assert!(!code.contains("<script"));
+    let tracked = created["click_tracking"]["html"]
+        .as_str()
+        .expect("rewritten html");
+    assert!(tracked.contains(&format!(
+        "href=\"{}\"",
+        s.url(&format!("/t/{guid}/1?d=*|EMAIL|*"))
+    )));
+    assert!(tracked.contains(&format!(
+        "href=\"{}\"",
+        s.url(&format!("/t/{guid}/2?d=*|EMAIL|*"))
+    )));
+    assert!(tracked.contains("mailto:help@example.org") && !tracked.contains("shop.example"));
+
+    let code_again = s
+        .get(&format!("/v5/analytics/gettrackingcode/{guid}"))
+        .await;
+    assert_eq!(code_again.ok()["tracking_code"], created["tracking_code"]);
+    assert_eq!(code_again.ok()["guid"], created["guid"]);
+
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(info["name"], name);
+    assert_eq!(info["status"], "testing");
+    assert_eq!(info["tracking_code"], created["tracking_code"]);
+    assert_eq!(info["total_subscribers"], 250);
+    assert_eq!(
+        (
+            &info["read_threshold"],
+            &info["skim_threshold"],
+            &info["delete_threshold"]
+        ),
+        (&json!(20), &json!(7), &json!(2))
+    );
+    assert_eq!(info["merge_tag"], "*|EMAIL|*");
+    assert!(is_datetime(&info["created_on"]), "{info}");
+    assert_eq!(
+        (&info["start_date"], &info["end_date"]),
+        (&Value::Null, &Value::Null)
+    );
+    assert_eq!(
+        info["click_tracking"],
+        json!({"google": true, "html": CLICK_HTML})
+    );
+    assert_eq!(info["guid"], guid.as_str());
+
+    // Lists: the §4.5 rules, `subject` matching the name.
+    let other = text(
+        &create(&s, json!({"name": "Newsletter", "total_subscribers": 5})).await,
+        "guid",
+    )
+    .to_string();
+    let all = s.get("/v5/analytics/campaigns").await.ok().clone();
+    assert_eq!(all.as_array().map(Vec::len), Some(2), "{all}");
+    assert_eq!(all[0]["id"], other.as_str(), "newest first");
+    assert_eq!(all[1]["type"], "analytics");
+    assert_eq!(all[1]["subject"], name);
+    assert!(all[1]["date"].is_i64());
+    let found = s.get("/v5/analytics/campaigns?subject=hlings-SALE").await;
+    assert_eq!(
+        found.ok().as_array().map(|a| a[0]["id"].clone()),
+        Some(json!(guid))
+    );
+    let found = s.get("/v5/analytics/campaigns/?customer_id=cust-1").await;
+    assert_eq!(found.ok().as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        s.get("/v5/analytics/campaigns?results=1&page=2").await.ok()[0]["id"],
+        guid.as_str()
+    );
+    assert_eq!(
+        s.get("/v5/analytics/campaigns?results=1&page=3").await.ok(),
+        &json!([])
+    );
+    assert_eq!(
+        s.get("/v5/analytics/campaigns?from=yesterday&to=2000-01-01+00:00:00")
+            .await
+            .status,
+        400
+    );
+    s.get("/v5/analytics/campaigns?results=500")
+        .await
+        .expect_error("InvalidParameter", 400);
+
+    // Update works in test mode, and keeps the thresholds ordered.
+    let updated = s
+        .put(
+            &format!("/v5/analytics/updatecampaign/{guid}"),
+            &json!({"total_subscribers": 300, "skim_threshold": 9}),
+        )
+        .await;
+    assert_eq!(
+        (
+            &updated.ok()["total_subscribers"],
+            &updated.ok()["skim_threshold"]
+        ),
+        (&json!(300), &json!(9))
+    );
+    s.put(
+        &format!("/v5/analytics/updatecampaign/{guid}"),
+        &json!({"delete_threshold": 10}),
+    )
+    .await
+    .expect_error("InvalidData", 400);
+
+    // Activation: current, 90 days, once.
+    let activated = s
+        .post(
+            &format!("/v5/analytics/activatecampaign/{guid}"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(activated.ok()["status"], "current");
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(info["status"], "current");
+    assert!(
+        is_datetime(&info["start_date"]) && is_datetime(&info["end_date"]),
+        "{info}"
+    );
+    assert_eq!(info["days_remaining"], 90);
+    s.post(
+        &format!("/v5/analytics/activatecampaign/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("CampaignAlreadyActive", 409);
+    s.post(
+        &format!("/v5/analytics/clearcampaigndata/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("CannotClearData", 409);
+
+    // Expiration: between 30 days and 3 years from the start.
+    let today = chrono::Utc::now().date_naive();
+    let day = |d: i64| {
+        (today + chrono::Duration::days(d))
+            .format("%Y-%m-%d")
+            .to_string()
+    };
+    let set = |date: Value| {
+        let s = &s;
+        let guid = guid.clone();
+        async move {
+            s.post(
+                &format!("/v5/analytics/setcampaignexpiration/{guid}"),
+                &json!({"date": date}),
+            )
+            .await
+        }
+    };
+    set(json!(day(29)))
+        .await
+        .expect_error("ExpirationLessThanMinimum", 400);
+    set(json!(day(3 * 366)))
+        .await
+        .expect_error("ExpirationMaximumExceeded", 400);
+    set(json!("31/12/2030"))
+        .await
+        .expect_error("InvalidData", 400);
+    s.post(
+        &format!("/v5/analytics/setcampaignexpiration/{guid}"),
+        &json!({"other": 1}),
+    )
+    .await
+    .expect_error("InvalidData", 400);
+    let ok = set(json!(day(400))).await;
+    assert_eq!(ok.ok()["end_date"], format!("{} 23:59:59", day(400)));
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(info["days_remaining"], 401, "{info}");
+
+    // Delete removes it for good.
+    s.delete(&format!("/v5/analytics/campaigns/{guid}"))
+        .await
+        .ok();
+    s.get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+    s.delete(&format!("/v5/analytics/campaigns/{guid}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+    assert_eq!(
+        s.get("/v5/analytics/campaigns")
+            .await
+            .ok()
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+}
+
+#[tokio::test]
+async fn each_analytics_error_arises_where_its_condition_does() {
+    let s = Server::start().await;
+    let post = |body: Value| {
+        let s = &s;
+        async move { s.post("/v5/analytics/createcampaign", &body).await }
+    };
+    let empty = s
+        .call(
+            "POST",
+            "/v5/analytics/createcampaign",
+            Some((ADMIN_KEY, ADMIN_PASS)),
+            None,
+        )
+        .await;
+    empty.expect_error("NoContent", 400);
+    post(json!({})).await.expect_error("NoContent", 400);
+    post(json!({"total_subscribers": 5}))
+        .await
+        .expect_error("InvalidData", 400);
+    let r = post(json!({"name": "N"})).await;
+    r.expect_error("InvalidData", 400);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("total_subscribers"));
+    let r = post(json!({"name": "N", "total_subscribers": "many"})).await;
+    r.expect_error("InvalidData", 400);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("must be an integer"));
+    post(json!({"name": "N", "total_subscribers": 2.5}))
+        .await
+        .expect_error("InvalidData", 400);
+    post(json!({"name": "N", "total_subscribers": 5, "skim_threshold": 20}))
+        .await
+        .expect_error("InvalidData", 400);
+    post(json!({"name": "N", "total_subscribers": 5, "merge_tag": "\"><script>"}))
+        .await
+        .expect_error("InvalidData", 400);
+    post(json!({"name": "%%%", "transfer_encoding": "base64", "total_subscribers": 5}))
+        .await
+        .expect_error("InvalidData", 400);
+    post(json!({"name": "N", "total_subscribers": 5, "click_tracking": {"url": "not a url"}}))
+        .await
+        .expect_error("InvalidURL", 400);
+    post(json!({"name": "N", "total_subscribers": 5, "click_tracking": {"url": "http://127.0.0.1:9/x"}}))
+        .await
+        .expect_error("InvalidURL", 400);
+
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    s.get(&format!("/v5/analytics/getcampaigninfo/{unknown}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+    s.get(&format!("/v5/analytics/gettrackingcode/{unknown}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+    s.get("/v5/analytics/getcampaigninfo/not-a-guid")
+        .await
+        .expect_error("InvalidData", 400);
+    s.get("/v5/analytics/getcampaigninfo/")
+        .await
+        .expect_error("InvalidData", 400);
+    s.get("/v5/analytics/gettrackingcode/")
+        .await
+        .expect_error("InvalidData", 400);
+
+    let guid = text(
+        &s.post(
+            "/v5/analytics/createcampaign",
+            &json!({"name": "N", "total_subscribers": 5}),
+        )
+        .await
+        .ok()
+        .clone(),
+        "guid",
+    )
+    .to_string();
+    s.post(
+        &format!("/v5/analytics/setcampaignexpiration/{guid}"),
+        &json!({"date": "2030-01-01"}),
+    )
+    .await
+    .expect_error("CampaignNotActive", 409);
+    s.call(
+        "POST",
+        &format!("/v5/analytics/setcampaignexpiration/{guid}"),
+        Some((ADMIN_KEY, ADMIN_PASS)),
+        None,
+    )
+    .await
+    .expect_error("NoContent", 400);
+    s.call(
+        "PUT",
+        &format!("/v5/analytics/updatecampaign/{guid}"),
+        Some((ADMIN_KEY, ADMIN_PASS)),
+        None,
+    )
+    .await
+    .expect_error("NoContent", 400);
+    s.put(
+        &format!("/v5/analytics/updatecampaign/{guid}"),
+        &json!({"name": "x"}),
+    )
+    .await
+    .expect_error("InvalidData", 400);
+    s.put(
+        &format!("/v5/analytics/updatecampaign/{guid}"),
+        &json!({"total_subscribers": "x"}),
+    )
+    .await
+    .expect_error("InvalidData", 400);
+    let cleared = s
+        .post(
+            &format!("/v5/analytics/clearcampaigndata/{guid}"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(cleared.ok()["cleared"], 0);
+
+    // Credentials and plans as for tests.
+    s.call(
+        "GET",
+        "/v5/analytics/campaigns",
+        Some((ADMIN_KEY, "wrong")),
+        None,
+    )
+    .await
+    .expect_error("AccessDenied", 401);
+    s.add_account("other", "standard", &[]);
+    s.call(
+        "POST",
+        "/v5/analytics/createcampaign",
+        Some(("other", "password-1")),
+        Some(&json!({"name": "N", "total_subscribers": 5, "customer_id": "c"})),
+    )
+    .await
+    .expect_error("PermissionError", 403);
+    let auth = s.get("/v5/analytics/analytics_auth").await;
+    assert_eq!(auth.ok(), &json!({"success": true}));
+}
+
+#[tokio::test]
+async fn another_accounts_campaign_is_no_campaign_everywhere() {
+    let s = Server::start().await;
+    s.add_account("intruder", "enterprise", &[]);
+    let guid = text(
+        &create(&s, json!({"name": "Mine", "total_subscribers": 5})).await,
+        "guid",
+    )
+    .to_string();
+    let them = Some(("intruder", "password-1"));
+    let body = json!({"date": "2030-01-01", "total_subscribers": 9});
+    for (method, path) in [
+        ("GET", format!("/v5/analytics/gettrackingcode/{guid}")),
+        ("GET", format!("/v5/analytics/getcampaigninfo/{guid}")),
+        ("POST", format!("/v5/analytics/activatecampaign/{guid}")),
+        (
+            "POST",
+            format!("/v5/analytics/setcampaignexpiration/{guid}"),
+        ),
+        ("POST", format!("/v5/analytics/clearcampaigndata/{guid}")),
+        ("PUT", format!("/v5/analytics/updatecampaign/{guid}")),
+        ("DELETE", format!("/v5/analytics/campaigns/{guid}")),
+    ] {
+        let r = s.call(method, &path, them, Some(&body)).await;
+        r.expect_error("NoCampaigns", 404);
+        assert!(!r.body.to_string().contains("Mine"), "{path}: {}", r.body);
+    }
+    assert_eq!(
+        s.call("GET", "/v5/analytics/campaigns", them, None)
+            .await
+            .ok(),
+        &json!([])
+    );
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(
+        (&info["status"], &info["total_subscribers"]),
+        (&json!("testing"), &json!(5))
+    );
+    // The sandbox is answered but stores nothing.
+    let sandbox = Some(("sandbox", "sandbox"));
+    let made = s
+        .call(
+            "POST",
+            "/v5/analytics/createcampaign",
+            sandbox,
+            Some(&json!({"name": "S", "total_subscribers": 1})),
+        )
+        .await;
+    let sguid = text(made.ok(), "guid").to_string();
+    s.call(
+        "GET",
+        &format!("/v5/analytics/getcampaigninfo/{sguid}"),
+        sandbox,
+        None,
+    )
+    .await
+    .expect_error("NoCampaigns", 404);
+    s.get(&format!("/v5/analytics/getcampaigninfo/{sguid}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+}
+
+#[tokio::test]
+async fn hits_answer_an_image_or_a_redirect_and_are_recorded_only_for_a_known_campaign() {
+    let s = Server::start().await;
+    let created = create(
+        &s,
+        json!({"name": "Hits", "total_subscribers": 5, "merge_tag": "*|ID|*",
+               "click_tracking": {"google_analytics": "true", "html": CLICK_HTML}}),
+    )
+    .await;
+    let guid = text(&created, "guid").to_string();
+    let code = text(&created, "tracking_code");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let fetch = |url: String| {
+        let http = http.clone();
+        async move {
+            http.get(url)
+                .header("User-Agent", "Mozilla/5.0 (X11) Thunderbird/128.0")
+                .send()
+                .await
+                .expect("hit")
+        }
+    };
+    let image = |r: &reqwest::Response| {
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "image/gif");
+        assert_eq!(r.headers()["cache-control"], "no-store, private");
+        assert!(r.headers().get("set-cookie").is_none());
+    };
+    // The recipient's mail service replaced the merge tag.
+    for file in ["o.gif", "p.gif", "r4.gif"] {
+        let url = url_in(code, file).replace("*|ID|*", "reader-1");
+        let r = fetch(url).await;
+        image(&r);
+        let body = r.bytes().await.expect("body");
+        assert!(body.starts_with(b"GIF89a"));
+    }
+    // A click: 302 to the original link with the UTM parameters, recorded.
+    let r = fetch(s.url(&format!("/t/{guid}/1?d=reader-1"))).await;
+    assert_eq!(r.status(), 302);
+    assert_eq!(
+        r.headers()["location"],
+        "https://shop.example/sale?x=1&y=2&utm_source=mailproof&utm_medium=email&utm_campaign=Hits"
+    );
+    assert_eq!(r.headers()["cache-control"], "no-store, private");
+    // Not recorded, still an image: a link that does not exist, a file the code never asks for,
+    // an unknown or malformed guid.
+    for path in [
+        format!("/t/{guid}/9"),
+        format!("/t/{guid}/x.gif"),
+        format!("/t/{guid}/r3.gif"),
+        "/t/00000000-0000-4000-8000-000000000000/o.gif".to_string(),
+        "/t/nope/o.gif".to_string(),
+    ] {
+        image(&fetch(s.url(&path)).await);
+    }
+    // Four hits were recorded as test data: clearing removes exactly them.
+    let cleared = s
+        .post(
+            &format!("/v5/analytics/clearcampaigndata/{guid}"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(cleared.ok()["cleared"], 4);
+    // Hits before activation are test data, removed by activation.
+    image(&fetch(url_in(code, "o.gif")).await);
+    s.post(
+        &format!("/v5/analytics/activatecampaign/{guid}"),
+        &json!({}),
+    )
+    .await
+    .ok();
+    image(&fetch(url_in(code, "dm.gif")).await);
+    // Deleting the campaign: its hits answer the image and record nothing.
+    s.delete(&format!("/v5/analytics/campaigns/{guid}"))
+        .await
+        .ok();
+    image(&fetch(url_in(code, "o.gif")).await);
+    let r = fetch(s.url(&format!("/t/{guid}/1"))).await;
+    image(&r);
+}
