@@ -553,3 +553,103 @@ async fn hits_answer_an_image_or_a_redirect_and_are_recorded_only_for_a_known_ca
     let r = fetch(s.url(&format!("/t/{guid}/1"))).await;
     image(&r);
 }
+
+/// Runs `sql` on the server's database, beside the server.
+async fn on_database(s: &Server, sql: &[&str]) {
+    let url = match database_url(s.dir.path()) {
+        Some(url) => url,
+        None => store::sqlite_url(&s.data_dir()).expect("the SQLite URL"),
+    };
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&url)
+        .await
+        .expect("connect to the database");
+    for statement in sql {
+        sqlx::query(statement)
+            .execute(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    pool.close().await;
+}
+
+/// The `Error…Campaign` names of §7.2: each storage failure is answered with the name of what was
+/// being done (503, retry), never with a campaign's data.
+#[tokio::test]
+async fn storage_failures_are_answered_with_the_campaign_error_names() {
+    let s = Server::start().await;
+    let guid = text(
+        &create(&s, json!({"name": "N", "total_subscribers": 5})).await,
+        "guid",
+    )
+    .to_string();
+    on_database(
+        &s,
+        &["ALTER TABLE analytics_hits RENAME TO analytics_hits_gone"],
+    )
+    .await;
+    s.post(
+        &format!("/v5/analytics/activatecampaign/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("ErrorActivatingCampaign", 503);
+    s.post(
+        &format!("/v5/analytics/clearcampaigndata/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("ErrorUpdateCampaign", 503);
+    s.delete(&format!("/v5/analytics/campaigns/{guid}"))
+        .await
+        .expect_error("ErrorUpdateCampaign", 503);
+    on_database(
+        &s,
+        &["ALTER TABLE analytics_hits_gone RENAME TO analytics_hits"],
+    )
+    .await;
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    assert_eq!(info.ok()["status"], "testing", "nothing changed");
+
+    let refuse_inserts = if store::Backend::from_env() == store::Backend::Postgres {
+        "ALTER TABLE analytics_campaigns ADD CONSTRAINT refuse CHECK (false) NOT VALID"
+    } else {
+        "CREATE TRIGGER refuse BEFORE INSERT ON analytics_campaigns BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    };
+    on_database(&s, &[refuse_inserts]).await;
+    s.post(
+        "/v5/analytics/createcampaign",
+        &json!({"name": "N", "total_subscribers": 5}),
+    )
+    .await
+    .expect_error("ErrorCreateCampaign", 503);
+
+    on_database(
+        &s,
+        &[
+            "DROP TABLE analytics_hits",
+            "DROP TABLE analytics_campaigns",
+        ],
+    )
+    .await;
+    let r = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    r.expect_error("ErrorGetCampaign", 503);
+    s.get("/v5/analytics/campaigns")
+        .await
+        .expect_error("ErrorGetCampaign", 503);
+    // A hit still gets its image.
+    let hit = reqwest::get(s.url(&format!("/t/{guid}/o.gif")))
+        .await
+        .expect("hit");
+    assert_eq!(
+        (
+            hit.status().as_u16(),
+            hit.headers()["content-type"].to_str().ok()
+        ),
+        (200, Some("image/gif"))
+    );
+}
