@@ -312,7 +312,7 @@ impl Store {
     }
 
     /// Records one hit, committed before this returns (the hit is answered after it). `test`
-    /// marks a hit of a campaign still in test mode.
+    /// marks a hit of a campaign still in test mode (see also [`Store::record_test_hit`]).
     pub async fn record_hit(&self, hit: &NewHit, test: bool) -> Result<()> {
         sqlx::query(
             "INSERT INTO analytics_hits (guid, at, kind, number, merge_value, agent_class, test)
@@ -328,6 +328,56 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// Records a hit of a campaign in test mode; once the campaign has `activate_at` test opens
+    /// it is activated until `expires_at` and its test hits removed, in the same transaction (the
+    /// service our users come from does the same at 500). Returns whether this hit activated it.
+    pub async fn record_test_hit(
+        &self,
+        hit: &NewHit,
+        activate_at: i64,
+        expires_at: i64,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO analytics_hits (guid, at, kind, number, merge_value, agent_class, test)
+             VALUES ($1, $2, $3, $4, $5, $6, 1)",
+        )
+        .bind(&hit.guid)
+        .bind(hit.at)
+        .bind(&hit.kind)
+        .bind(hit.number)
+        .bind(&hit.merge_value)
+        .bind(&hit.agent_class)
+        .execute(&mut *tx)
+        .await?;
+        let opens: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM analytics_hits WHERE guid = $1 AND test = 1 AND kind = 'open'",
+        )
+        .bind(&hit.guid)
+        .fetch_one(&mut *tx)
+        .await?;
+        let activated = opens >= activate_at
+            && sqlx::query(
+                "UPDATE analytics_campaigns SET activated_at = $1, expires_at = $2
+                 WHERE guid = $3 AND activated_at IS NULL",
+            )
+            .bind(hit.at)
+            .bind(expires_at)
+            .bind(&hit.guid)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1;
+        if activated {
+            sqlx::query("DELETE FROM analytics_hits WHERE guid = $1")
+                .bind(&hit.guid)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(activated)
     }
 
     /// A campaign's hits in the order they were recorded.

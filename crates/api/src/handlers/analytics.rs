@@ -33,6 +33,9 @@ const MAX_RUN_MONTHS: u32 = 36;
 /// …and this long when activated without a date (the retention of tests, §8).
 const DEFAULT_RUN_DAYS: i64 = 90;
 const DAY: i64 = 86_400;
+/// A campaign still in test mode at this many test opens is activated, and those opens cleared
+/// (the behaviour of the service our users come from).
+const AUTO_ACTIVATE_OPENS: i64 = 500;
 
 fn invalid(msg: impl Into<String>) -> ApiError {
     ApiError::new(ErrorName::InvalidData, msg)
@@ -692,11 +695,20 @@ pub async fn hit(
             merge_value,
             agent_class: agent_class(&headers).to_string(),
         };
-        if let Err(e) = state
-            .store
-            .record_hit(&hit, row.activated_at.is_none())
-            .await
-        {
+        let recorded = if row.activated_at.is_none() {
+            state
+                .store
+                .record_test_hit(&hit, AUTO_ACTIVATE_OPENS, now + DEFAULT_RUN_DAYS * DAY)
+                .await
+                .map(|activated| {
+                    if activated {
+                        tracing::info!(guid, "campaign activated by its test opens");
+                    }
+                })
+        } else {
+            state.store.record_hit(&hit, false).await
+        };
+        if let Err(e) = recorded {
             // The reader still gets the image; the failure is the operator's to see.
             tracing::error!(error = %e, "recording a tracking hit");
         }

@@ -653,3 +653,43 @@ async fn storage_failures_are_answered_with_the_campaign_error_names() {
         (200, Some("image/gif"))
     );
 }
+
+/// A campaign still in test mode is activated by its 500th test open, and those opens are cleared.
+#[tokio::test]
+async fn the_five_hundredth_test_open_activates_the_campaign() {
+    let s = Server::start().await;
+    let created = create(&s, json!({"name": "N", "total_subscribers": 5})).await;
+    let guid = text(&created, "guid").to_string();
+    let open = url_in(text(&created, "tracking_code"), "o.gif");
+    let http = reqwest::Client::new();
+    for i in 0..499 {
+        let r = http
+            .get(format!("{open}?d=r{i}"))
+            .send()
+            .await
+            .expect("hit");
+        assert_eq!(r.status(), 200);
+    }
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    assert_eq!(info.ok()["status"], "testing", "499 opens");
+    let r = http
+        .get(format!("{open}?d=last"))
+        .send()
+        .await
+        .expect("hit");
+    assert_eq!(r.status(), 200);
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    assert_eq!(info.ok()["status"], "current", "{}", info.body);
+    assert_eq!(info.ok()["days_remaining"], 90);
+    // The test opens went with the activation: a later clear finds the campaign active.
+    s.post(
+        &format!("/v5/analytics/clearcampaigndata/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("CannotClearData", 409);
+}

@@ -246,7 +246,48 @@ async fn campaigns_are_listed_by_the_list_rules(backend: Backend) {
         .is_empty());
 }
 
+async fn test_opens_activate_a_campaign_at_the_threshold_and_are_cleared(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = store
+        .account_by_key("k")
+        .await
+        .expect("read")
+        .expect("account");
+    store
+        .create_campaign(&campaign(account.id, "g1", "N", 1_000))
+        .await
+        .expect("create");
+    // Other kinds do not count towards the threshold.
+    for (at, kind) in [
+        (1_100, "open"),
+        (1_101, "print"),
+        (1_102, "read"),
+        (1_103, "open"),
+    ] {
+        assert!(!store
+            .record_test_hit(&hit("g1", at, kind), 3, 9_000)
+            .await
+            .expect("hit"));
+    }
+    assert_eq!(store.campaign_hits("g1").await.expect("hits").len(), 4);
+    assert!(store
+        .record_test_hit(&hit("g1", 1_200, "open"), 3, 9_000)
+        .await
+        .expect("third open"));
+    let row = store
+        .campaign(account.id, "g1")
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        (row.activated_at, row.expires_at),
+        (Some(1_200), Some(9_000))
+    );
+    assert!(store.campaign_hits("g1").await.expect("hits").is_empty());
+}
+
 on_both!(
+    test_opens_activate_a_campaign_at_the_threshold_and_are_cleared,
     a_campaign_lives_through_test_mode_activation_and_deletion,
     campaigns_are_listed_by_the_list_rules,
 );
