@@ -89,6 +89,26 @@ fn campaign_row(r: &AnyRow) -> Result<CampaignRow> {
     })
 }
 
+async fn insert_hit<'e, E>(db: E, hit: &NewHit, test: bool) -> Result<()>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    sqlx::query(
+        "INSERT INTO analytics_hits (guid, at, kind, number, merge_value, agent_class, test)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&hit.guid)
+    .bind(hit.at)
+    .bind(&hit.kind)
+    .bind(hit.number)
+    .bind(&hit.merge_value)
+    .bind(&hit.agent_class)
+    .bind(i64::from(test))
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     pub async fn create_campaign(&self, c: &NewCampaign) -> Result<()> {
         sqlx::query(&format!(
@@ -314,20 +334,7 @@ impl Store {
     /// Records one hit, committed before this returns (the hit is answered after it). `test`
     /// marks a hit of a campaign still in test mode (see also [`Store::record_test_hit`]).
     pub async fn record_hit(&self, hit: &NewHit, test: bool) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO analytics_hits (guid, at, kind, number, merge_value, agent_class, test)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(&hit.guid)
-        .bind(hit.at)
-        .bind(&hit.kind)
-        .bind(hit.number)
-        .bind(&hit.merge_value)
-        .bind(&hit.agent_class)
-        .bind(i64::from(test))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        insert_hit(&self.pool, hit, test).await
     }
 
     /// Records a hit of a campaign in test mode; once the campaign has `activate_at` test opens
@@ -340,18 +347,7 @@ impl Store {
         expires_at: i64,
     ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO analytics_hits (guid, at, kind, number, merge_value, agent_class, test)
-             VALUES ($1, $2, $3, $4, $5, $6, 1)",
-        )
-        .bind(&hit.guid)
-        .bind(hit.at)
-        .bind(&hit.kind)
-        .bind(hit.number)
-        .bind(&hit.merge_value)
-        .bind(&hit.agent_class)
-        .execute(&mut *tx)
-        .await?;
+        insert_hit(&mut *tx, hit, true).await?;
         let opens: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM analytics_hits WHERE guid = $1 AND test = 1 AND kind = 'open'",
         )

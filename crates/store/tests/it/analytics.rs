@@ -34,6 +34,14 @@ fn hit(guid: &str, at: i64, kind: &str) -> NewHit {
     }
 }
 
+async fn account(store: &store::Store) -> store::Account {
+    store
+        .account_by_key("k")
+        .await
+        .expect("read")
+        .expect("account")
+}
+
 fn all() -> ListFilter {
     ListFilter {
         limit: 50,
@@ -43,11 +51,7 @@ fn all() -> ListFilter {
 
 async fn a_campaign_lives_through_test_mode_activation_and_deletion(backend: Backend) {
     let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
-    let account = store
-        .account_by_key("k")
-        .await
-        .expect("read")
-        .expect("account");
+    let account = account(&store).await;
     let other = account.id + 1_000;
     let c = campaign(account.id, "g1", "Spring Sale", 1_000);
     store.create_campaign(&c).await.expect("create");
@@ -175,11 +179,7 @@ async fn a_campaign_lives_through_test_mode_activation_and_deletion(backend: Bac
 
 async fn campaigns_are_listed_by_the_list_rules(backend: Backend) {
     let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
-    let account = store
-        .account_by_key("k")
-        .await
-        .expect("read")
-        .expect("account");
+    let account = account(&store).await;
     for (i, name) in ["Alpha 50%", "beta", "ALPHA two"].iter().enumerate() {
         let mut c = campaign(account.id, &format!("g{i}"), name, 1_000 + i as i64);
         c.customer_id = (i == 1).then(|| "cust".to_string());
@@ -248,11 +248,7 @@ async fn campaigns_are_listed_by_the_list_rules(backend: Backend) {
 
 async fn test_opens_activate_a_campaign_at_the_threshold_and_are_cleared(backend: Backend) {
     let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
-    let account = store
-        .account_by_key("k")
-        .await
-        .expect("read")
-        .expect("account");
+    let account = account(&store).await;
     store
         .create_campaign(&campaign(account.id, "g1", "N", 1_000))
         .await
