@@ -78,6 +78,10 @@ fn api_routes() -> Router<AppState> {
             delete(analytics::delete),
         )
         .route(
+            "/{version}/analytics/getcampaignexport/{guid}",
+            get(analytics::export),
+        )
+        .route(
             "/{version}/analytics/activatecampaign/{guid}",
             post(analytics::activate),
         )

@@ -51,6 +51,12 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
         &[],
     ),
     (
+        "get",
+        "/v5/analytics/getcampaignexport/{guid}",
+        "mailproof's own: every recorded hit as CSV (text/csv), oldest first: time, kind, number (reading seconds or link number), merge_value, agent_class, test",
+        &[],
+    ),
+    (
         "post",
         "/v5/analytics/activatecampaign/{guid}",
         "mailproof's own: end test mode; test hits are cleared and the campaign runs for 90 days (see setcampaignexpiration)",

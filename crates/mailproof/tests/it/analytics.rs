@@ -418,6 +418,7 @@ async fn another_accounts_campaign_is_no_campaign_everywhere() {
     for (method, path) in [
         ("GET", format!("/v5/analytics/gettrackingcode/{guid}")),
         ("GET", format!("/v5/analytics/getcampaigninfo/{guid}")),
+        ("GET", format!("/v5/analytics/getcampaignexport/{guid}")),
         ("POST", format!("/v5/analytics/activatecampaign/{guid}")),
         (
             "POST",
@@ -528,14 +529,50 @@ async fn hits_answer_an_image_or_a_redirect_and_are_recorded_only_for_a_known_ca
     ] {
         image(&fetch(s.url(&path)).await);
     }
-    // Four hits were recorded as test data: clearing removes exactly them.
+    // A merge value that a spreadsheet would run is exported inert.
+    image(&fetch(s.url(&format!("/t/{guid}/dm.gif?d=%3D1%2B1"))).await);
+    let export = s
+        .http
+        .get(s.url(&format!("/v5/analytics/getcampaignexport/{guid}")))
+        .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS))
+        .send()
+        .await
+        .expect("export");
+    assert_eq!(export.status(), 200);
+    assert_eq!(export.headers()["content-type"], "text/csv; charset=utf-8");
+    let csv = export.text().await.expect("csv");
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .map(|l| l.split(',').skip(1).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            vec!["kind", "number", "merge_value", "agent_class", "test"],
+            vec!["open", "0", "reader-1", "direct", "1"],
+            vec!["print", "0", "reader-1", "direct", "1"],
+            vec!["read", "4", "reader-1", "direct", "1"],
+            vec!["click", "1", "reader-1", "direct", "1"],
+            vec!["dark", "0", "'=1+1", "direct", "1"],
+        ],
+        "{csv}"
+    );
+    assert!(
+        csv.starts_with("time,")
+            && csv
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.len() > 19 && l.as_bytes()[4] == b'-'),
+        "{csv}"
+    );
+    // Five hits were recorded as test data: clearing removes exactly them.
     let cleared = s
         .post(
             &format!("/v5/analytics/clearcampaigndata/{guid}"),
             &json!({}),
         )
         .await;
-    assert_eq!(cleared.ok()["cleared"], 4);
+    assert_eq!(cleared.ok()["cleared"], 5);
     // Hits before activation are test data, removed by activation.
     image(&fetch(url_in(code, "o.gif")).await);
     s.post(
