@@ -730,3 +730,40 @@ async fn the_five_hundredth_test_open_activates_the_campaign() {
     .await
     .expect_error("CannotClearData", 409);
 }
+
+/// `click_tracking.url` is fetched under the network policy, like an email test's `url`, and its
+/// links are rewritten; a target the policy refuses is `InvalidURL`.
+#[tokio::test]
+async fn click_tracking_html_can_come_from_a_url() {
+    let origin = serve_static(
+        "<html><body><a href=\"https://shop.example/from-the-web\">Go</a></body></html>",
+        "text/html; charset=utf-8",
+    )
+    .await;
+    let open = Server::start_with(Options {
+        config: "[fetch]\nallow = [\"127.0.0.1/32\"]\n".into(),
+    })
+    .await;
+    let body = json!({"name": "N", "total_subscribers": 5,
+                      "click_tracking": {"url": format!("{origin}/email.html")}});
+    let created = create(&open, body.clone()).await;
+    let guid = text(&created, "guid");
+    let html = created["click_tracking"]["html"]
+        .as_str()
+        .expect("rewritten html");
+    assert!(
+        html.contains(&format!("href=\"{}\"", open.url(&format!("/t/{guid}/1")))),
+        "{html}"
+    );
+    let info = open
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    assert!(info.ok()["click_tracking"]["html"]
+        .as_str()
+        .is_some_and(|h| h.contains("https://shop.example/from-the-web")));
+    let strict = Server::start().await;
+    strict
+        .post("/v5/analytics/createcampaign", &body)
+        .await
+        .expect_error("InvalidURL", 400);
+}
