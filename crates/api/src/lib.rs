@@ -5,7 +5,8 @@
 //!   types.
 //! - Every error a caller can see is an [`ApiError`] with a §7.1 name and a message saying how to
 //!   fix the request.
-//! - Every test endpoint checks ownership: another account's test id is `InvalidTestID`.
+//! - Every test endpoint checks ownership: another account's test id is `InvalidTestID`; every
+//!   analytics campaign call likewise: another account's guid is `NoCampaigns`.
 
 pub mod auth;
 pub mod error;

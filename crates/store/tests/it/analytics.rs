@@ -282,7 +282,61 @@ async fn test_opens_activate_a_campaign_at_the_threshold_and_are_cleared(backend
     assert!(store.campaign_hits("g1").await.expect("hits").is_empty());
 }
 
+/// Hits follow the retention of tests (§8), counted from the campaign's end; the campaign stays.
+async fn retention_removes_hits_of_campaigns_that_ended_before_the_cutoff(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    for guid in ["ended", "running", "testing"] {
+        store
+            .create_campaign(&campaign(account.id, guid, guid, 1_000))
+            .await
+            .expect("create");
+    }
+    assert!(store
+        .activate_campaign(account.id, "ended", 1_000, 5_000)
+        .await
+        .expect("activate"));
+    assert!(store
+        .activate_campaign(account.id, "running", 1_000, 9_000)
+        .await
+        .expect("activate"));
+    for guid in ["ended", "running"] {
+        store
+            .record_hit(&hit(guid, 2_000, "open"), false)
+            .await
+            .expect("hit");
+    }
+    store
+        .record_hit(&hit("testing", 2_000, "open"), true)
+        .await
+        .expect("hit");
+    store.purge_before(5_000, 10_000, 10).await.expect("purge");
+    assert_eq!(
+        store.campaign_hits("ended").await.expect("hits").len(),
+        1,
+        "ends at the cutoff"
+    );
+    store.purge_before(5_001, 10_000, 10).await.expect("purge");
+    assert!(store.campaign_hits("ended").await.expect("hits").is_empty());
+    assert!(
+        store
+            .campaign(account.id, "ended")
+            .await
+            .expect("read")
+            .is_some(),
+        "metadata stays"
+    );
+    for guid in ["running", "testing"] {
+        assert_eq!(
+            store.campaign_hits(guid).await.expect("hits").len(),
+            1,
+            "{guid}"
+        );
+    }
+}
+
 on_both!(
+    retention_removes_hits_of_campaigns_that_ended_before_the_cutoff,
     test_opens_activate_a_campaign_at_the_threshold_and_are_cleared,
     a_campaign_lives_through_test_mode_activation_and_deletion,
     campaigns_are_listed_by_the_list_rules,
