@@ -5,7 +5,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-/// Error names of spec §7.1 (plus `Forbidden` for screenshot URLs, which answer 403).
+/// Error names of spec §7.1 and §7.2 (plus `Forbidden` for screenshot URLs, which answer 403).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorName {
     NoAccept,
@@ -38,10 +38,22 @@ pub enum ErrorName {
     NoSpamResults,
     NoSeedList,
     Forbidden,
+    NoContent,
+    ErrorCreateCampaign,
+    ErrorUpdateCampaign,
+    ErrorGetCampaign,
+    ErrorActivatingCampaign,
+    InvalidData,
+    NoCampaigns,
+    CampaignAlreadyActive,
+    CannotClearData,
+    CampaignNotActive,
+    ExpirationLessThanMinimum,
+    ExpirationMaximumExceeded,
 }
 
 impl ErrorName {
-    pub const ALL: [ErrorName; 30] = [
+    pub const ALL: [ErrorName; 42] = [
         ErrorName::NoAccept,
         ErrorName::AccessDenied,
         ErrorName::RateLimited,
@@ -72,6 +84,18 @@ impl ErrorName {
         ErrorName::NoSpamResults,
         ErrorName::NoSeedList,
         ErrorName::Forbidden,
+        ErrorName::NoContent,
+        ErrorName::ErrorCreateCampaign,
+        ErrorName::ErrorUpdateCampaign,
+        ErrorName::ErrorGetCampaign,
+        ErrorName::ErrorActivatingCampaign,
+        ErrorName::InvalidData,
+        ErrorName::NoCampaigns,
+        ErrorName::CampaignAlreadyActive,
+        ErrorName::CannotClearData,
+        ErrorName::CampaignNotActive,
+        ErrorName::ExpirationLessThanMinimum,
+        ErrorName::ExpirationMaximumExceeded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -106,6 +130,18 @@ impl ErrorName {
             ErrorName::NoSpamResults => "NoSpamResults",
             ErrorName::NoSeedList => "NoSeedList",
             ErrorName::Forbidden => "Forbidden",
+            ErrorName::NoContent => "NoContent",
+            ErrorName::ErrorCreateCampaign => "ErrorCreateCampaign",
+            ErrorName::ErrorUpdateCampaign => "ErrorUpdateCampaign",
+            ErrorName::ErrorGetCampaign => "ErrorGetCampaign",
+            ErrorName::ErrorActivatingCampaign => "ErrorActivatingCampaign",
+            ErrorName::InvalidData => "InvalidData",
+            ErrorName::NoCampaigns => "NoCampaigns",
+            ErrorName::CampaignAlreadyActive => "CampaignAlreadyActive",
+            ErrorName::CannotClearData => "CannotClearData",
+            ErrorName::CampaignNotActive => "CampaignNotActive",
+            ErrorName::ExpirationLessThanMinimum => "ExpirationLessThanMinimum",
+            ErrorName::ExpirationMaximumExceeded => "ExpirationMaximumExceeded",
         }
     }
 
@@ -116,9 +152,19 @@ impl ErrorName {
             ErrorName::NoAccept => StatusCode::NOT_ACCEPTABLE,
             ErrorName::AccessDenied => StatusCode::UNAUTHORIZED,
             ErrorName::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            ErrorName::NotFound | ErrorName::InvalidTestId | ErrorName::ClientNotFound => {
-                StatusCode::NOT_FOUND
-            }
+            ErrorName::NotFound
+            | ErrorName::InvalidTestId
+            | ErrorName::ClientNotFound
+            | ErrorName::NoCampaigns => StatusCode::NOT_FOUND,
+            // A storage failure the caller may retry (§7.2 says "retry").
+            ErrorName::ErrorCreateCampaign
+            | ErrorName::ErrorUpdateCampaign
+            | ErrorName::ErrorGetCampaign
+            | ErrorName::ErrorActivatingCampaign => StatusCode::SERVICE_UNAVAILABLE,
+            // The campaign's state forbids the action now.
+            ErrorName::CampaignAlreadyActive
+            | ErrorName::CannotClearData
+            | ErrorName::CampaignNotActive => StatusCode::CONFLICT,
             ErrorName::BadMethod => StatusCode::METHOD_NOT_ALLOWED,
             ErrorName::ServerError | ErrorName::ProcessingError => {
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -142,7 +188,11 @@ impl ErrorName {
             | ErrorName::MissingCustomerId
             | ErrorName::InvalidSpamType
             | ErrorName::NoSpamResults
-            | ErrorName::NoSeedList => StatusCode::BAD_REQUEST,
+            | ErrorName::NoSeedList
+            | ErrorName::NoContent
+            | ErrorName::InvalidData
+            | ErrorName::ExpirationLessThanMinimum
+            | ErrorName::ExpirationMaximumExceeded => StatusCode::BAD_REQUEST,
         }
     }
 }

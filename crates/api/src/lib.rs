@@ -5,7 +5,8 @@
 //!   types.
 //! - Every error a caller can see is an [`ApiError`] with a §7.1 name and a message saying how to
 //!   fix the request.
-//! - Every test endpoint checks ownership: another account's test id is `InvalidTestID`.
+//! - Every test endpoint checks ownership: another account's test id is `InvalidTestID`; every
+//!   analytics campaign call likewise: another account's guid is `NoCampaigns`.
 
 pub mod auth;
 pub mod error;
@@ -23,7 +24,7 @@ use axum::extract::Request;
 use axum::http::{header, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
+use axum::routing::{delete, get, post, put};
 use axum::Router;
 
 pub use auth::hash_password;
@@ -31,7 +32,7 @@ pub use error::{ApiError, ErrorName};
 pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
 
 use handlers::{
-    analysis, checks, clients, create, diff, email, links, lists, shots, spam, webhooks,
+    analysis, analytics, checks, clients, create, diff, email, links, lists, shots, spam, webhooks,
 };
 use version::{first_segment, ApiVersion};
 
@@ -50,6 +51,52 @@ fn api_routes() -> Router<AppState> {
         .route(
             "/{version}/analytics/analytics_auth",
             get(handlers::auth_check),
+        )
+        .route(
+            "/{version}/analytics/createcampaign",
+            post(analytics::create),
+        )
+        .route(
+            "/{version}/analytics/gettrackingcode/{guid}",
+            get(analytics::get_tracking_code),
+        )
+        .route(
+            "/{version}/analytics/gettrackingcode/",
+            get(analytics::missing_guid),
+        )
+        .route(
+            "/{version}/analytics/getcampaigninfo/{guid}",
+            get(analytics::get_campaign_info),
+        )
+        .route(
+            "/{version}/analytics/getcampaigninfo/",
+            get(analytics::missing_guid),
+        )
+        .route("/{version}/analytics/campaigns", get(analytics::list))
+        .route("/{version}/analytics/campaigns/", get(analytics::list))
+        .route(
+            "/{version}/analytics/campaigns/{guid}",
+            delete(analytics::delete),
+        )
+        .route(
+            "/{version}/analytics/getcampaignexport/{guid}",
+            get(analytics::export),
+        )
+        .route(
+            "/{version}/analytics/activatecampaign/{guid}",
+            post(analytics::activate),
+        )
+        .route(
+            "/{version}/analytics/setcampaignexpiration/{guid}",
+            post(analytics::set_expiration),
+        )
+        .route(
+            "/{version}/analytics/clearcampaigndata/{guid}",
+            post(analytics::clear),
+        )
+        .route(
+            "/{version}/analytics/updatecampaign/{guid}",
+            put(analytics::update).post(analytics::update),
         )
         .route(
             "/{version}/email/tests",
@@ -159,6 +206,7 @@ pub fn router(state: AppState) -> Router {
     let api = tower::Layer::layer(&middleware::from_fn(api_rules), api);
     Router::new()
         .route("/screenshots/{test}/{client}/{file}", get(shots::serve))
+        .route("/t/{guid}/{file}", get(analytics::hit))
         .route("/healthz", get(health::healthz))
         .route(
             "/openapi.json",

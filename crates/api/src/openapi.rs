@@ -17,6 +17,88 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     ),
     (
         "post",
+        "/v5/analytics/createcampaign",
+        "Create an analytics campaign: answers {guid, tracking_code} (the HTML to paste before </body>); with click tracking also click_tracking.html, the sender's HTML with every web link going through the service. `name` is decoded per transfer_encoding and charset. Starts in test mode.",
+        &[
+            "name",
+            "transfer_encoding",
+            "charset",
+            "total_subscribers",
+            "merge_tag",
+            "read_threshold",
+            "skim_threshold",
+            "delete_threshold",
+            "click_tracking",
+            "customer_id",
+        ],
+    ),
+    (
+        "get",
+        "/v5/analytics/gettrackingcode/{guid}",
+        "A campaign's tracking code: {tracking_code, guid}",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/analytics/getcampaigninfo/{guid}",
+        "A campaign's settings and state: status testing, current or expired; dates YYYY-MM-DD HH:MM:SS (UTC); days_remaining (null in test mode); click_tracking {google, html}",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/analytics/campaigns",
+        "List and search campaigns: [{id, date, type: \"analytics\", subject}] by the rules of /v5/tests (`subject` matches the campaign name)",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/analytics/getcampaignexport/{guid}",
+        "mailproof's own: every recorded hit as CSV (text/csv), oldest first: time, kind, number (reading seconds or link number), merge_value, agent_class, test",
+        &[],
+    ),
+    (
+        "post",
+        "/v5/analytics/activatecampaign/{guid}",
+        "mailproof's own: end test mode; test hits are cleared and the campaign runs for 90 days (see setcampaignexpiration)",
+        &[],
+    ),
+    (
+        "post",
+        "/v5/analytics/setcampaignexpiration/{guid}",
+        "mailproof's own: set an active campaign's last day (UTC), at least 30 days and at most 3 years after its start",
+        &["date"],
+    ),
+    (
+        "post",
+        "/v5/analytics/clearcampaigndata/{guid}",
+        "mailproof's own: remove the hits of a campaign still in test mode; answers how many were cleared",
+        &[],
+    ),
+    (
+        "put",
+        "/v5/analytics/updatecampaign/{guid}",
+        "mailproof's own: change total_subscribers and the thresholds (also as POST); answers the campaign info",
+        &[
+            "total_subscribers",
+            "read_threshold",
+            "skim_threshold",
+            "delete_threshold",
+        ],
+    ),
+    (
+        "delete",
+        "/v5/analytics/campaigns/{guid}",
+        "mailproof's own: delete a campaign and all its hits",
+        &[],
+    ),
+    (
+        "get",
+        "/t/{guid}/{file}",
+        "mailproof's own, no credentials: a tracking hit from the tracking code (o.gif open, p.gif print, f.gif forward, dm.gif dark mode, r2.gif…r20.gif reading time, a number for the n-th tracked link; `d` is the merge value). Answers a 1x1 GIF, or a 302 to the link, with Cache-Control: no-store, private and no cookies; never an error",
+        &[],
+    ),
+    (
+        "post",
         "/v5/email/tests",
         "Create an email test",
         &[
@@ -207,6 +289,41 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
 /// Request fields whose behaviour needs saying, with their JSON type and what they do.
 const FIELD_DESCRIPTIONS: &[(&str, &str, &str)] = &[
     (
+        "total_subscribers",
+        "integer",
+        "Analytics: the number of recipients, the denominator of every percentage; at least 1.",
+    ),
+    (
+        "merge_tag",
+        "string",
+        "Analytics: the sender's mail-service placeholder for a per-recipient id (e.g. *|EMAIL|*), put verbatim in every tracking URL as d=. Quotes, angle brackets, backslashes, parentheses and control characters are refused.",
+    ),
+    (
+        "read_threshold",
+        "integer",
+        "Analytics: seconds open from which an open counts as read (default 15); delete_threshold ≤ skim_threshold ≤ read_threshold.",
+    ),
+    (
+        "skim_threshold",
+        "integer",
+        "Analytics: seconds open from which an open counts as skimmed (default 7).",
+    ),
+    (
+        "delete_threshold",
+        "integer",
+        "Analytics: seconds open up to which an open counts as deleted (default 2).",
+    ),
+    (
+        "click_tracking",
+        "object",
+        "Analytics: {google_analytics: boolean (adds utm_source, utm_medium, utm_campaign to each redirect), html: the email's HTML, or url: where to fetch it}. Every http(s) link of a/area elements is rewritten through /t/<guid>/<n>.",
+    ),
+    (
+        "date",
+        "string",
+        "Analytics: the campaign's last day, YYYY-MM-DD (UTC).",
+    ),
+    (
         "callback_url",
         "string",
         "Extension: an http(s) URL that receives one signed JSON summary (POST) when the test completes: every client Complete or Bounced and every spam filter answered. Falls back to the account's default (PUT /v5/account/webhook). Delivered at least once, with retries and backoff; dedupe on `delivery_id`. At most 2048 bytes; private and loopback targets are refused.",
@@ -248,7 +365,8 @@ pub fn document() -> Value {
             .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
             .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
             .collect();
-        if *method == "get" && (path.ends_with("/tests")) {
+        if *method == "get" && (path.ends_with("/tests") || path.ends_with("/analytics/campaigns"))
+        {
             parameters.extend(LIST_PARAMS.iter().map(|name| {
                 json!({"name": name, "in": "query", "required": false, "schema": {"type": "string"}})
             }));

@@ -39,6 +39,7 @@
 //!   [`testing`] (feature `testing`).
 
 mod accounts;
+mod analytics;
 mod blobs;
 mod callbacks;
 mod checks;
@@ -65,6 +66,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use accounts::{Account, NewAccount};
+pub use analytics::{CampaignRow, CampaignUpdate, HitRow, NewCampaign, NewHit};
 pub use blobs::{
     diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
 };
@@ -155,7 +157,7 @@ impl Backend {
         }
     }
 
-    /// A column of `tests` that grows with insertion, as the tie-break of listings (`rowid` is
+    /// A column of `tests` and `analytics_campaigns` that grows with insertion, as the tie-break of listings (`rowid` is
     /// SQLite's implicit one; PostgreSQL's schema has `seq`).
     pub(crate) fn insertion_order(self) -> &'static str {
         match self {

@@ -1,13 +1,15 @@
 //! Retention (spec §8): 90 days after processing a test's results, screenshots and content go;
 //! its metadata stays. Mail received over SMTP (seed and auto-inbox messages, whole with their
-//! content) goes after the same time.
+//! content) goes after the same time, and so do an analytics campaign's hits, counted from the
+//! campaign's end.
 
 use crate::{Result, Store};
 
 impl Store {
     /// Removes content and results of tests created before `cutoff` that still have them, and
     /// returns their ids so the caller can remove their screenshot blobs too. Inbound messages
-    /// received before `cutoff` are removed with the first batch.
+    /// received before `cutoff`, and the hits of campaigns that ended before it, are removed with
+    /// the first batch.
     pub async fn purge_before(&self, cutoff: i64, now: i64, batch: i64) -> Result<Vec<String>> {
         let mut tx = self.pool.begin().await?;
         let ids: Vec<String> = sqlx::query_scalar(
@@ -38,6 +40,13 @@ impl Store {
             .bind(cutoff)
             .execute(&mut *tx)
             .await?;
+        sqlx::query(
+            "DELETE FROM analytics_hits WHERE guid IN
+                (SELECT guid FROM analytics_campaigns WHERE expires_at < $1)",
+        )
+        .bind(cutoff)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(ids)
     }

@@ -82,7 +82,7 @@ async fn read_source(m: &Map<String, Value>, state: &AppState, sandbox: bool) ->
 }
 
 /// A `url` the service could fetch: absolute http(s) with a host.
-fn check_source_url(raw: &str) -> ApiResult<()> {
+pub(crate) fn check_source_url(raw: &str) -> ApiResult<()> {
     match url::Url::parse(raw) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
         _ => Err(ApiError::new(

@@ -1,6 +1,7 @@
 //! Request handlers, one module per area of the interface.
 
 pub mod analysis;
+pub mod analytics;
 pub mod checks;
 pub mod clients;
 pub mod create;

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod analytics;
 mod auth;
 mod auto_inbox;
 mod checks;

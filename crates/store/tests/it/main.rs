@@ -331,6 +331,7 @@ async fn a_client_named_twice_in_one_reprocess_is_queued_and_paid_for_once(backe
     assert_eq!(outcomes, vec![("c1".to_owned(), Queued { remaining: 0 })]);
 }
 
+mod analytics;
 mod callbacks;
 mod checks;
 mod fair;

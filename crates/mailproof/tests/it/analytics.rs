@@ -1,0 +1,769 @@
+//! Issue 22, first slice, over real HTTP: the analytics campaign calls and their §7.2 errors,
+//! tenancy (another account's guid is `NoCampaigns`), and tracking hits (an image or a 302,
+//! never an error page, recorded only for a known campaign).
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const CLICK_HTML: &str = r#"<p><a href="https://shop.example/sale?x=1&amp;y=2">Sale</a>
+<a href="mailto:help@example.org">Help</a><a href="https://shop.example/about">About</a></p>"#;
+
+async fn create(s: &Server, body: Value) -> Value {
+    s.post("/v5/analytics/createcampaign", &body)
+        .await
+        .ok()
+        .clone()
+}
+
+fn text<'a>(v: &'a Value, field: &str) -> &'a str {
+    v[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("`{field}` is a string in {v}"))
+}
+
+/// The URL of the first `src="…"` or `href="…"` in `html` whose path ends with `file`.
+fn url_in(html: &str, file: &str) -> String {
+    html.split('"')
+        .find(|part| {
+            part.starts_with("http") && part.split('?').next().is_some_and(|p| p.ends_with(file))
+        })
+        .unwrap_or_else(|| panic!("no URL ending {file} in {html}"))
+        .to_string()
+}
+
+fn is_datetime(v: &Value) -> bool {
+    v.as_str()
+        .is_some_and(|s| chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").is_ok())
+}
+
+#[tokio::test]
+async fn a_campaign_is_created_looked_up_listed_updated_activated_and_deleted() {
+    let s = Server::start().await;
+    let name = "Frühlings-Sale";
+    let encoded = base64::engine::general_purpose::STANDARD.encode(name);
+    let created = create(
+        &s,
+        json!({
+            "name": encoded, "transfer_encoding": "base64", "charset": "utf-8",
+            "total_subscribers": "250", "merge_tag": "*|EMAIL|*", "customer_id": "cust-1",
+            "read_threshold": 20,
+            "click_tracking": {"google_analytics": true, "html": CLICK_HTML},
+        }),
+    )
+    .await;
+    let guid = text(&created, "guid").to_string();
+    let code = text(&created, "tracking_code").to_string();
+    assert_eq!(guid.len(), 36, "{guid}");
+    for file in ["o.gif", "p.gif", "f.gif", "dm.gif", "r2.gif", "r20.gif"] {
+        let url = url_in(&code, file);
+        assert_eq!(url, s.url(&format!("/t/{guid}/{file}?d=*|EMAIL|*")));
+    }
+    assert!(!code.contains("<script"));
+    let tracked = created["click_tracking"]["html"]
+        .as_str()
+        .expect("rewritten html");
+    assert!(tracked.contains(&format!(
+        "href=\"{}\"",
+        s.url(&format!("/t/{guid}/1?d=*|EMAIL|*"))
+    )));
+    assert!(tracked.contains(&format!(
+        "href=\"{}\"",
+        s.url(&format!("/t/{guid}/2?d=*|EMAIL|*"))
+    )));
+    assert!(tracked.contains("mailto:help@example.org") && !tracked.contains("shop.example"));
+
+    let code_again = s
+        .get(&format!("/v5/analytics/gettrackingcode/{guid}"))
+        .await;
+    assert_eq!(code_again.ok()["tracking_code"], created["tracking_code"]);
+    assert_eq!(code_again.ok()["guid"], created["guid"]);
+
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(info["name"], name);
+    assert_eq!(info["status"], "testing");
+    assert_eq!(info["tracking_code"], created["tracking_code"]);
+    assert_eq!(info["total_subscribers"], 250);
+    assert_eq!(
+        (
+            &info["read_threshold"],
+            &info["skim_threshold"],
+            &info["delete_threshold"]
+        ),
+        (&json!(20), &json!(7), &json!(2))
+    );
+    assert_eq!(info["merge_tag"], "*|EMAIL|*");
+    assert!(is_datetime(&info["created_on"]), "{info}");
+    assert_eq!(
+        (&info["start_date"], &info["end_date"]),
+        (&Value::Null, &Value::Null)
+    );
+    assert_eq!(
+        info["click_tracking"],
+        json!({"google": true, "html": CLICK_HTML})
+    );
+    assert_eq!(info["guid"], guid.as_str());
+
+    // Lists: the §4.5 rules, `subject` matching the name.
+    let other = text(
+        &create(&s, json!({"name": "Newsletter", "total_subscribers": 5})).await,
+        "guid",
+    )
+    .to_string();
+    let all = s.get("/v5/analytics/campaigns").await.ok().clone();
+    assert_eq!(all.as_array().map(Vec::len), Some(2), "{all}");
+    assert_eq!(all[0]["id"], other.as_str(), "newest first");
+    assert_eq!(all[1]["type"], "analytics");
+    assert_eq!(all[1]["subject"], name);
+    assert!(all[1]["date"].is_i64());
+    let found = s.get("/v5/analytics/campaigns?subject=hlings-SALE").await;
+    assert_eq!(
+        found.ok().as_array().map(|a| a[0]["id"].clone()),
+        Some(json!(guid))
+    );
+    let found = s.get("/v5/analytics/campaigns/?customer_id=cust-1").await;
+    assert_eq!(found.ok().as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        s.get("/v5/analytics/campaigns?results=1&page=2").await.ok()[0]["id"],
+        guid.as_str()
+    );
+    assert_eq!(
+        s.get("/v5/analytics/campaigns?results=1&page=3").await.ok(),
+        &json!([])
+    );
+    assert_eq!(
+        s.get("/v5/analytics/campaigns?from=yesterday&to=2000-01-01+00:00:00")
+            .await
+            .status,
+        400
+    );
+    s.get("/v5/analytics/campaigns?results=500")
+        .await
+        .expect_error("InvalidParameter", 400);
+
+    // Update works in test mode, and keeps the thresholds ordered.
+    let updated = s
+        .put(
+            &format!("/v5/analytics/updatecampaign/{guid}"),
+            &json!({"total_subscribers": 300, "skim_threshold": 9}),
+        )
+        .await;
+    assert_eq!(
+        (
+            &updated.ok()["total_subscribers"],
+            &updated.ok()["skim_threshold"]
+        ),
+        (&json!(300), &json!(9))
+    );
+    s.put(
+        &format!("/v5/analytics/updatecampaign/{guid}"),
+        &json!({"delete_threshold": 10}),
+    )
+    .await
+    .expect_error("InvalidData", 400);
+
+    // Activation: current, 90 days, once.
+    let activated = s
+        .post(
+            &format!("/v5/analytics/activatecampaign/{guid}"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(activated.ok()["status"], "current");
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(info["status"], "current");
+    assert!(
+        is_datetime(&info["start_date"]) && is_datetime(&info["end_date"]),
+        "{info}"
+    );
+    assert_eq!(info["days_remaining"], 90);
+    s.post(
+        &format!("/v5/analytics/activatecampaign/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("CampaignAlreadyActive", 409);
+    s.post(
+        &format!("/v5/analytics/clearcampaigndata/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("CannotClearData", 409);
+
+    // Expiration: between 30 days and 3 years from the start.
+    let today = chrono::Utc::now().date_naive();
+    let day = |d: i64| {
+        (today + chrono::Duration::days(d))
+            .format("%Y-%m-%d")
+            .to_string()
+    };
+    let set = |date: Value| {
+        let s = &s;
+        let guid = guid.clone();
+        async move {
+            s.post(
+                &format!("/v5/analytics/setcampaignexpiration/{guid}"),
+                &json!({"date": date}),
+            )
+            .await
+        }
+    };
+    set(json!(day(29)))
+        .await
+        .expect_error("ExpirationLessThanMinimum", 400);
+    set(json!(day(3 * 366)))
+        .await
+        .expect_error("ExpirationMaximumExceeded", 400);
+    set(json!("31/12/2030"))
+        .await
+        .expect_error("InvalidData", 400);
+    s.post(
+        &format!("/v5/analytics/setcampaignexpiration/{guid}"),
+        &json!({"other": 1}),
+    )
+    .await
+    .expect_error("InvalidData", 400);
+    let ok = set(json!(day(400))).await;
+    assert_eq!(ok.ok()["end_date"], format!("{} 23:59:59", day(400)));
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(info["days_remaining"], 401, "{info}");
+
+    // Delete removes it for good.
+    s.delete(&format!("/v5/analytics/campaigns/{guid}"))
+        .await
+        .ok();
+    s.get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+    s.delete(&format!("/v5/analytics/campaigns/{guid}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+    assert_eq!(
+        s.get("/v5/analytics/campaigns")
+            .await
+            .ok()
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+}
+
+#[tokio::test]
+async fn each_analytics_error_arises_where_its_condition_does() {
+    let s = Server::start().await;
+    let post = |body: Value| {
+        let s = &s;
+        async move { s.post("/v5/analytics/createcampaign", &body).await }
+    };
+    let empty = s
+        .call(
+            "POST",
+            "/v5/analytics/createcampaign",
+            Some((ADMIN_KEY, ADMIN_PASS)),
+            None,
+        )
+        .await;
+    empty.expect_error("NoContent", 400);
+    post(json!({})).await.expect_error("NoContent", 400);
+    post(json!({"total_subscribers": 5}))
+        .await
+        .expect_error("InvalidData", 400);
+    let r = post(json!({"name": "N"})).await;
+    r.expect_error("InvalidData", 400);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("total_subscribers"));
+    let r = post(json!({"name": "N", "total_subscribers": "many"})).await;
+    r.expect_error("InvalidData", 400);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("must be an integer"));
+    post(json!({"name": "N", "total_subscribers": 2.5}))
+        .await
+        .expect_error("InvalidData", 400);
+    post(json!({"name": "N", "total_subscribers": 5, "skim_threshold": 20}))
+        .await
+        .expect_error("InvalidData", 400);
+    post(json!({"name": "N", "total_subscribers": 5, "merge_tag": "\"><script>"}))
+        .await
+        .expect_error("InvalidData", 400);
+    post(json!({"name": "%%%", "transfer_encoding": "base64", "total_subscribers": 5}))
+        .await
+        .expect_error("InvalidData", 400);
+    post(json!({"name": "N", "total_subscribers": 5, "click_tracking": {"url": "not a url"}}))
+        .await
+        .expect_error("InvalidURL", 400);
+    post(json!({"name": "N", "total_subscribers": 5, "click_tracking": {"url": "http://127.0.0.1:9/x"}}))
+        .await
+        .expect_error("InvalidURL", 400);
+
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    s.get(&format!("/v5/analytics/getcampaigninfo/{unknown}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+    s.get(&format!("/v5/analytics/gettrackingcode/{unknown}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+    s.get("/v5/analytics/getcampaigninfo/not-a-guid")
+        .await
+        .expect_error("InvalidData", 400);
+    s.get("/v5/analytics/getcampaigninfo/")
+        .await
+        .expect_error("InvalidData", 400);
+    s.get("/v5/analytics/gettrackingcode/")
+        .await
+        .expect_error("InvalidData", 400);
+
+    let guid = text(
+        &s.post(
+            "/v5/analytics/createcampaign",
+            &json!({"name": "N", "total_subscribers": 5}),
+        )
+        .await
+        .ok()
+        .clone(),
+        "guid",
+    )
+    .to_string();
+    s.post(
+        &format!("/v5/analytics/setcampaignexpiration/{guid}"),
+        &json!({"date": "2030-01-01"}),
+    )
+    .await
+    .expect_error("CampaignNotActive", 409);
+    s.call(
+        "POST",
+        &format!("/v5/analytics/setcampaignexpiration/{guid}"),
+        Some((ADMIN_KEY, ADMIN_PASS)),
+        None,
+    )
+    .await
+    .expect_error("NoContent", 400);
+    s.call(
+        "PUT",
+        &format!("/v5/analytics/updatecampaign/{guid}"),
+        Some((ADMIN_KEY, ADMIN_PASS)),
+        None,
+    )
+    .await
+    .expect_error("NoContent", 400);
+    s.put(
+        &format!("/v5/analytics/updatecampaign/{guid}"),
+        &json!({"name": "x"}),
+    )
+    .await
+    .expect_error("InvalidData", 400);
+    s.put(
+        &format!("/v5/analytics/updatecampaign/{guid}"),
+        &json!({"total_subscribers": "x"}),
+    )
+    .await
+    .expect_error("InvalidData", 400);
+    let cleared = s
+        .post(
+            &format!("/v5/analytics/clearcampaigndata/{guid}"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(cleared.ok()["cleared"], 0);
+
+    // Credentials and plans as for tests.
+    s.call(
+        "GET",
+        "/v5/analytics/campaigns",
+        Some((ADMIN_KEY, "wrong")),
+        None,
+    )
+    .await
+    .expect_error("AccessDenied", 401);
+    s.add_account("other", "standard", &[]);
+    s.call(
+        "POST",
+        "/v5/analytics/createcampaign",
+        Some(("other", "password-1")),
+        Some(&json!({"name": "N", "total_subscribers": 5, "customer_id": "c"})),
+    )
+    .await
+    .expect_error("PermissionError", 403);
+    let auth = s.get("/v5/analytics/analytics_auth").await;
+    assert_eq!(auth.ok(), &json!({"success": true}));
+}
+
+#[tokio::test]
+async fn another_accounts_campaign_is_no_campaign_everywhere() {
+    let s = Server::start().await;
+    s.add_account("intruder", "enterprise", &[]);
+    let guid = text(
+        &create(&s, json!({"name": "Mine", "total_subscribers": 5})).await,
+        "guid",
+    )
+    .to_string();
+    let them = Some(("intruder", "password-1"));
+    let body = json!({"date": "2030-01-01", "total_subscribers": 9});
+    for (method, path) in [
+        ("GET", format!("/v5/analytics/gettrackingcode/{guid}")),
+        ("GET", format!("/v5/analytics/getcampaigninfo/{guid}")),
+        ("GET", format!("/v5/analytics/getcampaignexport/{guid}")),
+        ("POST", format!("/v5/analytics/activatecampaign/{guid}")),
+        (
+            "POST",
+            format!("/v5/analytics/setcampaignexpiration/{guid}"),
+        ),
+        ("POST", format!("/v5/analytics/clearcampaigndata/{guid}")),
+        ("PUT", format!("/v5/analytics/updatecampaign/{guid}")),
+        ("DELETE", format!("/v5/analytics/campaigns/{guid}")),
+    ] {
+        let r = s.call(method, &path, them, Some(&body)).await;
+        r.expect_error("NoCampaigns", 404);
+        assert!(!r.body.to_string().contains("Mine"), "{path}: {}", r.body);
+    }
+    assert_eq!(
+        s.call("GET", "/v5/analytics/campaigns", them, None)
+            .await
+            .ok(),
+        &json!([])
+    );
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(
+        (&info["status"], &info["total_subscribers"]),
+        (&json!("testing"), &json!(5))
+    );
+    // The sandbox is answered but stores nothing.
+    let sandbox = Some(("sandbox", "sandbox"));
+    let made = s
+        .call(
+            "POST",
+            "/v5/analytics/createcampaign",
+            sandbox,
+            Some(&json!({"name": "S", "total_subscribers": 1})),
+        )
+        .await;
+    let sguid = text(made.ok(), "guid").to_string();
+    s.call(
+        "GET",
+        &format!("/v5/analytics/getcampaigninfo/{sguid}"),
+        sandbox,
+        None,
+    )
+    .await
+    .expect_error("NoCampaigns", 404);
+    s.get(&format!("/v5/analytics/getcampaigninfo/{sguid}"))
+        .await
+        .expect_error("NoCampaigns", 404);
+}
+
+#[tokio::test]
+async fn hits_answer_an_image_or_a_redirect_and_are_recorded_only_for_a_known_campaign() {
+    let s = Server::start().await;
+    let created = create(
+        &s,
+        json!({"name": "Hits", "total_subscribers": 5, "merge_tag": "*|ID|*",
+               "click_tracking": {"google_analytics": "true", "html": CLICK_HTML}}),
+    )
+    .await;
+    let guid = text(&created, "guid").to_string();
+    let code = text(&created, "tracking_code");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let fetch = |url: String| {
+        let http = http.clone();
+        async move {
+            http.get(url)
+                .header("User-Agent", "Mozilla/5.0 (X11) Thunderbird/128.0")
+                .send()
+                .await
+                .expect("hit")
+        }
+    };
+    let image = |r: &reqwest::Response| {
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.headers()["content-type"], "image/gif");
+        assert_eq!(r.headers()["cache-control"], "no-store, private");
+        assert!(r.headers().get("set-cookie").is_none());
+    };
+    // The recipient's mail service replaced the merge tag.
+    for file in ["o.gif", "p.gif", "r4.gif"] {
+        let url = url_in(code, file).replace("*|ID|*", "reader-1");
+        let r = fetch(url).await;
+        image(&r);
+        let body = r.bytes().await.expect("body");
+        assert!(body.starts_with(b"GIF89a"));
+    }
+    // A click: 302 to the original link with the UTM parameters, recorded.
+    let r = fetch(s.url(&format!("/t/{guid}/1?d=reader-1"))).await;
+    assert_eq!(r.status(), 302);
+    assert_eq!(
+        r.headers()["location"],
+        "https://shop.example/sale?x=1&y=2&utm_source=mailproof&utm_medium=email&utm_campaign=Hits"
+    );
+    assert_eq!(r.headers()["cache-control"], "no-store, private");
+    // Not recorded, still an image: a link that does not exist, a file the code never asks for,
+    // an unknown or malformed guid.
+    for path in [
+        format!("/t/{guid}/9"),
+        format!("/t/{guid}/x.gif"),
+        format!("/t/{guid}/r3.gif"),
+        "/t/00000000-0000-4000-8000-000000000000/o.gif".to_string(),
+        "/t/nope/o.gif".to_string(),
+    ] {
+        image(&fetch(s.url(&path)).await);
+    }
+    // A merge value that a spreadsheet would run is exported inert.
+    image(&fetch(s.url(&format!("/t/{guid}/dm.gif?d=%3D1%2B1"))).await);
+    let export = s
+        .http
+        .get(s.url(&format!("/v5/analytics/getcampaignexport/{guid}")))
+        .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS))
+        .send()
+        .await
+        .expect("export");
+    assert_eq!(export.status(), 200);
+    assert_eq!(export.headers()["content-type"], "text/csv; charset=utf-8");
+    let csv = export.text().await.expect("csv");
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .map(|l| l.split(',').skip(1).collect())
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            vec!["kind", "number", "merge_value", "agent_class", "test"],
+            vec!["open", "0", "reader-1", "direct", "1"],
+            vec!["print", "0", "reader-1", "direct", "1"],
+            vec!["read", "4", "reader-1", "direct", "1"],
+            vec!["click", "1", "reader-1", "direct", "1"],
+            vec!["dark", "0", "'=1+1", "direct", "1"],
+        ],
+        "{csv}"
+    );
+    assert!(
+        csv.starts_with("time,")
+            && csv
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.len() > 19 && l.as_bytes()[4] == b'-'),
+        "{csv}"
+    );
+    // Five hits were recorded as test data: clearing removes exactly them.
+    let cleared = s
+        .post(
+            &format!("/v5/analytics/clearcampaigndata/{guid}"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(cleared.ok()["cleared"], 5);
+    // Hits before activation are test data, removed by activation.
+    image(&fetch(url_in(code, "o.gif")).await);
+    s.post(
+        &format!("/v5/analytics/activatecampaign/{guid}"),
+        &json!({}),
+    )
+    .await
+    .ok();
+    image(&fetch(url_in(code, "dm.gif")).await);
+    // Deleting the campaign: its hits answer the image and record nothing.
+    s.delete(&format!("/v5/analytics/campaigns/{guid}"))
+        .await
+        .ok();
+    image(&fetch(url_in(code, "o.gif")).await);
+    let r = fetch(s.url(&format!("/t/{guid}/1"))).await;
+    image(&r);
+}
+
+/// Runs `sql` on the server's database, beside the server.
+async fn on_database(s: &Server, sql: &[&str]) {
+    let url = match database_url(s.dir.path()) {
+        Some(url) => url,
+        None => store::sqlite_url(&s.data_dir()).expect("the SQLite URL"),
+    };
+    sqlx::any::install_default_drivers();
+    let pool = sqlx::AnyPool::connect(&url)
+        .await
+        .expect("connect to the database");
+    for statement in sql {
+        sqlx::query(statement)
+            .execute(&pool)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    pool.close().await;
+}
+
+/// The `Error…Campaign` names of §7.2: each storage failure is answered with the name of what was
+/// being done (503, retry), never with a campaign's data.
+#[tokio::test]
+async fn storage_failures_are_answered_with_the_campaign_error_names() {
+    let s = Server::start().await;
+    let guid = text(
+        &create(&s, json!({"name": "N", "total_subscribers": 5})).await,
+        "guid",
+    )
+    .to_string();
+    on_database(
+        &s,
+        &["ALTER TABLE analytics_hits RENAME TO analytics_hits_gone"],
+    )
+    .await;
+    s.post(
+        &format!("/v5/analytics/activatecampaign/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("ErrorActivatingCampaign", 503);
+    s.post(
+        &format!("/v5/analytics/clearcampaigndata/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("ErrorUpdateCampaign", 503);
+    s.delete(&format!("/v5/analytics/campaigns/{guid}"))
+        .await
+        .expect_error("ErrorUpdateCampaign", 503);
+    on_database(
+        &s,
+        &["ALTER TABLE analytics_hits_gone RENAME TO analytics_hits"],
+    )
+    .await;
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    assert_eq!(info.ok()["status"], "testing", "nothing changed");
+
+    let refuse_inserts = if store::Backend::from_env() == store::Backend::Postgres {
+        "ALTER TABLE analytics_campaigns ADD CONSTRAINT refuse CHECK (false) NOT VALID"
+    } else {
+        "CREATE TRIGGER refuse BEFORE INSERT ON analytics_campaigns BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    };
+    on_database(&s, &[refuse_inserts]).await;
+    s.post(
+        "/v5/analytics/createcampaign",
+        &json!({"name": "N", "total_subscribers": 5}),
+    )
+    .await
+    .expect_error("ErrorCreateCampaign", 503);
+
+    on_database(
+        &s,
+        &[
+            "DROP TABLE analytics_hits",
+            "DROP TABLE analytics_campaigns",
+        ],
+    )
+    .await;
+    let r = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    r.expect_error("ErrorGetCampaign", 503);
+    s.get("/v5/analytics/campaigns")
+        .await
+        .expect_error("ErrorGetCampaign", 503);
+    // A hit still gets its image.
+    let hit = reqwest::get(s.url(&format!("/t/{guid}/o.gif")))
+        .await
+        .expect("hit");
+    assert_eq!(
+        (
+            hit.status().as_u16(),
+            hit.headers()["content-type"].to_str().ok()
+        ),
+        (200, Some("image/gif"))
+    );
+}
+
+/// A campaign still in test mode is activated by its 500th test open, and those opens are cleared.
+#[tokio::test]
+async fn the_five_hundredth_test_open_activates_the_campaign() {
+    let s = Server::start().await;
+    let created = create(&s, json!({"name": "N", "total_subscribers": 5})).await;
+    let guid = text(&created, "guid").to_string();
+    let open = url_in(text(&created, "tracking_code"), "o.gif");
+    let http = reqwest::Client::new();
+    for i in 0..499 {
+        let r = http
+            .get(format!("{open}?d=r{i}"))
+            .send()
+            .await
+            .expect("hit");
+        assert_eq!(r.status(), 200);
+    }
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    assert_eq!(info.ok()["status"], "testing", "499 opens");
+    let r = http
+        .get(format!("{open}?d=last"))
+        .send()
+        .await
+        .expect("hit");
+    assert_eq!(r.status(), 200);
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    assert_eq!(info.ok()["status"], "current", "{}", info.body);
+    assert_eq!(info.ok()["days_remaining"], 90);
+    // The test opens went with the activation: a later clear finds the campaign active.
+    s.post(
+        &format!("/v5/analytics/clearcampaigndata/{guid}"),
+        &json!({}),
+    )
+    .await
+    .expect_error("CannotClearData", 409);
+}
+
+/// `click_tracking.url` is fetched under the network policy, like an email test's `url`, and its
+/// links are rewritten; a target the policy refuses is `InvalidURL`.
+#[tokio::test]
+async fn click_tracking_html_can_come_from_a_url() {
+    let origin = serve_static(
+        "<html><body><a href=\"https://shop.example/from-the-web\">Go</a></body></html>",
+        "text/html; charset=utf-8",
+    )
+    .await;
+    let open = Server::start_with(Options {
+        config: "[fetch]\nallow = [\"127.0.0.1/32\"]\n".into(),
+    })
+    .await;
+    let body = json!({"name": "N", "total_subscribers": 5,
+                      "click_tracking": {"url": format!("{origin}/email.html")}});
+    let created = create(&open, body.clone()).await;
+    let guid = text(&created, "guid");
+    let html = created["click_tracking"]["html"]
+        .as_str()
+        .expect("rewritten html");
+    assert!(
+        html.contains(&format!("href=\"{}\"", open.url(&format!("/t/{guid}/1")))),
+        "{html}"
+    );
+    let info = open
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await;
+    assert!(info.ok()["click_tracking"]["html"]
+        .as_str()
+        .is_some_and(|h| h.contains("https://shop.example/from-the-web")));
+    let strict = Server::start().await;
+    strict
+        .post("/v5/analytics/createcampaign", &body)
+        .await
+        .expect_error("InvalidURL", 400);
+}

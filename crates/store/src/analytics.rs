@@ -1,0 +1,404 @@
+//! Analytics campaigns and their tracking hits (issue 22). Every read and change of a campaign is
+//! scoped to its account; only recording a hit looks a campaign up by guid alone.
+
+use sqlx::any::AnyRow;
+use sqlx::Row;
+
+use crate::sql::{like_literal, Query};
+use crate::{json_vec, parse_json_vec, ListFilter, Result, Store};
+
+/// A campaign as created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewCampaign {
+    pub guid: String,
+    pub account_id: i64,
+    pub name: String,
+    pub customer_id: Option<String>,
+    pub total_subscribers: i64,
+    pub merge_tag: Option<String>,
+    pub read_threshold: i64,
+    pub skim_threshold: i64,
+    pub delete_threshold: i64,
+    pub google_analytics: bool,
+    pub click_html: Option<String>,
+    pub click_links: Vec<String>,
+    pub created_at: i64,
+}
+
+/// A campaign as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CampaignRow {
+    pub campaign: NewCampaign,
+    pub activated_at: Option<i64>,
+    pub expires_at: Option<i64>,
+}
+
+/// The fields an update may change; `None` keeps the stored value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CampaignUpdate {
+    pub total_subscribers: Option<i64>,
+    pub read_threshold: Option<i64>,
+    pub skim_threshold: Option<i64>,
+    pub delete_threshold: Option<i64>,
+}
+
+/// One answered tracking hit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewHit {
+    pub guid: String,
+    pub at: i64,
+    /// `open`, `print`, `forward`, `read`, `dark` or `click`.
+    pub kind: String,
+    /// Seconds of a reading step, the link number of a click, else 0.
+    pub number: i64,
+    pub merge_value: Option<String>,
+    pub agent_class: String,
+}
+
+/// A recorded hit, as read back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HitRow {
+    pub hit: NewHit,
+    pub test: bool,
+}
+
+const COLUMNS: &str = "guid, account_id, name, customer_id, total_subscribers, merge_tag,
+    read_threshold, skim_threshold, delete_threshold, google_analytics, click_html, click_links,
+    created_at, activated_at, expires_at";
+
+fn campaign_row(r: &AnyRow) -> Result<CampaignRow> {
+    let links: String = r.try_get("click_links")?;
+    Ok(CampaignRow {
+        campaign: NewCampaign {
+            guid: r.try_get("guid")?,
+            account_id: r.try_get("account_id")?,
+            name: r.try_get("name")?,
+            customer_id: r.try_get("customer_id")?,
+            total_subscribers: r.try_get("total_subscribers")?,
+            merge_tag: r.try_get("merge_tag")?,
+            read_threshold: r.try_get("read_threshold")?,
+            skim_threshold: r.try_get("skim_threshold")?,
+            delete_threshold: r.try_get("delete_threshold")?,
+            google_analytics: r.try_get::<i64, _>("google_analytics")? != 0,
+            click_html: r.try_get("click_html")?,
+            click_links: parse_json_vec(&links)?,
+            created_at: r.try_get("created_at")?,
+        },
+        activated_at: r.try_get("activated_at")?,
+        expires_at: r.try_get("expires_at")?,
+    })
+}
+
+async fn insert_hit<'e, E>(db: E, hit: &NewHit, test: bool) -> Result<()>
+where
+    E: sqlx::Executor<'e, Database = sqlx::Any>,
+{
+    sqlx::query(
+        "INSERT INTO analytics_hits (guid, at, kind, number, merge_value, agent_class, test)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&hit.guid)
+    .bind(hit.at)
+    .bind(&hit.kind)
+    .bind(hit.number)
+    .bind(&hit.merge_value)
+    .bind(&hit.agent_class)
+    .bind(i64::from(test))
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+impl Store {
+    pub async fn create_campaign(&self, c: &NewCampaign) -> Result<()> {
+        sqlx::query(&format!(
+            "INSERT INTO analytics_campaigns ({COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, NULL)"
+        ))
+        .bind(&c.guid)
+        .bind(c.account_id)
+        .bind(&c.name)
+        .bind(&c.customer_id)
+        .bind(c.total_subscribers)
+        .bind(&c.merge_tag)
+        .bind(c.read_threshold)
+        .bind(c.skim_threshold)
+        .bind(c.delete_threshold)
+        .bind(i64::from(c.google_analytics))
+        .bind(&c.click_html)
+        .bind(json_vec(&c.click_links))
+        .bind(c.created_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The account's campaign `guid`; `None` for another account's.
+    pub async fn campaign(&self, account_id: i64, guid: &str) -> Result<Option<CampaignRow>> {
+        sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM analytics_campaigns WHERE guid = $1 AND account_id = $2"
+        ))
+        .bind(guid)
+        .bind(account_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(campaign_row)
+        .transpose()
+    }
+
+    /// Any account's campaign `guid`: for recording a hit, which carries no credentials.
+    pub async fn campaign_for_hit(&self, guid: &str) -> Result<Option<CampaignRow>> {
+        sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM analytics_campaigns WHERE guid = $1"
+        ))
+        .bind(guid)
+        .fetch_optional(&self.pool)
+        .await?
+        .as_ref()
+        .map(campaign_row)
+        .transpose()
+    }
+
+    /// The account's campaigns by the §4.5 list rules (`from`, `to`, `subject` on the name,
+    /// `customer_id`, paging), newest first. The filter's other fields do not apply to campaigns.
+    pub async fn list_campaigns(
+        &self,
+        account_id: i64,
+        filter: &ListFilter,
+    ) -> Result<Vec<CampaignRow>> {
+        let mut q = Query::new(&format!(
+            "SELECT {COLUMNS} FROM analytics_campaigns WHERE account_id = "
+        ));
+        q.bind(account_id);
+        if let Some(from) = filter.from {
+            q.push(" AND created_at >= ").bind(from);
+        }
+        if let Some(to) = filter.to {
+            q.push(" AND created_at <= ").bind(to);
+        }
+        if let Some(s) = &filter.subject {
+            q.push(" AND lower(name) LIKE '%' || lower(")
+                .bind(like_literal(s))
+                .push(") || '%' ESCAPE '\\'");
+        }
+        if let Some(c) = &filter.customer_id {
+            q.push(" AND customer_id = ").bind(c.as_str());
+        }
+        q.push(&format!(
+            " ORDER BY created_at DESC, {} DESC LIMIT ",
+            self.backend.insertion_order()
+        ))
+        .bind(filter.limit)
+        .push(" OFFSET ")
+        .bind(filter.offset);
+        q.build()
+            .fetch_all(&self.pool)
+            .await?
+            .iter()
+            .map(campaign_row)
+            .collect()
+    }
+
+    /// Activates a campaign in test mode until `expires_at` and removes its test hits, in one
+    /// transaction. `false` when it was not in test mode (already active, or not the account's).
+    pub async fn activate_campaign(
+        &self,
+        account_id: i64,
+        guid: &str,
+        now: i64,
+        expires_at: i64,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE analytics_campaigns SET activated_at = $1, expires_at = $2
+             WHERE guid = $3 AND account_id = $4 AND activated_at IS NULL",
+        )
+        .bind(now)
+        .bind(expires_at)
+        .bind(guid)
+        .bind(account_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if done {
+            sqlx::query("DELETE FROM analytics_hits WHERE guid = $1")
+                .bind(guid)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(done)
+    }
+
+    /// Sets an active campaign's end. `false` when it is not the account's or not active.
+    pub async fn set_campaign_expiration(
+        &self,
+        account_id: i64,
+        guid: &str,
+        expires_at: i64,
+    ) -> Result<bool> {
+        Ok(sqlx::query(
+            "UPDATE analytics_campaigns SET expires_at = $1
+             WHERE guid = $2 AND account_id = $3 AND activated_at IS NOT NULL",
+        )
+        .bind(expires_at)
+        .bind(guid)
+        .bind(account_id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1)
+    }
+
+    /// Removes the test hits of a campaign still in test mode; `None` when it is not the
+    /// account's or already active, else how many hits were removed.
+    pub async fn clear_campaign_data(&self, account_id: i64, guid: &str) -> Result<Option<u64>> {
+        let mut tx = self.pool.begin().await?;
+        let in_test = sqlx::query(&format!(
+            "SELECT guid FROM analytics_campaigns
+             WHERE guid = $1 AND account_id = $2 AND activated_at IS NULL {}",
+            self.backend.lock_row()
+        ))
+        .bind(guid)
+        .bind(account_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+        if !in_test {
+            return Ok(None);
+        }
+        let n = sqlx::query("DELETE FROM analytics_hits WHERE guid = $1")
+            .bind(guid)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(Some(n))
+    }
+
+    /// Changes the given fields; `false` when the campaign is not the account's.
+    pub async fn update_campaign(
+        &self,
+        account_id: i64,
+        guid: &str,
+        u: &CampaignUpdate,
+    ) -> Result<bool> {
+        let mut q = Query::new("UPDATE analytics_campaigns SET guid = guid");
+        for (column, value) in [
+            ("total_subscribers", u.total_subscribers),
+            ("read_threshold", u.read_threshold),
+            ("skim_threshold", u.skim_threshold),
+            ("delete_threshold", u.delete_threshold),
+        ] {
+            if let Some(v) = value {
+                q.push(&format!(", {column} = ")).bind(v);
+            }
+        }
+        q.push(" WHERE guid = ")
+            .bind(guid)
+            .push(" AND account_id = ")
+            .bind(account_id);
+        Ok(q.build().execute(&self.pool).await?.rows_affected() == 1)
+    }
+
+    /// Deletes a campaign and its hits; `false` when it is not the account's.
+    pub async fn delete_campaign(&self, account_id: i64, guid: &str) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let owned = sqlx::query(&format!(
+            "SELECT guid FROM analytics_campaigns WHERE guid = $1 AND account_id = $2 {}",
+            self.backend.lock_row()
+        ))
+        .bind(guid)
+        .bind(account_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+        if !owned {
+            return Ok(false);
+        }
+        // Hits first, so the delete does not depend on the cascade being declared in both schemas.
+        sqlx::query("DELETE FROM analytics_hits WHERE guid = $1")
+            .bind(guid)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM analytics_campaigns WHERE guid = $1")
+            .bind(guid)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Records one hit, committed before this returns (the hit is answered after it). `test`
+    /// marks a hit of a campaign still in test mode (see also [`Store::record_test_hit`]).
+    pub async fn record_hit(&self, hit: &NewHit, test: bool) -> Result<()> {
+        insert_hit(&self.pool, hit, test).await
+    }
+
+    /// Records a hit of a campaign in test mode; once the campaign has `activate_at` test opens
+    /// it is activated until `expires_at` and its test hits removed, in the same transaction (the
+    /// service our users come from does the same at 500). Returns whether this hit activated it.
+    pub async fn record_test_hit(
+        &self,
+        hit: &NewHit,
+        activate_at: i64,
+        expires_at: i64,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        insert_hit(&mut *tx, hit, true).await?;
+        let opens: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM analytics_hits WHERE guid = $1 AND test = 1 AND kind = 'open'",
+        )
+        .bind(&hit.guid)
+        .fetch_one(&mut *tx)
+        .await?;
+        let activated = opens >= activate_at
+            && sqlx::query(
+                "UPDATE analytics_campaigns SET activated_at = $1, expires_at = $2
+                 WHERE guid = $3 AND activated_at IS NULL",
+            )
+            .bind(hit.at)
+            .bind(expires_at)
+            .bind(&hit.guid)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1;
+        if activated {
+            sqlx::query("DELETE FROM analytics_hits WHERE guid = $1")
+                .bind(&hit.guid)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(activated)
+    }
+
+    /// A campaign's hits in the order they were recorded.
+    pub async fn campaign_hits(&self, guid: &str) -> Result<Vec<HitRow>> {
+        let rows = sqlx::query(
+            "SELECT guid, at, kind, number, merge_value, agent_class, test FROM analytics_hits
+             WHERE guid = $1 ORDER BY id",
+        )
+        .bind(guid)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(HitRow {
+                    hit: NewHit {
+                        guid: r.try_get("guid")?,
+                        at: r.try_get("at")?,
+                        kind: r.try_get("kind")?,
+                        number: r.try_get("number")?,
+                        merge_value: r.try_get("merge_value")?,
+                        agent_class: r.try_get("agent_class")?,
+                    },
+                    test: r.try_get::<i64, _>("test")? != 0,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,343 @@
+//! Analytics campaigns: scoped to their account, activated once (clearing test hits), cleared
+//! only in test mode, listed by the §4.5 rules, deleted with their hits.
+
+use store::{Backend, CampaignUpdate, ListFilter, NewCampaign, NewHit};
+
+use crate::store_with_test;
+
+fn campaign(account_id: i64, guid: &str, name: &str, created_at: i64) -> NewCampaign {
+    NewCampaign {
+        guid: guid.into(),
+        account_id,
+        name: name.into(),
+        customer_id: None,
+        total_subscribers: 100,
+        merge_tag: Some("*|EMAIL|*".into()),
+        read_threshold: 15,
+        skim_threshold: 7,
+        delete_threshold: 2,
+        google_analytics: true,
+        click_html: Some("<a href=\"https://a.example/\">a</a>".into()),
+        click_links: vec!["https://a.example/".into()],
+        created_at,
+    }
+}
+
+fn hit(guid: &str, at: i64, kind: &str) -> NewHit {
+    NewHit {
+        guid: guid.into(),
+        at,
+        kind: kind.into(),
+        number: 0,
+        merge_value: Some("a@example.org".into()),
+        agent_class: "direct".into(),
+    }
+}
+
+async fn account(store: &store::Store) -> store::Account {
+    store
+        .account_by_key("k")
+        .await
+        .expect("read")
+        .expect("account")
+}
+
+fn all() -> ListFilter {
+    ListFilter {
+        limit: 50,
+        ..ListFilter::default()
+    }
+}
+
+async fn a_campaign_lives_through_test_mode_activation_and_deletion(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    let other = account.id + 1_000;
+    let c = campaign(account.id, "g1", "Spring Sale", 1_000);
+    store.create_campaign(&c).await.expect("create");
+    let row = store
+        .campaign(account.id, "g1")
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        (row.campaign, row.activated_at, row.expires_at),
+        (c.clone(), None, None)
+    );
+    assert!(
+        store.campaign(other, "g1").await.expect("read").is_none(),
+        "another account"
+    );
+
+    // Test hits are recorded as such; clearing removes them while in test mode.
+    store
+        .record_hit(&hit("g1", 1_100, "open"), true)
+        .await
+        .expect("hit");
+    store
+        .record_hit(&hit("g1", 1_101, "print"), true)
+        .await
+        .expect("hit");
+    assert_eq!(
+        store.clear_campaign_data(other, "g1").await.expect("clear"),
+        None
+    );
+    assert_eq!(
+        store
+            .clear_campaign_data(account.id, "g1")
+            .await
+            .expect("clear"),
+        Some(2)
+    );
+    store
+        .record_hit(&hit("g1", 1_200, "open"), true)
+        .await
+        .expect("hit");
+    let hits = store.campaign_hits("g1").await.expect("hits");
+    assert_eq!((hits.len(), hits[0].test), (1, true));
+
+    // Activation removes test hits, happens once, and is scoped to the account.
+    assert!(!store
+        .activate_campaign(other, "g1", 2_000, 9_000)
+        .await
+        .expect("activate"));
+    assert!(store
+        .activate_campaign(account.id, "g1", 2_000, 9_000)
+        .await
+        .expect("activate"));
+    assert!(!store
+        .activate_campaign(account.id, "g1", 2_001, 9_001)
+        .await
+        .expect("again"));
+    assert!(store.campaign_hits("g1").await.expect("hits").is_empty());
+    let row = store
+        .campaign(account.id, "g1")
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        (row.activated_at, row.expires_at),
+        (Some(2_000), Some(9_000))
+    );
+    assert_eq!(
+        store
+            .clear_campaign_data(account.id, "g1")
+            .await
+            .expect("clear"),
+        None
+    );
+
+    store
+        .record_hit(&hit("g1", 2_100, "read"), false)
+        .await
+        .expect("hit");
+    assert!(store
+        .set_campaign_expiration(account.id, "g1", 10_000)
+        .await
+        .expect("set"));
+    assert!(!store
+        .set_campaign_expiration(other, "g1", 10_000)
+        .await
+        .expect("set"));
+    let update = CampaignUpdate {
+        total_subscribers: Some(250),
+        skim_threshold: Some(9),
+        ..CampaignUpdate::default()
+    };
+    assert!(store
+        .update_campaign(account.id, "g1", &update)
+        .await
+        .expect("update"));
+    assert!(!store
+        .update_campaign(other, "g1", &update)
+        .await
+        .expect("update"));
+    let row = store
+        .campaign_for_hit("g1")
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        (
+            row.expires_at,
+            row.campaign.total_subscribers,
+            row.campaign.skim_threshold,
+            row.campaign.read_threshold
+        ),
+        (Some(10_000), 250, 9, 15)
+    );
+    assert_eq!(store.campaign_hits("g1").await.expect("hits").len(), 1);
+
+    assert!(!store.delete_campaign(other, "g1").await.expect("delete"));
+    assert!(store
+        .delete_campaign(account.id, "g1")
+        .await
+        .expect("delete"));
+    assert!(store.campaign_for_hit("g1").await.expect("read").is_none());
+    assert!(store.campaign_hits("g1").await.expect("hits").is_empty());
+}
+
+async fn campaigns_are_listed_by_the_list_rules(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    for (i, name) in ["Alpha 50%", "beta", "ALPHA two"].iter().enumerate() {
+        let mut c = campaign(account.id, &format!("g{i}"), name, 1_000 + i as i64);
+        c.customer_id = (i == 1).then(|| "cust".to_string());
+        store.create_campaign(&c).await.expect("create");
+    }
+    let guids = |rows: Vec<store::CampaignRow>| -> Vec<String> {
+        rows.into_iter().map(|r| r.campaign.guid).collect()
+    };
+    assert_eq!(
+        guids(
+            store
+                .list_campaigns(account.id, &all())
+                .await
+                .expect("list")
+        ),
+        ["g2", "g1", "g0"]
+    );
+    let f = ListFilter {
+        subject: Some("alpha".into()),
+        ..all()
+    };
+    assert_eq!(
+        guids(store.list_campaigns(account.id, &f).await.expect("list")),
+        ["g2", "g0"]
+    );
+    let f = ListFilter {
+        subject: Some("50%".into()),
+        ..all()
+    };
+    assert_eq!(
+        guids(store.list_campaigns(account.id, &f).await.expect("list")),
+        ["g0"]
+    );
+    let f = ListFilter {
+        from: Some(1_001),
+        to: Some(1_001),
+        ..all()
+    };
+    assert_eq!(
+        guids(store.list_campaigns(account.id, &f).await.expect("list")),
+        ["g1"]
+    );
+    let f = ListFilter {
+        customer_id: Some("cust".into()),
+        ..all()
+    };
+    assert_eq!(
+        guids(store.list_campaigns(account.id, &f).await.expect("list")),
+        ["g1"]
+    );
+    let f = ListFilter {
+        limit: 2,
+        offset: 2,
+        ..all()
+    };
+    assert_eq!(
+        guids(store.list_campaigns(account.id, &f).await.expect("list")),
+        ["g0"]
+    );
+    assert!(store
+        .list_campaigns(account.id + 1, &all())
+        .await
+        .expect("list")
+        .is_empty());
+}
+
+async fn test_opens_activate_a_campaign_at_the_threshold_and_are_cleared(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    store
+        .create_campaign(&campaign(account.id, "g1", "N", 1_000))
+        .await
+        .expect("create");
+    // Other kinds do not count towards the threshold.
+    for (at, kind) in [
+        (1_100, "open"),
+        (1_101, "print"),
+        (1_102, "read"),
+        (1_103, "open"),
+    ] {
+        assert!(!store
+            .record_test_hit(&hit("g1", at, kind), 3, 9_000)
+            .await
+            .expect("hit"));
+    }
+    assert_eq!(store.campaign_hits("g1").await.expect("hits").len(), 4);
+    assert!(store
+        .record_test_hit(&hit("g1", 1_200, "open"), 3, 9_000)
+        .await
+        .expect("third open"));
+    let row = store
+        .campaign(account.id, "g1")
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        (row.activated_at, row.expires_at),
+        (Some(1_200), Some(9_000))
+    );
+    assert!(store.campaign_hits("g1").await.expect("hits").is_empty());
+}
+
+/// Hits follow the retention of tests (§8), counted from the campaign's end; the campaign stays.
+async fn retention_removes_hits_of_campaigns_that_ended_before_the_cutoff(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    for guid in ["ended", "running", "testing"] {
+        store
+            .create_campaign(&campaign(account.id, guid, guid, 1_000))
+            .await
+            .expect("create");
+    }
+    assert!(store
+        .activate_campaign(account.id, "ended", 1_000, 5_000)
+        .await
+        .expect("activate"));
+    assert!(store
+        .activate_campaign(account.id, "running", 1_000, 9_000)
+        .await
+        .expect("activate"));
+    for guid in ["ended", "running"] {
+        store
+            .record_hit(&hit(guid, 2_000, "open"), false)
+            .await
+            .expect("hit");
+    }
+    store
+        .record_hit(&hit("testing", 2_000, "open"), true)
+        .await
+        .expect("hit");
+    store.purge_before(5_000, 10_000, 10).await.expect("purge");
+    assert_eq!(
+        store.campaign_hits("ended").await.expect("hits").len(),
+        1,
+        "ends at the cutoff"
+    );
+    store.purge_before(5_001, 10_000, 10).await.expect("purge");
+    assert!(store.campaign_hits("ended").await.expect("hits").is_empty());
+    assert!(
+        store
+            .campaign(account.id, "ended")
+            .await
+            .expect("read")
+            .is_some(),
+        "metadata stays"
+    );
+    for guid in ["running", "testing"] {
+        assert_eq!(
+            store.campaign_hits(guid).await.expect("hits").len(),
+            1,
+            "{guid}"
+        );
+    }
+}
+
+on_both!(
+    retention_removes_hits_of_campaigns_that_ended_before_the_cutoff,
+    test_opens_activate_a_campaign_at_the_threshold_and_are_cleared,
+    a_campaign_lives_through_test_mode_activation_and_deletion,
+    campaigns_are_listed_by_the_list_rules,
+);
