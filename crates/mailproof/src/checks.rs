@@ -14,6 +14,8 @@ use render::{RenderError, RenderRequest, Renderer};
 use store::Store;
 use tokio::sync::{watch, Notify};
 
+use crate::workers::Loops;
+
 /// How often the queue is looked at without a wake-up: picks up expired leases, retries that
 /// came due, and checks requested through another process sharing the database.
 const POLL: Duration = Duration::from_secs(2);
@@ -40,24 +42,26 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub async fn run(self, ready: Arc<Notify>, mut stop: watch::Receiver<bool>) {
-        let id = crate::serve::worker_id("checks");
-        loop {
-            match self.run_one(&id).await {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(e) => tracing::error!(error = %e, "content check failed; will retry"),
-            }
-            tokio::select! {
-                _ = ready.notified() => {}
-                _ = tokio::time::sleep(POLL) => {}
-                _ = stop.changed() => return,
-            }
-        }
+    /// Runs `workers` claim loops at once, so that one account's slow check (images from hosts
+    /// that never answer) leaves a worker for another account's.
+    pub async fn run(self, ready: Arc<Notify>, stop: watch::Receiver<bool>, workers: usize) {
+        let loops = Loops {
+            name: "checks",
+            workers,
+            ready: Some(&ready),
+            poll: POLL,
+        };
+        let (this, ready) = (&self, &*ready);
+        loops
+            .run(
+                stop,
+                |worker| async move { this.run_one(&worker, ready).await },
+            )
+            .await;
     }
 
     /// Runs one due check; false when none is due.
-    pub async fn run_one(&self, worker: &str) -> anyhow::Result<bool> {
+    pub async fn run_one(&self, worker: &str, ready: &Notify) -> anyhow::Result<bool> {
         let now = chrono::Utc::now().timestamp();
         let Some((test_id, attempt)) = self
             .store
@@ -66,6 +70,8 @@ impl Worker {
         else {
             return Ok(false);
         };
+        // A request wakes one worker; this one is busy now, so another looks for more work.
+        ready.notify_one();
         tracing::info!(%test_id, attempt, "checking content");
         let html = self.store.test_content(&test_id).await?.unwrap_or_default();
         let text_part = self.store.test_text_part(&test_id).await?;

@@ -34,6 +34,7 @@ pub struct FileConfig {
     pub dns: Option<DnsSettings>,
     pub metrics: Option<MetricsSettings>,
     pub webhooks: Option<WebhookSettings>,
+    pub queues: Option<QueueSettings>,
     pub keys: Option<KeySettings>,
     pub role: Option<String>,
 }
@@ -212,6 +213,52 @@ impl Default for WebhookSettings {
     }
 }
 
+/// The `[queues]` section: how many workers drain the background queues, and how many of their
+/// jobs one account may have running at once (`0`: no cap beyond the workers). Jobs are shared
+/// between accounts in turn whatever the caps (see `store::fair`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QueueSettings {
+    /// Link checks run at once by a mail process (each may wait on hosts that never answer).
+    pub link_check_workers: usize,
+    /// Callbacks delivered at once by a mail process.
+    pub callback_workers: usize,
+    /// Content checks run at once by a render process.
+    pub content_check_workers: usize,
+    pub render_per_account: u32,
+    pub link_checks_per_account: u32,
+    pub content_checks_per_account: u32,
+    pub callbacks_per_account: u32,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        let caps = store::AccountCaps::default();
+        QueueSettings {
+            link_check_workers: 4,
+            callback_workers: 4,
+            content_check_workers: 2,
+            render_per_account: caps.render.unwrap_or(0),
+            link_checks_per_account: caps.link_checks.unwrap_or(0),
+            content_checks_per_account: caps.content_checks.unwrap_or(0),
+            callbacks_per_account: caps.callbacks.unwrap_or(0),
+        }
+    }
+}
+
+impl QueueSettings {
+    /// The caps for the store's claims.
+    pub fn caps(&self) -> store::AccountCaps {
+        let cap = |n: u32| (n > 0).then_some(n);
+        store::AccountCaps {
+            render: cap(self.render_per_account),
+            link_checks: cap(self.link_checks_per_account),
+            content_checks: cap(self.content_checks_per_account),
+            callbacks: cap(self.callbacks_per_account),
+        }
+    }
+}
+
 /// The `[http_limits]` section: how long clients may take, how many are served at once, how
 /// many failed logins they may make, and which proxies name the client.
 #[derive(Debug, Clone, Deserialize)]
@@ -344,6 +391,7 @@ pub struct Settings {
     pub dns: DnsSettings,
     pub metrics: MetricsSettings,
     pub webhooks: WebhookSettings,
+    pub queues: QueueSettings,
     pub keys: KeySettings,
     pub roles: Roles,
 }
@@ -486,6 +534,18 @@ impl Settings {
                     .into(),
             );
         }
+        let queues = file.queues.unwrap_or_default();
+        let workers = [
+            queues.link_check_workers,
+            queues.callback_workers,
+            queues.content_check_workers,
+        ];
+        if workers.iter().any(|w| !(1..=64).contains(w)) {
+            problems.push(
+                "[queues] link_check_workers, callback_workers and content_check_workers must be between 1 and 64"
+                    .into(),
+            );
+        }
         let roles = match o.role.clone().or(file.role) {
             Some(text) => Roles::parse(&text).unwrap_or_else(|e| {
                 problems.push(e);
@@ -542,6 +602,7 @@ impl Settings {
             dns,
             metrics: file.metrics.unwrap_or_default(),
             webhooks,
+            queues,
             keys,
             roles,
         })
@@ -628,5 +689,43 @@ mod tests {
             s.keys.dkim_key_file.as_deref(),
             Some(Path::new("/flag/dkim.pem"))
         );
+    }
+
+    #[test]
+    fn queue_caps_of_zero_mean_none_and_zero_workers_are_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("m.toml");
+        let resolve = |text: &str| {
+            std::fs::write(&config, text).expect("write config");
+            Settings::resolve(&Overrides {
+                config: Some(config.clone()),
+                ..Default::default()
+            })
+        };
+        let s = resolve(
+            "[queues]
+link_check_workers = 3
+link_checks_per_account = 0
+render_per_account = 2
+",
+        )
+        .expect("resolves");
+        assert_eq!(s.queues.link_check_workers, 3);
+        let caps = s.queues.caps();
+        assert_eq!(
+            (caps.link_checks, caps.render, caps.callbacks),
+            (None, Some(2), Some(1)),
+            "0 is no cap; unset keeps the default of one"
+        );
+        let defaults = Settings::resolve(&Overrides::default()).expect("defaults");
+        assert_eq!(defaults.queues.caps(), store::AccountCaps::default());
+        let err = resolve(
+            "[queues]
+callback_workers = 0
+",
+        )
+        .expect_err("no worker at all")
+        .to_string();
+        assert!(err.contains("callback_workers"), "{err}");
     }
 }

@@ -10,6 +10,8 @@ use content::NetPolicy;
 use store::Store;
 use tokio::sync::{watch, Notify};
 
+use crate::workers::Loops;
+
 /// How often the queue is looked at without a wake-up: picks up expired leases and checks
 /// requested through another process sharing the database.
 const POLL: Duration = Duration::from_secs(2);
@@ -21,26 +23,29 @@ fn lease_secs(policy: &NetPolicy) -> i64 {
     i64::try_from(links * per_link / 4 + 60).unwrap_or(i64::MAX)
 }
 
+/// Runs `workers` claim loops at once, so that while one account's check waits on silent hosts
+/// another account's check finds a free worker (the store's per-account cap keeps one account
+/// from taking them all).
 pub async fn run(
     store: Store,
     policy: NetPolicy,
     uribl: UriblLookup,
     ready: Arc<Notify>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    workers: usize,
 ) {
-    let worker = crate::serve::worker_id("links");
-    loop {
-        match run_one(&store, &policy, &uribl, &worker).await {
-            Ok(true) => continue,
-            Ok(false) => {}
-            Err(e) => tracing::error!(error = %e, "link check failed; will retry"),
-        }
-        tokio::select! {
-            _ = ready.notified() => {}
-            _ = tokio::time::sleep(POLL) => {}
-            _ = stop.changed() => return,
-        }
-    }
+    let loops = Loops {
+        name: "links",
+        workers,
+        ready: Some(&ready),
+        poll: POLL,
+    };
+    let (store, policy, uribl, ready) = (&store, &policy, &uribl, &*ready);
+    loops
+        .run(stop, |worker| async move {
+            run_one(store, policy, uribl, ready, &worker).await
+        })
+        .await;
 }
 
 /// Runs one due check; false when none is due.
@@ -48,6 +53,7 @@ async fn run_one(
     store: &Store,
     policy: &NetPolicy,
     uribl: &UriblLookup,
+    ready: &Notify,
     worker: &str,
 ) -> anyhow::Result<bool> {
     let now = chrono::Utc::now().timestamp();
@@ -57,6 +63,8 @@ async fn run_one(
     else {
         return Ok(false);
     };
+    // A request wakes one worker; this one is busy now, so another looks for more work.
+    ready.notify_one();
     tracing::info!(%test_id, attempt, "checking links");
     let html = store.test_content(&test_id).await?.unwrap_or_default();
     let mut check = match content::links::check_email(&html, policy).await {

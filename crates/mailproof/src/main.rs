@@ -10,6 +10,7 @@ mod links;
 mod mail;
 mod serve;
 mod webhooks;
+mod workers;
 
 use clap::{Parser, Subcommand};
 

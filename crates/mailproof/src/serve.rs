@@ -438,8 +438,9 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             settings.data_dir.display()
         )
     })?;
-    let store =
-        crate::accounts::open_store(&settings.data_dir, settings.database_url.as_deref()).await?;
+    let store = crate::accounts::open_store(&settings.data_dir, settings.database_url.as_deref())
+        .await?
+        .with_account_caps(settings.queues.caps());
     let blobs = Blobs::open(&settings.blobs, &settings.data_dir)?;
     blobs.check().await?;
     // The first account's credentials are printed once: by a process that serves the API.
@@ -597,6 +598,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             mail.uribl.clone(),
             links_ready,
             stop_rx.clone(),
+            settings.queues.link_check_workers,
         ))
     });
     // Retention runs in every api process: its deletes are idempotent (a test already purged is
@@ -617,6 +619,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             settings.fetch.clone(),
             settings.webhooks.clone(),
             stop_rx.clone(),
+            settings.queues.callback_workers,
         ))
     });
     // Content checks judge contrast in the engine: the render role's, where the engines are (with
@@ -632,7 +635,11 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
                     Duration::from_secs(settings.render.render_timeout.max(1)),
                 ),
             }
-            .run(checks_ready, stop_rx.clone()),
+            .run(
+                checks_ready,
+                stop_rx.clone(),
+                settings.queues.content_check_workers,
+            ),
         )
     });
 

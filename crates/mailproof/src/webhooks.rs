@@ -16,6 +16,7 @@ use store::{CallbackOutcome, ClaimedCallback, Store};
 use tokio::sync::watch;
 
 use crate::config::WebhookSettings;
+use crate::workers::Loops;
 
 /// How often the queue is looked at: callbacks are queued by other tasks' transactions (the
 /// render worker, the inbox processor), and retries fall due as time passes.
@@ -40,26 +41,28 @@ pub fn backoff(attempt: i64, settings: &WebhookSettings, jitter: f64) -> u64 {
     (full - off).max(1)
 }
 
+/// Runs `workers` delivery loops at once, so that while one account's receiver is slow another
+/// account's callback finds a free worker (the store's per-account cap keeps one account from
+/// taking them all).
 pub async fn run(
     store: Store,
     policy: NetPolicy,
     settings: WebhookSettings,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    workers: usize,
 ) {
-    let worker = crate::serve::worker_id("webhooks");
-    loop {
-        match run_one(&store, &policy, &settings, &worker).await {
-            Ok(true) => continue,
-            Ok(false) => {}
-            // Every error here is the store's (the delivery's own failures are outcomes, logged
-            // by `log`): say so, not "delivery failed".
-            Err(e) => tracing::error!(error = %e, "callback queue: database error; will retry"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(POLL) => {}
-            _ = stop.changed() => return,
-        }
-    }
+    let loops = Loops {
+        name: "webhooks",
+        workers,
+        ready: None,
+        poll: POLL,
+    };
+    let (store, policy, settings) = (&store, &policy, &settings);
+    loops
+        .run(stop, |worker| async move {
+            run_one(store, policy, settings, &worker).await
+        })
+        .await;
 }
 
 /// Delivers one due callback; false when none is due.

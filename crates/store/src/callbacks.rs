@@ -117,43 +117,57 @@ pub(crate) async fn enqueue_if_complete(
 }
 
 impl Store {
-    /// Claims the next due callback for `worker` until `now + lease_secs`: a queued one whose
-    /// backoff has passed, or a leased one whose worker stopped answering (lease expired).
+    /// Claims the next due callback in fair order (see [`crate::fair`]) for `worker` until
+    /// `now + lease_secs`: a queued one whose backoff has passed, or a leased one whose worker
+    /// stopped answering (lease expired).
     pub async fn claim_callback(
         &self,
         worker: &str,
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<ClaimedCallback>> {
+        let mut tx = self.pool.begin().await?;
+        let fair = self.fair(crate::fair::Queue::Callbacks);
+        fair.lock(&mut tx).await?;
         // One statement picks and leases the row, so two workers never claim the same callback.
         let sql = format!(
             "UPDATE callbacks
              SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
              WHERE test_id = (
-                SELECT test_id FROM callbacks
-                WHERE (state = 'queued' AND not_before <= $3) OR (state = 'leased' AND lease_expires < $3)
-                ORDER BY not_before, test_id LIMIT 1 {})
+                SELECT q.test_id FROM {}
+                WHERE ((q.state = 'queued' AND q.not_before <= $3) OR (q.state = 'leased' AND q.lease_expires < $3))
+                  AND {}
+                ORDER BY {} q.not_before, q.test_id LIMIT 1 {})
              RETURNING test_id, delivery_id, url, completed_at, attempts,
                 (SELECT account_id FROM tests WHERE id = callbacks.test_id) AS account_id",
-            self.backend.skip_locked()
+            fair.from("$3"),
+            fair.filter(),
+            fair.order(),
+            fair.skip_locked()
         );
         let row = sqlx::query(&sql)
             .bind(worker)
             .bind(now + lease_secs)
             .bind(now)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *tx)
             .await?;
-        row.map(|r| {
-            Ok(ClaimedCallback {
-                test_id: r.try_get("test_id")?,
-                account_id: r.try_get("account_id")?,
-                delivery_id: r.try_get("delivery_id")?,
-                url: r.try_get("url")?,
-                completed_at: r.try_get("completed_at")?,
-                attempts: r.try_get("attempts")?,
+        let claimed = row
+            .map(|r| {
+                Ok::<_, crate::StoreError>(ClaimedCallback {
+                    test_id: r.try_get("test_id")?,
+                    account_id: r.try_get("account_id")?,
+                    delivery_id: r.try_get("delivery_id")?,
+                    url: r.try_get("url")?,
+                    completed_at: r.try_get("completed_at")?,
+                    attempts: r.try_get("attempts")?,
+                })
             })
-        })
-        .transpose()
+            .transpose()?;
+        if let Some(c) = &claimed {
+            fair.served(&mut tx, &c.test_id).await?;
+        }
+        tx.commit().await?;
+        Ok(claimed)
     }
 
     /// Records how an attempt ended. Ignored (false) when the lease was lost meanwhile: another

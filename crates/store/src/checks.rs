@@ -44,8 +44,8 @@ impl Store {
         lease_secs: i64,
     ) -> Result<Option<(String, i64)>> {
         self.claim_test_queue_row(
-            "content_checks",
-            "state = 'queued' AND not_before <= $3",
+            crate::fair::Queue::ContentChecks,
+            "q.state = 'queued' AND q.not_before <= $3",
             worker,
             now,
             lease_secs,

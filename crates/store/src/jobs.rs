@@ -60,6 +60,8 @@ impl Store {
             return Ok(None);
         }
         let mut tx = self.pool.begin().await?;
+        let fair = self.fair(crate::fair::Queue::Render);
+        fair.lock(&mut tx).await?;
         // One statement picks and leases the job, so two workers can never claim the same one.
         // `taken_over_from` keeps the owner of an expired lease (SET reads the row as it was). A
         // worker taking back its own expired lease lost the answer to its claim to a database
@@ -77,20 +79,23 @@ impl Store {
             .push(
                 " THEN 0 ELSE 1 END
              WHERE id = (
-                SELECT id FROM render_jobs
-                WHERE ((state = 'queued' AND not_before <= ",
-            )
+                SELECT q.id FROM ",
+            );
+        fair.push_from(&mut q, now);
+        q.push(" WHERE ((q.state = 'queued' AND q.not_before <= ")
             .bind(now)
-            .push(") OR (state = 'leased' AND lease_expires < ")
+            .push(") OR (q.state = 'leased' AND q.lease_expires < ")
             .bind(now)
-            .push("))");
+            .push(")) AND ")
+            .push(&fair.filter());
         if let Some(clients) = clients {
-            q.push(" AND client_id IN (").bind_list(clients).push(")");
+            q.push(" AND q.client_id IN (").bind_list(clients).push(")");
         }
         q.push(&format!(
-            " ORDER BY not_before, id LIMIT 1 {})
+            " ORDER BY {} q.not_before, q.id LIMIT 1 {})
              RETURNING id, test_id, client_id, variant, attempts, taken_over_from",
-            self.backend.skip_locked()
+            fair.order(),
+            fair.skip_locked()
         ));
         let row = q.build().fetch_optional(&mut *tx).await?;
         let Some(row) = row else {
@@ -107,6 +112,7 @@ impl Store {
             attempts: row.try_get("attempts")?,
             taken_over_from: row.try_get("taken_over_from")?,
         };
+        fair.served(&mut tx, &job.test_id).await?;
         sqlx::query(
             "UPDATE test_clients
              SET status = 'Processing', processing_at = COALESCE(processing_at, $1),

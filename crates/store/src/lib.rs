@@ -12,7 +12,9 @@
 //!   being killed (it may not survive power loss, which `synchronous=FULL` would add).
 //! - Every queue (render jobs, link checks, inbound mail, svc sends) is claimed by one statement
 //!   under a lease, so any number of processes can drain it and a dead process's work is taken
-//!   over once its lease expires.
+//!   over once its lease expires. The per-test queues (render jobs, link and content checks,
+//!   callbacks) pick the row through [`fair`]: the account with the fewest live leases, then the
+//!   least recently served, skipping accounts at their cap ([`AccountCaps`]).
 //!
 //! # Writing SQL for both backends
 //! Queries go through sqlx's `Any` driver: one pool type, one SQL text for both databases.
@@ -27,7 +29,8 @@
 //!   table's own columns with the table (`SET n = t.n + 1`: PostgreSQL finds a bare `n` ambiguous). The few fragments that
 //!   must differ are methods of [`Backend`] (`skip_locked`, `lock_row`, `insertion_order`), spliced in with
 //!   `format!`; add one there rather than branching in a query.
-//! - Queue claims are `UPDATE ... WHERE id = (SELECT id ... LIMIT 1 {skip_locked}) RETURNING ...`.
+//! - Queue claims are `UPDATE ... WHERE id = (SELECT id ... LIMIT 1 {skip_locked}) RETURNING ...`;
+//!   the fair ones read `FROM {fair.from}` and end with `fair.skip_locked()` (see [`fair`]).
 //! - Migrations: SQLite's in `migrations/`, PostgreSQL's in `migrations/postgres/`, with the same
 //!   number for the same change (`postgres/0001` is the schema of SQLite's 0001–0005). A new
 //!   migration is written twice, once per dialect (a test checks every SQLite migration has its
@@ -40,6 +43,7 @@ mod analytics;
 mod blobs;
 mod callbacks;
 mod checks;
+mod fair;
 mod inbound;
 mod jobs;
 mod links;
@@ -68,6 +72,7 @@ pub use blobs::{
 };
 pub use callbacks::{CallbackOutcome, CallbackRow, ClaimedCallback};
 pub use checks::ContentCheckRow;
+pub use fair::AccountCaps;
 pub use inbound::{InboundOutcome, InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;
@@ -142,6 +147,16 @@ impl Backend {
         }
     }
 
+    /// Serialises the claims of one queue until the transaction ends (`$1`: the queue's key), so
+    /// that a per-account cap holds under concurrent claims (see [`fair`]). SQLite needs none.
+    pub(crate) fn claim_lock(self) -> Option<&'static str> {
+        match self {
+            Backend::Sqlite => None,
+            // `pg_advisory_xact_lock` returns `void`, which the `Any` driver cannot carry.
+            Backend::Postgres => Some("SELECT 1 FROM (SELECT pg_advisory_xact_lock($1)) AS l"),
+        }
+    }
+
     /// A column of `tests` and `analytics_campaigns` that grows with insertion, as the tie-break of listings (`rowid` is
     /// SQLite's implicit one; PostgreSQL's schema has `seq`).
     pub(crate) fn insertion_order(self) -> &'static str {
@@ -157,6 +172,7 @@ impl Backend {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    caps: AccountCaps,
 }
 
 impl Store {
@@ -210,7 +226,22 @@ impl Store {
             Backend::Sqlite => sqlx::migrate!("./migrations").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
         }
-        Ok(Store { pool, backend })
+        Ok(Store {
+            pool,
+            backend,
+            caps: AccountCaps::default(),
+        })
+    }
+
+    /// This handle with other per-account caps on the queues' live leases.
+    pub fn with_account_caps(mut self, caps: AccountCaps) -> Store {
+        self.caps = caps;
+        self
+    }
+
+    /// The fair part of a claim on `queue`, with this handle's caps.
+    pub(crate) fn fair(&self, queue: fair::Queue) -> fair::Fair {
+        fair::Fair::new(queue, &self.caps, self.backend)
     }
 
     pub fn backend(&self) -> Backend {

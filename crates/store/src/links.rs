@@ -2,6 +2,7 @@
 
 use sqlx::Row;
 
+use crate::fair::Queue;
 use crate::{Result, Store};
 
 /// A link check as stored.
@@ -40,40 +41,59 @@ impl Store {
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<(String, i64)>> {
-        self.claim_test_queue_row("link_checks", "state = 'queued'", worker, now, lease_secs)
-            .await
+        self.claim_test_queue_row(
+            Queue::LinkChecks,
+            "state = 'queued'",
+            worker,
+            now,
+            lease_secs,
+        )
+        .await
     }
 
-    /// Claims, for `worker` until `now + lease_secs`, the oldest row of a queue keyed by test
-    /// (`link_checks`, `content_checks`) that is due by `queued_due` (with `$3` = now) or whose
-    /// lease expired. One statement, skipping rows other claimers hold on PostgreSQL. Returns the
+    /// Claims, for `worker` until `now + lease_secs`, the next row in fair order (see
+    /// [`crate::fair`]) of a queue keyed by test (link checks, content checks) that is due by
+    /// `queued_due` (its columns as `q.`, `$3` = now) or whose lease expired. One statement, skipping rows other claimers hold on PostgreSQL. Returns the
     /// test id and the attempt number (this one included).
     pub(crate) async fn claim_test_queue_row(
         &self,
-        table: &'static str,
+        queue: Queue,
         queued_due: &'static str,
         worker: &str,
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<(String, i64)>> {
+        let mut tx = self.pool.begin().await?;
+        let fair = self.fair(queue);
+        fair.lock(&mut tx).await?;
+        let table = queue.table();
         let sql = format!(
             "UPDATE {table}
              SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
              WHERE test_id = (
-                SELECT test_id FROM {table}
-                WHERE ({queued_due}) OR (state = 'leased' AND lease_expires < $3)
-                ORDER BY requested_at LIMIT 1 {})
+                SELECT q.test_id FROM {}
+                WHERE (({queued_due}) OR (q.state = 'leased' AND q.lease_expires < $3)) AND {}
+                ORDER BY {} q.requested_at LIMIT 1 {})
              RETURNING test_id, attempts",
-            self.backend.skip_locked()
+            fair.from("$3"),
+            fair.filter(),
+            fair.order(),
+            fair.skip_locked()
         );
         let row = sqlx::query(&sql)
             .bind(worker)
             .bind(now + lease_secs)
             .bind(now)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *tx)
             .await?;
-        row.map(|r| Ok((r.try_get("test_id")?, r.try_get("attempts")?)))
-            .transpose()
+        let claimed: Option<(String, i64)> = row
+            .map(|r| Ok::<_, crate::StoreError>((r.try_get("test_id")?, r.try_get("attempts")?)))
+            .transpose()?;
+        if let Some((test_id, _)) = &claimed {
+            fair.served(&mut tx, test_id).await?;
+        }
+        tx.commit().await?;
+        Ok(claimed)
     }
 
     /// Stores the result of a claimed check. Ignored (false) when the lease was lost meanwhile or

@@ -2,15 +2,15 @@
 //! client and variant screenshot present and Complete in both, the share of changed pixels, the
 //! changed regions and a highlight image drawn over the other (newer) test's screenshot.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use axum::extract::{Path, State};
 use axum::Json;
 use domain::{ScreenshotStatus, TestKind, Variant};
 use serde_json::{json, Map, Value};
 use store::{ClientRow, TestRow};
-use tokio::sync::Semaphore;
+use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
 
 use super::email::owned_test;
 use super::shots;
@@ -21,9 +21,84 @@ use crate::state::AppState;
 /// Diffs running at once across all requests: each holds two decoded screenshots (tens of MB for
 /// a long email at 2×) and a core, and the blocking pool is shared with the rest of the service.
 const CONCURRENT_DIFFS: usize = 2;
+/// Diffs one account runs at once. Its further diffs wait behind each other in front of the
+/// global slots, so another account's diff waits for at most one of them.
+const DIFFS_PER_ACCOUNT: usize = 1;
 
-static DIFF_SLOTS: LazyLock<Arc<Semaphore>> =
-    LazyLock::new(|| Arc::new(Semaphore::new(CONCURRENT_DIFFS)));
+static DIFF_SLOTS: LazyLock<DiffSlots> =
+    LazyLock::new(|| DiffSlots::new(CONCURRENT_DIFFS, DIFFS_PER_ACCOUNT));
+
+/// The global diff slots with a per-account limit in front of them.
+struct DiffSlots {
+    global: Arc<Semaphore>,
+    per_account: usize,
+    /// The accounts with a diff running or waiting; an entry goes with its last permit.
+    accounts: Arc<Mutex<HashMap<i64, Arc<Semaphore>>>>,
+}
+
+/// Both permits of one diff, released on drop.
+struct DiffPermit {
+    global: Option<OwnedSemaphorePermit>,
+    account: Option<OwnedSemaphorePermit>,
+    account_id: i64,
+    /// The account's semaphore, held (also while waiting) so that the entry outlives this diff.
+    semaphore: Arc<Semaphore>,
+    accounts: Arc<Mutex<HashMap<i64, Arc<Semaphore>>>>,
+}
+
+impl Drop for DiffPermit {
+    fn drop(&mut self) {
+        self.global.take();
+        self.account.take();
+        let mut accounts = self.accounts.lock().unwrap_or_else(PoisonError::into_inner);
+        // Only the map and this permit hold it: no diff of the account runs or waits.
+        if Arc::strong_count(&self.semaphore) == 2 {
+            accounts.remove(&self.account_id);
+        }
+    }
+}
+
+impl DiffSlots {
+    fn new(global: usize, per_account: usize) -> DiffSlots {
+        DiffSlots {
+            global: Arc::new(Semaphore::new(global)),
+            per_account: per_account.max(1),
+            accounts: Arc::default(),
+        }
+    }
+
+    /// Waits for one of the account's places, then for a global slot.
+    async fn acquire(&self, account_id: i64) -> Result<DiffPermit, AcquireError> {
+        let semaphore = {
+            let mut accounts = self.accounts.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(
+                accounts
+                    .entry(account_id)
+                    .or_insert_with(|| Arc::new(Semaphore::new(self.per_account))),
+            )
+        };
+        // Made before the first await, so the account's entry goes even if this request is
+        // dropped while it waits.
+        let mut permit = DiffPermit {
+            global: None,
+            account: None,
+            account_id,
+            semaphore: Arc::clone(&semaphore),
+            accounts: Arc::clone(&self.accounts),
+        };
+        permit.account = Some(semaphore.acquire_owned().await?);
+        permit.global = Some(Arc::clone(&self.global).acquire_owned().await?);
+        Ok(permit)
+    }
+
+    #[cfg(test)]
+    fn accounts_tracked(&self) -> usize {
+        self.accounts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+}
 
 /// One comparison of two tests: per client present in both (in the first test's order), then the
 /// clients only one of them has.
@@ -158,8 +233,16 @@ pub async fn compare(
             for v in b.variants.iter().filter(|v| {
                 n.variants.contains(v) && (which == Variants::All || which == Variants::Only(**v))
             }) {
-                let out =
-                    diff_variant(state, &base.id, &new.id, &b.client_id, v.as_str(), now).await?;
+                let out = diff_variant(
+                    state,
+                    base.account_id,
+                    &base.id,
+                    &new.id,
+                    &b.client_id,
+                    v.as_str(),
+                    now,
+                )
+                .await?;
                 variants.push((*v, out));
             }
             ClientOutcome::Compared(variants)
@@ -192,6 +275,7 @@ pub async fn compare(
 /// of the whole comparison.
 async fn diff_variant(
     state: &AppState,
+    account: i64,
     base: &str,
     new: &str,
     client: &str,
@@ -216,8 +300,8 @@ async fn diff_variant(
             ))
         }
     };
-    let permit = Arc::clone(&DIFF_SLOTS)
-        .acquire_owned()
+    let permit = DIFF_SLOTS
+        .acquire(account)
         .await
         .map_err(|e| ApiError::internal("the diff limiter is closed", e))?;
     let result = tokio::task::spawn_blocking(move || {
@@ -251,4 +335,84 @@ async fn diff_variant(
             now,
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+
+    /// Polls once: whether the permit was granted without waiting.
+    fn ready<F: Future>(f: std::pin::Pin<&mut F>) -> Option<F::Output> {
+        match f.poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => Some(out),
+            Poll::Pending => None,
+        }
+    }
+
+    /// Account A asks for four diffs at once, then B for one: with two global slots, B's diff
+    /// gets the second slot at once (without the per-account limit, A's second diff would hold
+    /// it), and A's diffs run one after another.
+    #[test]
+    fn another_accounts_diff_waits_for_at_most_one_of_a_busy_accounts() {
+        let slots = DiffSlots::new(2, 1);
+        let (a, b) = (1, 2);
+        let mut a1 = pin!(slots.acquire(a));
+        let a1 = ready(a1.as_mut())
+            .expect("A's first diff starts")
+            .expect("open");
+        let mut a2 = pin!(slots.acquire(a));
+        let mut a3 = pin!(slots.acquire(a));
+        let mut a4 = pin!(slots.acquire(a));
+        assert!(
+            ready(a2.as_mut()).is_none(),
+            "A's second diff waits for its first"
+        );
+        assert!(ready(a3.as_mut()).is_none());
+        assert!(ready(a4.as_mut()).is_none());
+        let mut b1 = pin!(slots.acquire(b));
+        let b1 = ready(b1.as_mut())
+            .expect("B's diff starts at once")
+            .expect("open");
+        drop(a1);
+        let a2 = ready(a2.as_mut())
+            .expect("A's second diff follows")
+            .expect("open");
+        assert!(ready(a3.as_mut()).is_none(), "one of A's at a time");
+        drop(a2);
+        let a3 = ready(a3.as_mut())
+            .expect("A's third diff follows")
+            .expect("open");
+        drop((a3, b1));
+        let a4 = ready(a4.as_mut())
+            .expect("A's last diff follows")
+            .expect("open");
+        assert_eq!(slots.accounts_tracked(), 1, "B's entry went with its diff");
+        drop(a4);
+        assert_eq!(
+            slots.accounts_tracked(),
+            0,
+            "no entry outlives its account's diffs"
+        );
+    }
+
+    /// A request dropped while it waits (the client went away) leaves no entry behind.
+    #[test]
+    fn a_request_dropped_while_waiting_leaves_nothing_behind() {
+        let slots = DiffSlots::new(1, 1);
+        let mut first = pin!(slots.acquire(1));
+        let first = ready(first.as_mut()).expect("starts").expect("open");
+        {
+            let mut waiting = Box::pin(slots.acquire(7));
+            assert!(
+                ready(waiting.as_mut()).is_none(),
+                "the global slot is taken"
+            );
+        }
+        drop(first);
+        assert_eq!(slots.accounts_tracked(), 0);
+    }
 }

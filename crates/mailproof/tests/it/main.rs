@@ -14,6 +14,7 @@ mod durability;
 mod email_tests;
 mod emulation;
 mod engine_processes;
+mod fair_queues;
 mod faults;
 mod filters_anywhere;
 mod hardening_http;
