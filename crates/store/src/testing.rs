@@ -93,12 +93,14 @@ pub struct PrivateCluster {
 }
 
 impl PrivateCluster {
-    /// Starts a cluster and makes one database in it. The cluster stops when dropped.
+    /// Starts a cluster and makes one database in it. The cluster stops when dropped. Unlike the
+    /// shared one it is durable (`synchronous_commit`, `fsync`): [`PrivateCluster::stop`] is a
+    /// crash, and a crash of a real server keeps every commit it acknowledged.
     ///
     /// # Panics
     /// When PostgreSQL cannot be started (the message says to run `scripts/setup.sh`).
     pub async fn start() -> (PrivateCluster, TestDb) {
-        let cluster = tokio::task::spawn_blocking(PgCluster::start)
+        let cluster = tokio::task::spawn_blocking(|| PgCluster::start_with(true))
             .await
             .expect("starting PostgreSQL panicked")
             .unwrap_or_else(|e| panic!("{e}"));
@@ -157,6 +159,10 @@ struct PgCluster {
     log: PathBuf,
     dir: PathBuf,
     as_root: bool,
+    /// Whether a commit is acknowledged only once it is on disk, as on a production server.
+    /// The shared cluster trades that for speed; a cluster a test crashes on purpose must not, or
+    /// the crash loses commits the service was told were made.
+    durable: bool,
     /// A shell waiting for end-of-file on its stdin, whose only writer is this process: when the
     /// process exits (normally, by panic or by a signal) the kernel closes the pipe and the shell
     /// stops the cluster and removes its directory. Set once the cluster has started.
@@ -165,6 +171,10 @@ struct PgCluster {
 
 impl PgCluster {
     fn start() -> Result<PgCluster, String> {
+        PgCluster::start_with(false)
+    }
+
+    fn start_with(durable: bool) -> Result<PgCluster, String> {
         let bin = pg_bindir()?;
         let dir = tempfile::Builder::new()
             .prefix("mailproof-pg-")
@@ -191,6 +201,7 @@ impl PgCluster {
             log,
             dir,
             as_root,
+            durable,
             _watchdog: None,
         };
         let mut last = String::new();
@@ -223,9 +234,13 @@ impl PgCluster {
     }
 
     fn pg_ctl_start(&self, port: u16) -> Result<(), String> {
+        let durability = if self.durable {
+            "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+        } else {
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        };
         let opts = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 {durability} -c max_connections=300",
             self.dir.display()
         );
         run(
