@@ -59,7 +59,7 @@ pub struct Summary {
     /// Per client of an email test (empty for spam tests).
     pub clients: Vec<ClientStatus>,
     /// Per spam filter (empty for an email test without spam testing).
-    pub spam: Vec<SpamVerdict>,
+    pub spam: Vec<FilterVerdict>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -76,6 +76,20 @@ pub struct Counts {
     pub undecided: usize,
 }
 
+impl Counts {
+    /// Counted through the one reading of §2.8's integers, the one the pages show; a filter that
+    /// has not returned is undecided.
+    fn tally_spam(&mut self, spam: &[SpamRow]) {
+        for row in spam {
+            match row.spam.map(domain::SpamVerdict::from_wire) {
+                Some(domain::SpamVerdict::Spam) => self.spam += 1,
+                Some(domain::SpamVerdict::NotSpam) => self.not_spam += 1,
+                Some(domain::SpamVerdict::Neutral) | None => self.undecided += 1,
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ClientStatus {
     pub client: String,
@@ -85,8 +99,10 @@ pub struct ClientStatus {
     pub bounce_code: Option<String>,
 }
 
+/// One filter's answer as the receiver gets it: the §2.8 integer, or null while the filter has
+/// not returned.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SpamVerdict {
+pub struct FilterVerdict {
     pub client: String,
     #[serde(rename = "type")]
     pub kind: String,
@@ -121,13 +137,7 @@ impl Summary {
                 }
             })
             .collect();
-        for row in spam {
-            match row.spam {
-                Some(1) => counts.spam += 1,
-                Some(-1) => counts.not_spam += 1,
-                _ => counts.undecided += 1,
-            }
-        }
+        counts.tally_spam(spam);
         Summary {
             event: EVENT_COMPLETED,
             delivery_id: callback.delivery_id.clone(),
@@ -141,7 +151,7 @@ impl Summary {
             clients,
             spam: spam
                 .iter()
-                .map(|s| SpamVerdict {
+                .map(|s| FilterVerdict {
                     client: s.client.clone(),
                     kind: s.kind.clone(),
                     spam: s.spam,
@@ -177,6 +187,29 @@ mod tests {
         assert_ne!(base, signature("s2", 10, b"body"));
         assert!(base.starts_with("t=10,v1="));
         assert_eq!(base.len(), "t=10,v1=".len() + 64);
+    }
+
+    #[test]
+    fn spam_counts_read_the_verdicts_as_the_pages_do() {
+        let row = |spam| SpamRow {
+            client: "f".into(),
+            kind: "b2c".into(),
+            spam,
+            details: String::new(),
+        };
+        let mut counts = Counts::default();
+        counts.tally_spam(&[
+            row(Some(1)),
+            row(Some(-1)),
+            row(Some(-1)),
+            row(Some(0)),
+            row(None),
+        ]);
+        assert_eq!(
+            (counts.spam, counts.not_spam, counts.undecided),
+            (1, 2, 2),
+            "a clean verdict (-1) is never counted as spam"
+        );
     }
 
     #[test]
