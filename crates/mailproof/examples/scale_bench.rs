@@ -24,11 +24,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bench_service::{add_account_in, mailproof_binary, BoxError};
-use domain::{Plan, TestKind, Variant};
+use domain::{TestKind, Variant};
 
 use serde_json::{json, Value};
 use store::testing::database;
-use store::{Backend, JobOutcome, NewAccount, NewTest, NewTestClient, Store};
+use store::{Backend, JobOutcome, NewTest, NewTestClient, Store};
 
 const KEY: &str = "scale-bench";
 const PASSWORD: &str = "scale-bench-password";
@@ -254,53 +254,21 @@ async fn claim_rate(
     claimers: usize,
 ) -> Result<(f64, usize), BoxError> {
     let (_db, store) = store::testing::store(backend).await;
-    let account = store
-        .create_account(
-            &NewAccount {
-                api_key: "claims".into(),
-                password_hash: "unused".into(),
-                plan: Plan::Enterprise,
-                monthly_test_limit: None,
-                rate_limit_per_minute: None,
-                allowed_clients: None,
-                auto_inbox: None,
-            },
-            1_000,
-        )
-        .await?;
+    let account = store::testing::add_account(&store, "claims").await;
     // Tests of 100 clients each, as many as make `jobs` jobs.
     for t in 0..jobs.div_ceil(100) {
         let n = (jobs - t * 100).min(100);
-        store
-            .create_test(&NewTest {
-                id: domain::TestId::generate().to_string(),
-                account_id: account.id,
-                kind: TestKind::Email,
-                subject: "claims".into(),
-                html: "<p>x</p>".into(),
-                created_at: 1_000,
-                reference_id: None,
-                customer_id: None,
-                headers: BTreeMap::new(),
-                image_blocking: false,
-                free_test: false,
-                source_url: None,
-                clients: (0..n)
-                    .map(|c| NewTestClient {
-                        client_id: format!("c{c}"),
-                        variants: vec![Variant::Default],
-                    })
-                    .collect(),
-                spam_method: None,
-                seed_key: None,
-                spam_from_address: None,
-                spam_filters: Vec::new(),
-                reprocesses: 0,
-                monthly_limit: None,
-                callback_url: None,
-                text_part: None,
-            })
-            .await?;
+        let test = NewTest {
+            subject: "claims".into(),
+            clients: (0..n)
+                .map(|c| NewTestClient {
+                    client_id: format!("c{c}"),
+                    variants: vec![Variant::Default],
+                })
+                .collect(),
+            ..store::testing::new_test(account.id, TestKind::Email)
+        };
+        store.create_test(&test).await?;
     }
     let started = Instant::now();
     let mut workers = Vec::new();

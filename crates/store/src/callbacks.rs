@@ -286,12 +286,11 @@ impl Store {
 
 #[cfg(all(test, feature = "testing"))]
 mod tests {
-    use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use domain::{Plan, TestKind, Variant};
+    use domain::{TestKind, Variant};
 
-    use crate::{Backend, NewAccount, NewTest, NewTestClient};
+    use crate::{Backend, NewTest, NewTestClient};
 
     /// Two transactions each complete one of a test's two clients at the same time. Under
     /// PostgreSQL's READ COMMITTED each sees the other's client still pending unless the test row
@@ -300,52 +299,18 @@ mod tests {
     #[tokio::test]
     async fn two_outcomes_completing_a_test_at_once_queue_its_callback_on_postgres() {
         let (_db, store) = crate::testing::store(Backend::Postgres).await;
-        let account = store
-            .create_account(
-                &NewAccount {
-                    api_key: "k".into(),
-                    password_hash: "x".into(),
-                    plan: Plan::Enterprise,
-                    monthly_test_limit: None,
-                    rate_limit_per_minute: None,
-                    allowed_clients: None,
-                    auto_inbox: None,
-                },
-                1_000,
-            )
-            .await
-            .expect("account");
-        let id = domain::TestId::generate().to_string();
+        let account = crate::testing::add_account(&store, "k").await;
         let client = |c: &str| NewTestClient {
             client_id: c.into(),
             variants: vec![Variant::Default],
         };
-        store
-            .create_test(&NewTest {
-                id: id.clone(),
-                account_id: account.id,
-                kind: TestKind::Email,
-                subject: "S".into(),
-                html: "<p>x</p>".into(),
-                created_at: 1_000,
-                reference_id: None,
-                customer_id: None,
-                headers: BTreeMap::new(),
-                image_blocking: false,
-                free_test: false,
-                source_url: None,
-                clients: vec![client("c1"), client("c2")],
-                spam_method: None,
-                seed_key: None,
-                spam_from_address: None,
-                spam_filters: Vec::new(),
-                reprocesses: 0,
-                monthly_limit: None,
-                callback_url: Some("https://hooks.example/done".into()),
-                text_part: None,
-            })
-            .await
-            .expect("test");
+        let test = NewTest {
+            clients: vec![client("c1"), client("c2")],
+            callback_url: Some("https://hooks.example/done".into()),
+            ..crate::testing::new_test(account.id, TestKind::Email)
+        };
+        store.create_test(&test).await.expect("test");
+        let id = test.id;
         let complete =
             "UPDATE test_clients SET status = 'Complete' WHERE test_id = $1 AND client_id = $2";
         let mut first = store.pool.begin().await.expect("begin");

@@ -13,7 +13,7 @@ use std::sync::{Mutex, OnceLock};
 
 use sqlx::Connection;
 
-use crate::{Backend, Store};
+use crate::{Account, Backend, NewAccount, NewTest, Store};
 
 /// The environment variable naming the backend integration tests run on.
 pub const TEST_DB_ENV: &str = "MAILPROOF_TEST_DB";
@@ -80,6 +80,67 @@ pub async fn store(backend: Backend) -> (TestDb, Store) {
         .await
         .unwrap_or_else(|e| panic!("opening the test database {}: {e}", db.url));
     (db, store)
+}
+
+/// An enterprise account with API key `key` and no limits; its password hash is not a real one
+/// (tests of the store never check passwords).
+///
+/// # Panics
+/// When the account cannot be created.
+pub async fn add_account(store: &Store, key: &str) -> Account {
+    add_account_with(
+        store,
+        NewAccount {
+            api_key: key.into(),
+            password_hash: "x".into(),
+            plan: domain::Plan::Enterprise,
+            monthly_test_limit: None,
+            rate_limit_per_minute: None,
+            allowed_clients: None,
+            auto_inbox: None,
+        },
+    )
+    .await
+}
+
+/// [`add_account`] with an account of the caller's making (another plan, an auto-inbox).
+///
+/// # Panics
+/// When the account cannot be created.
+pub async fn add_account_with(store: &Store, account: NewAccount) -> Account {
+    store
+        .create_account(&account, 1_000)
+        .await
+        .unwrap_or_else(|e| panic!("creating test account {}: {e}", account.api_key))
+}
+
+/// A test of `account_id` with a fresh id and nothing else in it: no clients, no spam, no
+/// callback, created at 1,000. Tests name what matters to them and take the rest from here:
+/// `NewTest { clients, ..testing::new_test(account, TestKind::Email) }`.
+pub fn new_test(account_id: i64, kind: domain::TestKind) -> NewTest {
+    NewTest {
+        id: domain::TestId::generate().to_string(),
+        account_id,
+        kind,
+        subject: "S".into(),
+        html: "<p>x</p>".into(),
+        created_at: 1_000,
+        reference_id: None,
+        customer_id: None,
+        headers: std::collections::BTreeMap::new(),
+        image_blocking: false,
+        free_test: false,
+        source_url: None,
+        clients: Vec::new(),
+        spam_method: None,
+        seed_key: None,
+        spam_from_address: None,
+        spam_filters: Vec::new(),
+        reprocesses: 0,
+        monthly_limit: None,
+        callback_url: None,
+        text_part: None,
+    }
 }
 
 const PG_USER: &str = "mailproof";

@@ -1,17 +1,16 @@
 //! Spec §2.8's "empty until the filter has returned", and mail that arrives before its test.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use domain::{Catalog, Plan, SpamMethod, TestKind};
+use domain::{Catalog, SpamMethod, TestKind};
 use inbox::{InboundProcessor, InboxConfig};
 use spam::{
     DaemonConfig, DaemonSource, DnsMode, FilterAddresses, FilterDaemons, FilterProfiles,
     SpamFilters,
 };
-use store::{NewAccount, NewInbound, NewTest, Store};
+use store::{NewInbound, NewTest, Store};
 use tokio::sync::Notify;
 
 const SA: &str = "SpamAssassin (test)";
@@ -46,21 +45,7 @@ struct Fixture {
 impl Fixture {
     async fn new() -> Fixture {
         let (db, store) = store::testing::store(store::Backend::from_env()).await;
-        let account = store
-            .create_account(
-                &NewAccount {
-                    api_key: "k".into(),
-                    password_hash: "x".into(),
-                    plan: Plan::Enterprise,
-                    monthly_test_limit: None,
-                    rate_limit_per_minute: None,
-                    allowed_clients: None,
-                    auto_inbox: None,
-                },
-                0,
-            )
-            .await
-            .expect("an account");
+        let account = store::testing::add_account(&store, "k").await;
         Fixture {
             _db: db,
             store,
@@ -69,35 +54,20 @@ impl Fixture {
     }
 
     async fn create_spam_test(&self, key: &str) -> String {
-        let id = domain::TestId::generate().to_string();
         let test = NewTest {
-            id: id.clone(),
-            account_id: self.account_id,
-            kind: TestKind::Spam,
             subject: "Our November news".into(),
             html: "<p>Hello</p>".into(),
             created_at: chrono::Utc::now().timestamp(),
-            reference_id: None,
-            customer_id: None,
-            headers: BTreeMap::new(),
-            image_blocking: false,
-            free_test: false,
-            source_url: None,
-            clients: Vec::new(),
             spam_method: Some(SpamMethod::Seed),
             seed_key: Some(key.to_owned()),
-            spam_from_address: None,
             spam_filters: vec![(SA.into(), "b2b".into()), (OWN.into(), "b2c".into())],
-            reprocesses: 0,
-            monthly_limit: None,
-            callback_url: None,
-            text_part: None,
+            ..store::testing::new_test(self.account_id, TestKind::Spam)
         };
         self.store
             .create_test(&test)
             .await
             .expect("create the test");
-        id
+        test.id
     }
 
     async fn receive(&self, key: &str) {

@@ -1,11 +1,9 @@
 //! Completion callbacks: queued with the outcome that completes a test, once per test, leased
 //! to one worker and taken over after a crash.
 
-use std::collections::BTreeMap;
-
-use domain::{Plan, TestKind, Variant};
+use domain::{TestKind, Variant};
 use store::testing::TestDb;
-use store::{Backend, CallbackOutcome, JobOutcome, NewAccount, NewTest, NewTestClient, Store};
+use store::{Backend, CallbackOutcome, JobOutcome, NewTest, NewTestClient, Store};
 
 use crate::done;
 
@@ -17,21 +15,7 @@ struct Fixture {
 
 async fn fixture(backend: Backend) -> Fixture {
     let (db, store) = store::testing::store(backend).await;
-    let account = store
-        .create_account(
-            &NewAccount {
-                api_key: "k".into(),
-                password_hash: "x".into(),
-                plan: Plan::Enterprise,
-                monthly_test_limit: None,
-                rate_limit_per_minute: None,
-                allowed_clients: None,
-                auto_inbox: None,
-            },
-            1_000,
-        )
-        .await
-        .expect("account");
+    let account = store::testing::add_account(&store, "k").await;
     Fixture {
         _db: db,
         store,
@@ -42,49 +26,32 @@ async fn fixture(backend: Backend) -> Fixture {
 impl Fixture {
     /// A test with one client of two variants and, when `spam`, two spam filters.
     async fn test(&self, callback_url: Option<&str>, clients: bool, spam: bool) -> String {
-        let id = domain::TestId::generate().to_string();
-        self.store
-            .create_test(&NewTest {
-                id: id.clone(),
-                account_id: self.account_id,
-                kind: if clients {
-                    TestKind::Email
-                } else {
-                    TestKind::Spam
-                },
-                subject: "S".into(),
-                html: "<p>x</p>".into(),
-                created_at: 1_000,
-                reference_id: None,
-                customer_id: None,
-                headers: BTreeMap::new(),
-                image_blocking: true,
-                free_test: false,
-                source_url: None,
-                clients: if clients {
-                    vec![NewTestClient {
-                        client_id: "c1".into(),
-                        variants: vec![Variant::Default, Variant::NoImages],
-                    }]
-                } else {
-                    Vec::new()
-                },
-                spam_method: None,
-                seed_key: None,
-                spam_from_address: None,
-                spam_filters: if spam {
-                    vec![("f1".into(), "b2b".into()), ("f2".into(), "b2c".into())]
-                } else {
-                    Vec::new()
-                },
-                reprocesses: 2,
-                monthly_limit: None,
-                callback_url: callback_url.map(str::to_owned),
-                text_part: None,
-            })
-            .await
-            .expect("test");
-        id
+        let kind = if clients {
+            TestKind::Email
+        } else {
+            TestKind::Spam
+        };
+        let test = NewTest {
+            image_blocking: true,
+            clients: if clients {
+                vec![NewTestClient {
+                    client_id: "c1".into(),
+                    variants: vec![Variant::Default, Variant::NoImages],
+                }]
+            } else {
+                Vec::new()
+            },
+            spam_filters: if spam {
+                vec![("f1".into(), "b2b".into()), ("f2".into(), "b2c".into())]
+            } else {
+                Vec::new()
+            },
+            reprocesses: 2,
+            callback_url: callback_url.map(str::to_owned),
+            ..store::testing::new_test(self.account_id, kind)
+        };
+        self.store.create_test(&test).await.expect("test");
+        test.id
     }
 
     /// Renders every queued job of the store with `outcome`.

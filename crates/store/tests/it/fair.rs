@@ -2,11 +2,9 @@
 //! claimed by the second claim whether or not A's first job is still running, and A never holds
 //! more live leases than its cap. Counted in claims, not timed.
 
-use std::collections::BTreeMap;
-
-use domain::{Plan, TestKind, Variant};
+use domain::{TestKind, Variant};
 use store::testing::TestDb;
-use store::{AccountCaps, Backend, CallbackOutcome, NewAccount, NewTest, NewTestClient, Store};
+use store::{AccountCaps, Backend, CallbackOutcome, NewTest, NewTestClient, Store};
 
 use crate::done;
 
@@ -22,22 +20,7 @@ async fn two_accounts(backend: Backend, caps: AccountCaps) -> Two {
     let store = store.with_account_caps(caps);
     let mut ids = Vec::new();
     for key in ["a", "b"] {
-        let account = store
-            .create_account(
-                &NewAccount {
-                    api_key: key.into(),
-                    password_hash: "x".into(),
-                    plan: Plan::Enterprise,
-                    monthly_test_limit: None,
-                    rate_limit_per_minute: None,
-                    allowed_clients: None,
-                    auto_inbox: None,
-                },
-                1_000,
-            )
-            .await
-            .expect("account");
-        ids.push(account.id);
+        ids.push(store::testing::add_account(&store, key).await.id);
     }
     Two {
         _db: db,
@@ -50,39 +33,19 @@ async fn two_accounts(backend: Backend, caps: AccountCaps) -> Two {
 impl Two {
     /// A test of `account` with `clients` clients of one variant each.
     async fn test(&self, account: i64, clients: usize, created_at: i64) -> String {
-        let id = domain::TestId::generate().to_string();
-        self.store
-            .create_test(&NewTest {
-                id: id.clone(),
-                account_id: account,
-                kind: TestKind::Email,
-                subject: "S".into(),
-                html: "<p>x</p>".into(),
-                created_at,
-                reference_id: None,
-                customer_id: None,
-                headers: BTreeMap::new(),
-                image_blocking: false,
-                free_test: false,
-                source_url: None,
-                clients: (0..clients)
-                    .map(|c| NewTestClient {
-                        client_id: format!("c{c}"),
-                        variants: vec![Variant::Default],
-                    })
-                    .collect(),
-                spam_method: None,
-                seed_key: None,
-                spam_from_address: None,
-                spam_filters: Vec::new(),
-                reprocesses: 0,
-                monthly_limit: None,
-                callback_url: Some("https://hooks.example/done".into()),
-                text_part: None,
-            })
-            .await
-            .expect("test");
-        id
+        let test = NewTest {
+            created_at,
+            clients: (0..clients)
+                .map(|c| NewTestClient {
+                    client_id: format!("c{c}"),
+                    variants: vec![Variant::Default],
+                })
+                .collect(),
+            callback_url: Some("https://hooks.example/done".into()),
+            ..store::testing::new_test(account, TestKind::Email)
+        };
+        self.store.create_test(&test).await.expect("test");
+        test.id
     }
 
     /// Tests of A (`many` of them, older) and one of B, each with one client, all rendered, so

@@ -1,11 +1,9 @@
 //! Store behaviour that the HTTP tests cannot reach directly: the leased render queue and
 //! retention.
 
-use std::collections::BTreeMap;
-
-use domain::{Plan, ScreenshotStatus, TestKind, Variant};
+use domain::{ScreenshotStatus, TestKind, Variant};
 use store::testing::TestDb;
-use store::{Backend, JobOutcome, NewAccount, NewTest, NewTestClient, Store};
+use store::{Backend, JobOutcome, NewTest, NewTestClient, Store};
 
 /// Runs each named `async fn(Backend)` as two tests, `NAME::sqlite` and `NAME::postgres`.
 macro_rules! on_both {
@@ -33,55 +31,21 @@ async fn store_with_clients(
     clients: &[(&str, Vec<Variant>)],
 ) -> (TestDb, Store, String) {
     let (dir, store) = store::testing::store(backend).await;
-    let account = store
-        .create_account(
-            &NewAccount {
-                api_key: "k".into(),
-                password_hash: "x".into(),
-                plan: Plan::Enterprise,
-                monthly_test_limit: None,
-                rate_limit_per_minute: None,
-                allowed_clients: None,
-                auto_inbox: None,
-            },
-            1_000,
-        )
-        .await
-        .expect("account");
-    let id = domain::TestId::generate().to_string();
-    store
-        .create_test(&NewTest {
-            id: id.clone(),
-            account_id: account.id,
-            kind: TestKind::Email,
-            subject: "S".into(),
-            html: "<p>x</p>".into(),
-            created_at: 1_000,
-            reference_id: None,
-            customer_id: None,
-            headers: BTreeMap::new(),
-            image_blocking: true,
-            free_test: false,
-            source_url: None,
-            clients: clients
-                .iter()
-                .map(|(client_id, variants)| NewTestClient {
-                    client_id: client_id.to_string(),
-                    variants: variants.clone(),
-                })
-                .collect(),
-            spam_method: None,
-            seed_key: None,
-            spam_from_address: None,
-            spam_filters: Vec::new(),
-            reprocesses: 2,
-            monthly_limit: None,
-            callback_url: None,
-            text_part: None,
-        })
-        .await
-        .expect("test");
-    (dir, store, id)
+    let account = store::testing::add_account(&store, "k").await;
+    let test = NewTest {
+        image_blocking: true,
+        clients: clients
+            .iter()
+            .map(|(client_id, variants)| NewTestClient {
+                client_id: client_id.to_string(),
+                variants: variants.clone(),
+            })
+            .collect(),
+        reprocesses: 2,
+        ..store::testing::new_test(account.id, TestKind::Email)
+    };
+    store.create_test(&test).await.expect("test");
+    (dir, store, test.id)
 }
 
 fn done() -> JobOutcome {
@@ -350,27 +314,11 @@ async fn the_monthly_limit_counts_per_customer_and_refuses_the_test_over_it(back
         .expect("read")
         .expect("account");
     let test = |n: i64, customer: &str| NewTest {
-        id: domain::TestId::generate().to_string(),
-        account_id: account.id,
-        kind: TestKind::Email,
         subject: format!("S{n}"),
-        html: "<p>x</p>".into(),
         created_at: 2_000 + n,
-        reference_id: None,
         customer_id: Some(customer.into()),
-        headers: BTreeMap::new(),
-        image_blocking: false,
-        free_test: false,
-        source_url: None,
-        clients: Vec::new(),
-        spam_method: None,
-        seed_key: None,
-        spam_from_address: None,
-        spam_filters: Vec::new(),
-        reprocesses: 0,
         monthly_limit: Some((2, "2026-11".into())),
-        callback_url: None,
-        text_part: None,
+        ..store::testing::new_test(account.id, TestKind::Email)
     };
     store.create_test(&test(1, "c1")).await.expect("first");
     store.create_test(&test(2, "c1")).await.expect("second");

@@ -1,8 +1,6 @@
 //! Inbound mail and svc sends are leased queues: concurrent claimers never get one row twice, and
 //! a claim whose process died is taken over once its lease expires.
 
-use std::collections::BTreeMap;
-
 use domain::{SpamMethod, TestKind, Variant};
 use store::{Backend, InboundOutcome, NewInbound, NewTest, Store};
 
@@ -20,34 +18,17 @@ fn message(received_at: i64) -> NewInbound {
 }
 
 async fn svc_test(store: &Store, account_id: i64, n: usize) -> String {
-    let id = domain::TestId::generate().to_string();
-    store
-        .create_test(&NewTest {
-            id: id.clone(),
-            account_id,
-            kind: TestKind::Spam,
-            subject: format!("svc {n}"),
-            html: format!("<p>{n}</p>"),
-            created_at: 1_000 + n as i64,
-            reference_id: None,
-            customer_id: None,
-            headers: BTreeMap::new(),
-            image_blocking: false,
-            free_test: false,
-            source_url: None,
-            clients: Vec::new(),
-            spam_method: Some(SpamMethod::Svc),
-            seed_key: Some(format!("key{n}")),
-            spam_from_address: None,
-            spam_filters: vec![("SA".into(), "b2b".into())],
-            reprocesses: 0,
-            monthly_limit: None,
-            callback_url: None,
-            text_part: None,
-        })
-        .await
-        .expect("svc test");
-    id
+    let test = NewTest {
+        subject: format!("svc {n}"),
+        html: format!("<p>{n}</p>"),
+        created_at: 1_000 + n as i64,
+        spam_method: Some(SpamMethod::Svc),
+        seed_key: Some(format!("key{n}")),
+        spam_filters: vec![("SA".into(), "b2b".into())],
+        ..store::testing::new_test(account_id, TestKind::Spam)
+    };
+    store.create_test(&test).await.expect("svc test");
+    test.id
 }
 
 /// Four workers drain the queue at once, each in a loop of claim and finish; every message must be
