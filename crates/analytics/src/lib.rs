@@ -12,6 +12,14 @@
 
 use std::cell::RefCell;
 
+pub mod classify;
+pub mod egress;
+pub mod report;
+
+pub use classify::{classify, Classified, Client, Device, HitFacts, Source};
+pub use egress::{EgressError, EgressSet};
+pub use report::CampaignReport;
+
 use lol_html::{element, rewrite_str, RewriteStrSettings};
 
 /// Reading time is reported in steps of this many seconds…
