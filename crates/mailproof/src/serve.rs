@@ -538,6 +538,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         max_connections_per_address: settings.http_limits.max_connections_per_address,
         trusted_proxies: settings.http_limits.trusted_proxies.clone(),
     };
+    let hits = state.analytics.clone();
     let router = if roles.has(Role::Api) {
         // The web pages answer under `/`; everything else (the API under /v5, screenshots,
         // health) falls through to the API's router, with its own error rules.
@@ -568,6 +569,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             _ = shutdown_signal() => {}
             _ = http_aborted => {}
         }
+        // Held-open tracking images would otherwise keep the server waiting up to 20 s.
+        hits.release_held();
     }));
     // Before the engines start: scripts (and the tests) can ask /healthz, which says `starting`.
     println!("mailproof: health on http://{bound}/healthz");

@@ -831,12 +831,25 @@ impl Default for HoldLimits {
 /// What the hit handler keeps between hits: Apple's relay ranges, recipients' recent first hits
 /// (for the scanner rule) and the held-open responses in flight. Per process: with several api
 /// processes each judges the hits it answers.
-#[derive(Default)]
 pub struct HitRuntime {
     pub egress: AppleEgress,
     recent: Mutex<HashMap<(String, String), Instant>>,
     limits: HoldLimits,
     held: Mutex<HeldCount>,
+    /// Set on shutdown: held responses finish at once (and are recorded), none are held anew.
+    release: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for HitRuntime {
+    fn default() -> Self {
+        HitRuntime {
+            egress: AppleEgress::default(),
+            recent: Mutex::default(),
+            limits: HoldLimits::default(),
+            held: Mutex::default(),
+            release: tokio::sync::watch::channel(false).0,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -897,8 +910,17 @@ impl HitRuntime {
         }
     }
 
+    /// Ends every held-open response now (each is recorded with the time it was held) and holds
+    /// no more: the process is stopping, and its HTTP server waits for responses in progress.
+    pub fn release_held(&self) {
+        self.release.send_replace(true);
+    }
+
     /// A place for one more held-open response from `address`, within the limits.
     fn try_hold(self: &Arc<Self>, address: IpAddr) -> Option<HoldPermit> {
+        if *self.release.borrow() {
+            return None;
+        }
         let mut held = self.held.lock().ok()?;
         let from = held.by_address.get(&address).copied().unwrap_or(0);
         if held.total >= self.limits.max || from >= self.limits.per_address {
@@ -960,15 +982,20 @@ fn held_pixel(state: AppState, row: CampaignRow, hit: NewHit, permit: HoldPermit
     let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
     let started = Instant::now();
     tokio::spawn(async move {
+        let mut release = permit.runtime.release.subscribe();
         let _permit = permit;
         let (body, last) = PIXEL.split_at(PIXEL.len() - 1);
         if tx.send(bytes::Bytes::from_static(body)).await.is_err() {
             return;
         }
         // The receiver goes when the connection does: the client closed the email.
-        let closed = tokio::time::timeout(HOLD_MAX, tx.closed()).await.is_ok();
+        let closed = tokio::select! {
+            () = tx.closed() => true,
+            () = tokio::time::sleep(HOLD_MAX) => false,
+            _ = release.wait_for(|released| *released) => false,
+        };
         if !closed {
-            // Past the scale's end: finish the image; the reader is still there.
+            // Past the scale's end, or the service is stopping: finish the image.
             let _ = tx.send(bytes::Bytes::from_static(last)).await;
         }
         let held = started.elapsed().min(HOLD_MAX).as_secs();
@@ -1138,6 +1165,14 @@ mod tests {
         assert!(runtime.try_hold(b).is_none(), "in all");
         drop(first);
         assert!(runtime.try_hold(a).is_some(), "a place freed");
+    }
+
+    #[test]
+    fn after_release_nothing_is_held() {
+        let runtime = Arc::new(HitRuntime::default());
+        assert!(runtime.try_hold([192, 0, 2, 1].into()).is_some());
+        runtime.release_held();
+        assert!(runtime.try_hold([192, 0, 2, 1].into()).is_none());
     }
 
     #[test]
