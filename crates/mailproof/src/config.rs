@@ -68,7 +68,7 @@ impl Default for AnalyticsSettings {
             apple_egress_csv: None,
             apple_egress_check_secs: 300,
             max_held_responses: 512,
-            max_held_per_address: 4,
+            max_held_per_address: 16,
         }
     }
 }

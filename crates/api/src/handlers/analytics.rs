@@ -823,7 +823,7 @@ impl Default for HoldLimits {
     fn default() -> Self {
         HoldLimits {
             max: 512,
-            per_address: 4,
+            per_address: 16,
         }
     }
 }
