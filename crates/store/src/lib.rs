@@ -66,7 +66,9 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
 pub use accounts::{Account, NewAccount};
-pub use analytics::{CampaignRow, CampaignUpdate, HitRow, NewCampaign, NewHit};
+pub use analytics::{
+    CampaignRow, CampaignUpdate, HitRow, HitsWritten, NewCampaign, NewHit, TestModeRules,
+};
 pub use blobs::{
     diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
 };
