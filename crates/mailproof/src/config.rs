@@ -35,6 +35,7 @@ pub struct FileConfig {
     pub metrics: Option<MetricsSettings>,
     pub webhooks: Option<WebhookSettings>,
     pub queues: Option<QueueSettings>,
+    pub hits: Option<HitsConfig>,
     pub keys: Option<KeySettings>,
     pub role: Option<String>,
 }
@@ -209,6 +210,48 @@ impl Default for WebhookSettings {
             max_attempts: 8,
             base_delay: 30,
             max_delay: 3600,
+        }
+    }
+}
+
+/// The `[hits]` section: how tracking hits are written (a group commit: every hit is answered
+/// only once its batch is committed) and how many one client or one campaign may record.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HitsConfig {
+    /// Hits waiting for the writer at most; beyond it hit requests wait for room.
+    pub queue_capacity: usize,
+    /// Hits written in one transaction at most.
+    pub batch_max: usize,
+    /// Milliseconds the writer waits for more hits before writing a batch that is not full.
+    pub batch_wait_ms: u64,
+    /// Hits recorded per minute from one client address (an IPv6 /64 is one); 0: no limit.
+    pub per_address_per_minute: u32,
+    /// Hits recorded per minute for one campaign; 0: no limit.
+    pub per_campaign_per_minute: u32,
+}
+
+impl Default for HitsConfig {
+    fn default() -> Self {
+        let d = api::hits::HitSettings::default();
+        HitsConfig {
+            queue_capacity: d.queue_capacity,
+            batch_max: d.batch_max,
+            batch_wait_ms: d.batch_wait.as_millis() as u64,
+            per_address_per_minute: d.per_address_per_minute,
+            per_campaign_per_minute: d.per_campaign_per_minute,
+        }
+    }
+}
+
+impl HitsConfig {
+    pub fn settings(&self) -> api::hits::HitSettings {
+        api::hits::HitSettings {
+            queue_capacity: self.queue_capacity,
+            batch_max: self.batch_max,
+            batch_wait: std::time::Duration::from_millis(self.batch_wait_ms),
+            per_address_per_minute: self.per_address_per_minute,
+            per_campaign_per_minute: self.per_campaign_per_minute,
         }
     }
 }
@@ -392,6 +435,7 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     pub webhooks: WebhookSettings,
     pub queues: QueueSettings,
+    pub hits: HitsConfig,
     pub keys: KeySettings,
     pub roles: Roles,
 }
@@ -534,6 +578,16 @@ impl Settings {
                     .into(),
             );
         }
+        let hits = file.hits.unwrap_or_default();
+        if !(1..=1_000_000).contains(&hits.queue_capacity)
+            || !(1..=10_000).contains(&hits.batch_max)
+            || hits.batch_wait_ms > 1_000
+        {
+            problems.push(
+                "[hits] queue_capacity must be between 1 and 1000000, batch_max between 1 and 10000, batch_wait_ms at most 1000"
+                    .into(),
+            );
+        }
         let queues = file.queues.unwrap_or_default();
         let workers = [
             queues.link_check_workers,
@@ -603,6 +657,7 @@ impl Settings {
             metrics: file.metrics.unwrap_or_default(),
             webhooks,
             queues,
+            hits,
             keys,
             roles,
         })

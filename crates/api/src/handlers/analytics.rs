@@ -5,13 +5,15 @@
 //!
 //! Another account's guid is `NoCampaigns`, exactly like a guid that never existed.
 
-use axum::extract::{Path, RawQuery, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use chrono::{DateTime, Months, NaiveDate, Utc};
 use serde_json::{json, Map, Value};
-use store::{CampaignRow, CampaignUpdate, NewCampaign, NewHit};
+use store::{CampaignRow, CampaignUpdate, NewCampaign, NewHit, TestModeRules};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorName};
@@ -36,6 +38,11 @@ const DAY: i64 = 86_400;
 /// A campaign still in test mode at this many test opens is activated, and those opens cleared
 /// (the behaviour of the service our users come from).
 const AUTO_ACTIVATE_OPENS: i64 = 500;
+/// How hits of a campaign in test mode are accounted when the writer records them.
+pub(crate) const TEST_MODE_RULES: TestModeRules = TestModeRules {
+    activate_at_opens: AUTO_ACTIVATE_OPENS,
+    run_secs: DEFAULT_RUN_DAYS * DAY,
+};
 
 fn invalid(msg: impl Into<String>) -> ApiError {
     ApiError::new(ErrorName::InvalidData, msg)
@@ -717,12 +724,14 @@ fn agent_class(headers: &HeaderMap) -> &'static str {
 
 /// `GET /t/<guid>/<file>`: a tracking hit. Answers the image, or for a click a 302 to the link,
 /// never an error page: an unknown guid, an expired campaign or a path the tracking code never
-/// makes gets the image and records nothing. A hit that is recorded is committed before the
-/// answer leaves (one write per hit; batching is still to come).
+/// makes gets the image and records nothing, and so does a hit over a rate limit (counted in
+/// `/metrics`). A hit that is recorded is committed before the answer leaves, in a batch with
+/// the hits that arrived with it (`crate::hits`).
 pub async fn hit(
     State(state): State<AppState>,
     Path((guid, file)): Path<(String, String)>,
     RawQuery(q): RawQuery,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
 ) -> Response {
     let Some(kind) = ::analytics::HitKind::parse(&file) else {
@@ -731,6 +740,10 @@ pub async fn hit(
     if !::analytics::is_guid(&guid) {
         return pixel();
     }
+    // Before the campaign is read, so that a flood costs the database nothing.
+    let admitted = state
+        .hits
+        .admit_address(client.map(|Extension(ConnectInfo(a))| a.ip()));
     let row = match state.store.campaign_for_hit(&guid).await {
         Ok(Some(row)) => row,
         Ok(None) => return pixel(),
@@ -754,7 +767,7 @@ pub async fn hit(
     if matches!(kind, ::analytics::HitKind::Click(_)) && target.is_none() {
         return pixel();
     }
-    if !expired {
+    if !expired && admitted.is_ok() {
         let merge_value = url::form_urlencoded::parse(q.as_deref().unwrap_or("").as_bytes())
             .find(|(k, _)| k == "d")
             .map(|(_, v)| v.chars().take(MAX_MERGE_VALUE_CHARS).collect::<String>())
@@ -767,23 +780,9 @@ pub async fn hit(
             merge_value,
             agent_class: agent_class(&headers).to_string(),
         };
-        let recorded = if row.activated_at.is_none() {
-            state
-                .store
-                .record_test_hit(&hit, AUTO_ACTIVATE_OPENS, now + DEFAULT_RUN_DAYS * DAY)
-                .await
-                .map(|activated| {
-                    if activated {
-                        tracing::info!(guid, "campaign activated by its test opens");
-                    }
-                })
-        } else {
-            state.store.record_hit(&hit, false).await
-        };
-        if let Err(e) = recorded {
-            // The reader still gets the image; the failure is the operator's to see.
-            tracing::error!(error = %e, "recording a tracking hit");
-        }
+        // Not recorded is not an error for the reader: the image goes out either way, and the
+        // writer and the limits have logged and counted why.
+        let _ = state.hits.record(&state.store, hit).await;
     }
     match target.and_then(|t| HeaderValue::from_str(&t).ok()) {
         Some(location) => (
