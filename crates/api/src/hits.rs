@@ -10,11 +10,12 @@
 //! each counted in `/metrics` (`hits_unrecorded`). A crash loses only hits not yet answered:
 //! at most the queue plus one batch, none of which any reader has had an answer for.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
-use store::{NewHit, Store, TestModeRules};
+use store::{CampaignRow, NewHit, Store, TestModeRules};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::state::RateLimiter;
@@ -72,14 +73,25 @@ struct Pending {
     done: oneshot::Sender<bool>,
 }
 
+/// How long a campaign read for the hit path is reused. What may change meanwhile changes
+/// little for a hit: whether it is test data and whether the campaign still exists are decided
+/// again by the writer under its transaction, and only the end date (set in days) may be a
+/// second stale.
+const CAMPAIGN_TTL: Duration = Duration::from_secs(1);
+/// Campaigns (and unknown guids) remembered at most; beyond it the stale ones are forgotten.
+const MAX_CACHED_CAMPAIGNS: usize = 10_000;
+
+type CachedCampaign = (Instant, Option<Arc<CampaignRow>>);
+
 /// The hit path's shared parts: the writer's queue (started on the first hit, inside the
-/// runtime) and the rate limits.
+/// runtime), the rate limits and the campaigns recently read.
 pub struct Hits {
     settings: HitSettings,
     rules: TestModeRules,
     writer: OnceLock<mpsc::Sender<Pending>>,
     per_address: RateLimiter<IpAddr>,
     per_campaign: RateLimiter<String>,
+    campaigns: Mutex<HashMap<String, CachedCampaign>>,
 }
 
 impl Hits {
@@ -90,6 +102,42 @@ impl Hits {
             writer: OnceLock::new(),
             per_address: RateLimiter::default(),
             per_campaign: RateLimiter::default(),
+            campaigns: Mutex::default(),
+        }
+    }
+
+    /// The campaign `guid` (any account's: a hit carries no credentials), read at most once a
+    /// second per guid so that a hit costs the database one write share and no read.
+    pub async fn campaign(
+        &self,
+        store: &Store,
+        guid: &str,
+    ) -> store::Result<Option<Arc<CampaignRow>>> {
+        if let Ok(map) = self.campaigns.lock() {
+            if let Some((at, row)) = map.get(guid) {
+                if at.elapsed() < CAMPAIGN_TTL {
+                    return Ok(row.clone());
+                }
+            }
+        }
+        let row = store.campaign_for_hit(guid).await?.map(Arc::new);
+        if let Ok(mut map) = self.campaigns.lock() {
+            if map.len() >= MAX_CACHED_CAMPAIGNS {
+                map.retain(|_, (at, _)| at.elapsed() < CAMPAIGN_TTL);
+                if map.len() >= MAX_CACHED_CAMPAIGNS {
+                    map.clear();
+                }
+            }
+            map.insert(guid.to_string(), (Instant::now(), row.clone()));
+        }
+        Ok(row)
+    }
+
+    /// Drops what this process remembers of campaign `guid` (after a change its hits must see
+    /// at once: deletion, a new end). Other api processes see the change within a second.
+    pub fn forget(&self, guid: &str) {
+        if let Ok(mut map) = self.campaigns.lock() {
+            map.remove(guid);
         }
     }
 

@@ -497,6 +497,7 @@ pub async fn set_expiration(
             ErrorName::ErrorUpdateCampaign,
             "setting the campaign's expiration",
         ))?;
+    state.hits.forget(&guid);
     if !done {
         return Err(no_campaign(&guid));
     }
@@ -597,6 +598,7 @@ pub async fn delete(
             ErrorName::ErrorUpdateCampaign,
             "deleting the campaign",
         ))?;
+    state.hits.forget(&guid);
     if !done {
         return Err(no_campaign(&guid));
     }
@@ -744,7 +746,7 @@ pub async fn hit(
     let admitted = state
         .hits
         .admit_address(client.map(|Extension(ConnectInfo(a))| a.ip()));
-    let row = match state.store.campaign_for_hit(&guid).await {
+    let row = match state.hits.campaign(&state.store, &guid).await {
         Ok(Some(row)) => row,
         Ok(None) => return pixel(),
         Err(e) => {
