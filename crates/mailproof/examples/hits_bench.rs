@@ -85,6 +85,22 @@ async fn counters(http: &reqwest::Client, base: &str) -> Result<(f64, f64), BoxE
     ))
 }
 
+/// CPU seconds (user and system) the process `pid` has used so far, from `/proc`.
+fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces) start after its closing paren.
+    let rest = stat.rsplit_once(')').ok_or("unreadable /proc stat")?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields
+        .get(11..13)
+        .ok_or("short /proc stat")?
+        .iter()
+        .map(|f| f.parse::<f64>())
+        .sum::<Result<f64, _>>()?;
+    // The kernel's USER_HZ is 100 on every Linux this runs on.
+    Ok(ticks / 100.0)
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -169,7 +185,12 @@ async fn bench(backend: &str, o: &Options) -> Result<(), BoxError> {
     } else if backend != "sqlite" {
         return Err(format!("unknown backend {backend:?}; use sqlite or postgres").into());
     }
-    let svc = BenchService::start(&config, KEY, PASS, "error")?;
+    let svc = BenchService::start(
+        &config,
+        KEY,
+        PASS,
+        &std::env::var("HITS_BENCH_LOG").unwrap_or_else(|_| "error".into()),
+    )?;
     let http = reqwest::Client::new();
     let created: serde_json::Value = http
         .post(format!("{}/v5/analytics/createcampaign", svc.base))
@@ -198,24 +219,28 @@ async fn bench(backend: &str, o: &Options) -> Result<(), BoxError> {
         o.connections, o.seconds
     );
     println!(
-        "| offered hits/s | recorded hits/s | p50 ms | p99 ms | max ms | failed | mean batch |"
+        "| offered hits/s | recorded hits/s | p50 ms | p99 ms | max ms | failed | mean batch | CPU ms per 1000 hits: service / load generator |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let mut recorded_total = 0.0;
     for &rate in &o.rates {
         let (rec0, batches0) = counters(&http, &svc.base).await?;
+        let (cpu0, own0) = (cpu_seconds(svc.pid())?, cpu_seconds(std::process::id())?);
         let step = drive(&open, rate, o.seconds, o.connections).await;
+        let (cpu1, own1) = (cpu_seconds(svc.pid())?, cpu_seconds(std::process::id())?);
         let (rec1, batches1) = counters(&http, &svc.base).await?;
         recorded_total = rec1;
         let recorded = rec1 - rec0;
         println!(
-            "| {rate} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {:.1} |",
+            "| {rate} | {:.0} | {:.1} | {:.1} | {:.1} | {} | {:.1} | {:.0} / {:.0} |",
             recorded / step.wall.as_secs_f64(),
             percentile(&step.latencies_ms, 0.50),
             percentile(&step.latencies_ms, 0.99),
             step.latencies_ms.last().copied().unwrap_or(f64::NAN),
             step.failed,
             recorded / (batches1 - batches0).max(1.0),
+            (cpu1 - cpu0) * 1_000_000.0 / recorded.max(1.0),
+            (own1 - own0) * 1_000_000.0 / recorded.max(1.0),
         );
         if (recorded as usize) < step.answered {
             return Err(format!(
