@@ -7,8 +7,9 @@
 //! Bounds: the queue holds `queue_capacity` hits; when it is full a handler waits for room
 //! (backpressure) rather than answering unrecorded, so the only hits answered without being
 //! recorded are the ones over a rate limit and those of a batch the database refused twice,
-//! each counted in `/metrics` (`hits_unrecorded`). A crash loses only hits not yet answered:
-//! at most the queue plus one batch, none of which any reader has had an answer for.
+//! each counted in `/metrics` (`hits_unrecorded`). A crash loses only hits whose answer had not
+//! left: the queued ones (at most `queue_capacity`), the batch being written (at most
+//! `batch_max`) and requests still waiting for room.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
