@@ -1,5 +1,5 @@
 //! The write path of tracking hits (issue 22): a group commit. Each hit handler hands its
-//! [`NewHit`] to one writer task through a bounded queue and waits; the writer takes what has
+//! [`NewHit`] to the writer tasks through a bounded queue and waits; a writer takes what has
 //! queued up (up to `batch_max`, waiting at most `batch_wait` for more), writes it in one
 //! transaction ([`Store::record_hits`]) and only then lets each handler answer. So a hit is
 //! answered only once it is durable, and under load one commit carries many hits.
@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use store::{CampaignRow, NewHit, Store, TestModeRules};
+use store::{Backend, CampaignRow, NewHit, Store, TestModeRules};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::state::RateLimiter;
@@ -28,6 +28,9 @@ pub struct HitSettings {
     pub queue_capacity: usize,
     /// Hits written in one transaction at most.
     pub batch_max: usize,
+    /// Batches written at once; 0: by backend (1 on SQLite, which writes one transaction at a
+    /// time anyway; 4 on PostgreSQL, whose commits wait on the disk and overlap).
+    pub writers: usize,
     /// How long the writer waits for more hits before writing a batch that is not full.
     pub batch_wait: Duration,
     /// Hits recorded per minute from one client address (an IPv6 /64 counts as one); 0: no limit.
@@ -41,6 +44,7 @@ impl Default for HitSettings {
         HitSettings {
             queue_capacity: 10_000,
             batch_max: 500,
+            writers: 0,
             batch_wait: Duration::from_millis(2),
             // Image proxies (Gmail, Yahoo, Apple's relays) fetch for many readers from few
             // addresses, so the per-address budget is generous; it stops one client from
@@ -174,13 +178,21 @@ impl Hits {
 
     fn start(&self, store: Store) -> mpsc::Sender<Pending> {
         let (tx, rx) = mpsc::channel(self.settings.queue_capacity.max(1));
-        tokio::spawn(write_batches(
-            store,
-            rx,
-            self.settings.batch_max.max(1),
-            self.settings.batch_wait,
-            self.rules,
-        ));
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let writers = match (self.settings.writers, store.backend()) {
+            (0, Backend::Sqlite) => 1,
+            (0, Backend::Postgres) => 4,
+            (n, _) => n,
+        };
+        for _ in 0..writers {
+            tokio::spawn(write_batches(
+                store.clone(),
+                rx.clone(),
+                self.settings.batch_max.max(1),
+                self.settings.batch_wait,
+                self.rules,
+            ));
+        }
         tx
     }
 }
@@ -206,25 +218,30 @@ fn budget_key(a: IpAddr) -> IpAddr {
 /// between two api processes).
 const RETRY_AFTER: Duration = Duration::from_millis(50);
 
+/// One writer: takes a batch from the shared queue (one writer gathers at a time, so another
+/// can commit meanwhile), writes it, then releases its handlers.
 async fn write_batches(
     store: Store,
-    mut rx: mpsc::Receiver<Pending>,
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Pending>>>,
     batch_max: usize,
     batch_wait: Duration,
     rules: TestModeRules,
 ) {
     let mut batch: Vec<Pending> = Vec::with_capacity(batch_max);
     loop {
-        if rx.recv_many(&mut batch, batch_max).await == 0 {
-            return;
-        }
-        if batch.len() < batch_max && !batch_wait.is_zero() {
-            let deadline = tokio::time::Instant::now() + batch_wait;
-            while batch.len() < batch_max {
-                let room = batch_max - batch.len();
-                match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
-                    Ok(n) if n > 0 => {}
-                    _ => break,
+        {
+            let mut rx = rx.lock().await;
+            if rx.recv_many(&mut batch, batch_max).await == 0 {
+                return;
+            }
+            if batch.len() < batch_max && !batch_wait.is_zero() {
+                let deadline = tokio::time::Instant::now() + batch_wait;
+                while batch.len() < batch_max {
+                    let room = batch_max - batch.len();
+                    match tokio::time::timeout_at(deadline, rx.recv_many(&mut batch, room)).await {
+                        Ok(n) if n > 0 => {}
+                        _ => break,
+                    }
                 }
             }
         }

@@ -7,10 +7,10 @@
 //! Starts the sibling `mailproof` binary (no engines, no filter daemons, no hit rate limits; on
 //! PostgreSQL a durable cluster of its own: fsync and synchronous_commit on), creates and
 //! activates a campaign, then drives open hits over HTTP/1.1 keep-alive connections at a fixed
-//! offered rate (open loop: hit k is due at k/rate, whatever the earlier answers did). A hit's
-//! latency is counted from its due time, so a service that falls behind shows it. Every answered
-//! hit is recorded before it is answered; the recorded count is read from `/metrics` and checked
-//! against the campaign's export at the end.
+//! offered rate after a one-second warm-up that opens them (open loop: hit k is due at k/rate,
+//! whatever the earlier answers did). A hit's latency is counted from its due time, so a service
+//! that falls behind shows it. Every answered hit is recorded before it is answered; the recorded
+//! count is read from `/metrics` and checked against the campaign's export at the end.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -116,20 +116,29 @@ struct Step {
     latencies_ms: Vec<f64>,
 }
 
-/// Offers `rate` hits a second for `seconds` over `connections` connections.
-async fn drive(open: &str, rate: u64, seconds: u64, connections: usize) -> Step {
+/// One client per connection, kept across steps so that every step but the warm-up finds its
+/// connections open.
+fn clients(connections: usize) -> Result<Vec<reqwest::Client>, BoxError> {
+    (0..connections)
+        .map(|_| {
+            reqwest::Client::builder()
+                .pool_max_idle_per_host(1)
+                .timeout(Duration::from_secs(30))
+                .build()
+                .map_err(BoxError::from)
+        })
+        .collect()
+}
+
+/// Offers `rate` hits a second for `seconds` over the connections of `clients`.
+async fn drive(open: &str, rate: u64, seconds: u64, clients: &[reqwest::Client]) -> Step {
     let total = rate * seconds;
     let next = Arc::new(AtomicU64::new(0));
     let start = Instant::now() + Duration::from_millis(50);
     let mut workers = Vec::new();
-    for _ in 0..connections {
-        let (next, open) = (next.clone(), open.to_string());
+    for http in clients {
+        let (next, open, http) = (next.clone(), open.to_string(), http.clone());
         workers.push(tokio::spawn(async move {
-            let http = reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .timeout(Duration::from_secs(30))
-                .build()
-                .expect("http client");
             let (mut lat, mut failed) = (Vec::new(), 0usize);
             loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
@@ -222,11 +231,14 @@ async fn bench(backend: &str, o: &Options) -> Result<(), BoxError> {
         "| offered hits/s | recorded hits/s | p50 ms | p99 ms | max ms | failed | mean batch | CPU ms per 1000 hits: service / load generator |"
     );
     println!("|---|---|---|---|---|---|---|---|");
+    let pool = clients(o.connections)?;
+    // Warm-up, not shown: opens every connection and starts the writer.
+    drive(&open, o.rates.first().copied().unwrap_or(1_000), 1, &pool).await;
     let mut recorded_total = 0.0;
     for &rate in &o.rates {
         let (rec0, batches0) = counters(&http, &svc.base).await?;
         let (cpu0, own0) = (cpu_seconds(svc.pid())?, cpu_seconds(std::process::id())?);
-        let step = drive(&open, rate, o.seconds, o.connections).await;
+        let step = drive(&open, rate, o.seconds, &pool).await;
         let (cpu1, own1) = (cpu_seconds(svc.pid())?, cpu_seconds(std::process::id())?);
         let (rec1, batches1) = counters(&http, &svc.base).await?;
         recorded_total = rec1;

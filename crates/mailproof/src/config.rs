@@ -223,6 +223,8 @@ pub struct HitsConfig {
     pub queue_capacity: usize,
     /// Hits written in one transaction at most.
     pub batch_max: usize,
+    /// Batches written at once; 0: 1 on SQLite, 4 on PostgreSQL.
+    pub writers: usize,
     /// Milliseconds the writer waits for more hits before writing a batch that is not full.
     pub batch_wait_ms: u64,
     /// Hits recorded per minute from one client address (an IPv6 /64 is one); 0: no limit.
@@ -237,6 +239,7 @@ impl Default for HitsConfig {
         HitsConfig {
             queue_capacity: d.queue_capacity,
             batch_max: d.batch_max,
+            writers: d.writers,
             batch_wait_ms: d.batch_wait.as_millis() as u64,
             per_address_per_minute: d.per_address_per_minute,
             per_campaign_per_minute: d.per_campaign_per_minute,
@@ -249,6 +252,7 @@ impl HitsConfig {
         api::hits::HitSettings {
             queue_capacity: self.queue_capacity,
             batch_max: self.batch_max,
+            writers: self.writers,
             batch_wait: std::time::Duration::from_millis(self.batch_wait_ms),
             per_address_per_minute: self.per_address_per_minute,
             per_campaign_per_minute: self.per_campaign_per_minute,
@@ -582,9 +586,10 @@ impl Settings {
         if !(1..=1_000_000).contains(&hits.queue_capacity)
             || !(1..=10_000).contains(&hits.batch_max)
             || hits.batch_wait_ms > 1_000
+            || hits.writers > 64
         {
             problems.push(
-                "[hits] queue_capacity must be between 1 and 1000000, batch_max between 1 and 10000, batch_wait_ms at most 1000"
+                "[hits] queue_capacity must be between 1 and 1000000, batch_max between 1 and 10000, batch_wait_ms at most 1000, writers at most 64"
                     .into(),
             );
         }

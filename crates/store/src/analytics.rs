@@ -444,17 +444,33 @@ impl Store {
             return Ok(HitsWritten::default());
         }
         let mut tx = self.pool.begin().await?;
-        // A no-op write first: SQLite takes its write lock at once, and PostgreSQL locks the
-        // campaigns' rows against a concurrent activation, clear or delete until the commit.
-        let mut q = Query::new(
-            "UPDATE analytics_campaigns SET activated_at = activated_at WHERE guid IN (",
-        );
-        q.bind_list(&guids).push(") RETURNING guid, activated_at");
+        let (head, tail) = self.backend.read_campaigns_for_hits();
+        let mut q = Query::new(head);
+        q.bind_list(&guids).push(tail);
         let mut modes = std::collections::HashMap::new();
+        let mut testing = Vec::new();
         for r in q.build().fetch_all(&mut *tx).await? {
             let guid: String = r.try_get("guid")?;
-            let activated: Option<i64> = r.try_get("activated_at")?;
-            modes.insert(guid, activated.map_or(Mode::Testing(-1), |_| Mode::Active));
+            if r.try_get::<Option<i64>, _>("activated_at")?.is_none() {
+                testing.push(guid.clone());
+            }
+            modes.insert(guid, Mode::Active);
+        }
+        // Campaigns in test mode are locked (PostgreSQL) and read again: a concurrent batch, an
+        // activation or a clear of the same campaign waits for this commit, and whatever of
+        // those committed before is seen here. An active campaign needs no lock: it never
+        // returns to test mode, and the foreign key keeps it from being deleted under the insert.
+        if !testing.is_empty() {
+            let mut q =
+                Query::new("SELECT guid, activated_at FROM analytics_campaigns WHERE guid IN (");
+            q.bind_list(&testing)
+                .push(&format!(") ORDER BY guid {}", self.backend.lock_row()));
+            for r in q.build().fetch_all(&mut *tx).await? {
+                let guid: String = r.try_get("guid")?;
+                if r.try_get::<Option<i64>, _>("activated_at")?.is_none() {
+                    modes.insert(guid, Mode::Testing(0));
+                }
+            }
         }
         for (guid, mode) in modes.iter_mut() {
             if let Mode::Testing(opens) = mode {

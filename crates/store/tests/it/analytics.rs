@@ -418,7 +418,46 @@ async fn a_batch_of_hits_keeps_test_mode_accounting_in_order(backend: Backend) {
         .all(|h| h.test));
 }
 
+/// Batches of one campaign in test mode written at once (several writers on PostgreSQL) count
+/// its opens as if one after another: exactly the threshold's worth of test opens is cleared at
+/// activation and every later open is a real hit.
+async fn concurrent_batches_count_test_opens_exactly_once(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    store
+        .create_campaign(&campaign(account.id, "busy", "busy", 1_000))
+        .await
+        .expect("create");
+    let rules = TestModeRules {
+        activate_at_opens: 30,
+        run_secs: 500,
+    };
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let store = store.clone();
+        writers.push(tokio::spawn(async move {
+            let batch: Vec<NewHit> = (0..10)
+                .map(|i| hit("busy", 2_000 + w * 10 + i, "open"))
+                .collect();
+            store
+                .record_hits(&batch, rules)
+                .await
+                .expect("batch")
+                .activated
+        }));
+    }
+    let mut activations = 0;
+    for w in writers {
+        activations += w.await.expect("writer").len();
+    }
+    assert_eq!(activations, 1);
+    let left = store.campaign_hits("busy").await.expect("hits");
+    assert_eq!(left.len(), 80 - 30);
+    assert!(left.iter().all(|h| !h.test));
+}
+
 on_both!(
+    concurrent_batches_count_test_opens_exactly_once,
     a_batch_of_hits_keeps_test_mode_accounting_in_order,
     retention_removes_hits_of_campaigns_that_ended_before_the_cutoff,
     test_opens_activate_a_campaign_at_the_threshold_and_are_cleared,
