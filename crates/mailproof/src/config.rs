@@ -752,6 +752,40 @@ mod tests {
     }
 
     #[test]
+    fn hit_settings_have_defaults_take_the_file_and_refuse_bounds_out_of_range() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("m.toml");
+        let resolve = |text: &str| {
+            std::fs::write(&config, text).expect("write config");
+            Settings::resolve(&Overrides {
+                config: Some(config.clone()),
+                ..Default::default()
+            })
+        };
+        let d = resolve("").expect("defaults").hits.settings();
+        assert_eq!(d, api::hits::HitSettings::default());
+        assert!(d.per_address_per_minute > 0 && d.per_campaign_per_minute > 0);
+        let s = resolve("[hits]\nper_address_per_minute = 0\nbatch_wait_ms = 7\nwriters = 2\n")
+            .expect("valid")
+            .hits
+            .settings();
+        assert_eq!(
+            (s.per_address_per_minute, s.batch_wait, s.writers),
+            (0, std::time::Duration::from_millis(7), 2)
+        );
+        for bad in [
+            "queue_capacity = 0",
+            "batch_max = 0",
+            "batch_wait_ms = 5000",
+        ] {
+            let err = resolve(&format!("[hits]\n{bad}\n"))
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("[hits]"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn queue_caps_of_zero_mean_none_and_zero_workers_are_refused() {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("m.toml");
