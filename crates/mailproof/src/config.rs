@@ -751,17 +751,20 @@ mod tests {
         );
     }
 
+    /// The settings of a config file holding `text`, in `dir`.
+    fn resolve_file(dir: &tempfile::TempDir, text: &str) -> anyhow::Result<Settings> {
+        let config = dir.path().join("m.toml");
+        std::fs::write(&config, text).expect("write config");
+        Settings::resolve(&Overrides {
+            config: Some(config),
+            ..Default::default()
+        })
+    }
+
     #[test]
     fn hit_settings_have_defaults_take_the_file_and_refuse_bounds_out_of_range() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("m.toml");
-        let resolve = |text: &str| {
-            std::fs::write(&config, text).expect("write config");
-            Settings::resolve(&Overrides {
-                config: Some(config.clone()),
-                ..Default::default()
-            })
-        };
+        let resolve = |text: &str| resolve_file(&dir, text);
         let d = resolve("").expect("defaults").hits.settings();
         assert_eq!(d, api::hits::HitSettings::default());
         assert!(d.per_address_per_minute > 0 && d.per_campaign_per_minute > 0);
@@ -788,14 +791,7 @@ mod tests {
     #[test]
     fn queue_caps_of_zero_mean_none_and_zero_workers_are_refused() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("m.toml");
-        let resolve = |text: &str| {
-            std::fs::write(&config, text).expect("write config");
-            Settings::resolve(&Overrides {
-                config: Some(config.clone()),
-                ..Default::default()
-            })
-        };
+        let resolve = |text: &str| resolve_file(&dir, text);
         let s = resolve(
             "[queues]
 link_check_workers = 3
