@@ -742,10 +742,14 @@ pub async fn hit(
     if !::analytics::is_guid(&guid) {
         return pixel();
     }
-    // Before the campaign is read, so that a flood costs the database nothing.
     let admitted = state
         .hits
         .admit_address(client.map(|Extension(ConnectInfo(a))| a.ip()));
+    // Over its budget, an image hit is answered before the campaign is read, so that a flood of
+    // made-up guids costs the database nothing; a click still needs its link.
+    if admitted.is_err() && !matches!(kind, ::analytics::HitKind::Click(_)) {
+        return pixel();
+    }
     let row = match state.hits.campaign(&state.store, &guid).await {
         Ok(Some(row)) => row,
         Ok(None) => return pixel(),

@@ -20,7 +20,8 @@ async fn active_campaign(s: &Server) -> (String, String) {
     let created = s
         .post(
             "/v5/analytics/createcampaign",
-            &json!({"name": "Storm", "total_subscribers": 1000}),
+            &json!({"name": "Storm", "total_subscribers": 1000,
+                    "click_tracking": {"html": "<a href=\"https://shop.example/\">Shop</a>"}}),
         )
         .await
         .ok()
@@ -161,6 +162,17 @@ async fn a_flood_from_one_address_is_answered_but_recorded_only_up_to_its_limit(
     .await;
     let (guid, open) = active_campaign(&s).await;
     hits(&open, 0, 12).await;
+    // Over the budget a click still goes to its link, unrecorded.
+    let click = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+        .get(s.url(&format!("/t/{guid}/1?d=c")))
+        .send()
+        .await
+        .expect("click");
+    assert_eq!(click.status(), 302);
+    assert_eq!(click.headers()["location"], "https://shop.example/");
     assert_eq!(
         recorded_merge_values(&s, &guid).await,
         ["r0", "r1", "r2", "r3", "r4"]
@@ -172,7 +184,7 @@ async fn a_flood_from_one_address_is_answered_but_recorded_only_up_to_its_limit(
             &m,
             r#"mailproof_hits_unrecorded_total{reason="rate_address"}"#
         ),
-        7.0,
+        8.0,
         "{m}"
     );
     assert_eq!(sample(&m, "mailproof_hits_recorded_total"), 5.0, "{m}");
