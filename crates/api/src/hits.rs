@@ -8,8 +8,8 @@
 //! (backpressure) rather than answering unrecorded, so the only hits answered without being
 //! recorded are the ones over a rate limit and those of a batch the database refused twice,
 //! each counted in `/metrics` (`hits_unrecorded`). A crash loses only hits whose answer had not
-//! left: the queued ones (at most `queue_capacity`), the batch being written (at most
-//! `batch_max`) and requests still waiting for room.
+//! left: the queued ones (at most `queue_capacity`), the batches being written (at most
+//! `batch_max` each) and requests still waiting for room.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
