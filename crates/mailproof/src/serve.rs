@@ -488,6 +488,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         sandbox_requests_per_minute: settings.http_limits.sandbox_requests_per_minute,
         metrics_token: settings.metrics.token.clone(),
         metrics_port_public: !settings.http.ip().is_loopback(),
+        hits: settings.hits.settings(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let health = Arc::new(api::health::Health::default());

@@ -3,6 +3,7 @@
 mod support;
 
 mod analytics;
+mod analytics_durability;
 mod auth;
 mod auto_inbox;
 mod checks;
