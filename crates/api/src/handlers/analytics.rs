@@ -1028,12 +1028,11 @@ pub async fn hit(
     if !::analytics::is_guid(&guid) {
         return pixel();
     }
-    let admitted = state
-        .hits
-        .admit_address(client.map(|Extension(ConnectInfo(a))| a.ip()));
+    let address = client.map(|Extension(ConnectInfo(a))| a.ip());
+    let admitted = state.hits.admit_address(address);
     // Over its budget, an image hit is answered before the campaign is read, so that a flood of
     // made-up guids costs the database nothing; a click still needs its link.
-    if admitted.is_err() && !matches!(kind, ::analytics::HitKind::Click(_)) {
+    if admitted.is_err() && !matches!(kind, HitKind::Click(_)) {
         return pixel();
     }
     let row = match state.hits.campaign(&state.store, &guid).await {
@@ -1066,7 +1065,6 @@ pub async fn hit(
         .find(|(k, _)| k == "d")
         .map(|(_, v)| v.chars().take(MAX_MERGE_VALUE_CHARS).collect::<String>())
         .filter(|v| !v.is_empty());
-    let address = client.map(|Extension(ConnectInfo(a))| a.ip());
     let runtime = state.analytics.clone();
     let egress = runtime.egress.set();
     let since_first_hit = merge_value
