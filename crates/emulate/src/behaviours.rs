@@ -60,6 +60,16 @@ pub enum Implementation {
     /// An email wider than the screen is laid out at a wider viewport and zoomed out to fit, so
     /// `max-width` media queries below that width do not fire.
     AutoFitWideLayout,
+    /// With images blocked, each `<img>` becomes the client's own placeholder box (a red X, its
+    /// security message and the alt text unstyled, cut at [`crate::images_off::PLACEHOLDER_ALT_CHARS`]
+    /// characters), not the image's background or styled alt text.
+    BlockedImagePlaceholder,
+    /// With images blocked, each `<img>` shows its alt text in a box of the image's size, styled
+    /// by the image's own CSS (font, colour, background), with no broken-image icon.
+    BlockedImageAltText,
+    /// With images blocked, the engine's own drawing of a blocked image is kept: nothing is
+    /// rewritten. For clients whose sources disagree on what they show.
+    BlockedImageEngineDefault,
 }
 
 impl Implementation {
@@ -83,7 +93,21 @@ impl Implementation {
             Implementation::HeightToMinHeight => "height-to-min-height",
             Implementation::DataDetectors => "data-detectors",
             Implementation::AutoFitWideLayout => "auto-fit-wide-layout",
+            Implementation::BlockedImagePlaceholder => "blocked-image-placeholder",
+            Implementation::BlockedImageAltText => "blocked-image-alt-text",
+            Implementation::BlockedImageEngineDefault => "blocked-image-engine-default",
         }
+    }
+
+    /// Whether this implementation says what a client shows for a blocked image (the `no_images`
+    /// variants).
+    pub fn is_images_off(self) -> bool {
+        matches!(
+            self,
+            Implementation::BlockedImagePlaceholder
+                | Implementation::BlockedImageAltText
+                | Implementation::BlockedImageEngineDefault
+        )
     }
 
     /// For implementations switched by the rule set's policy: whether `set` switches it on.

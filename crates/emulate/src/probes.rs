@@ -131,6 +131,10 @@ pub struct BehaviourProbe {
     /// Only a narrow screen (at most [`NARROW`] CSS px) shows the other colour: wider clients
     /// show `applied` whether or not they have the behaviour.
     pub narrow_only: bool,
+    /// Drawn in the `no_images` variant: what a client shows for a blocked image. Only clients
+    /// whose images-off drawing data/behaviours.toml describes are scored; no caniemail feature
+    /// speaks for the others.
+    pub images_off: bool,
     /// caniemail features a client without the behaviour must support for the probe to decide;
     /// where one is not firmly supported the point is not scored.
     pub requires: &'static [&'static str],
@@ -172,9 +176,20 @@ macro_rules! behaviour_probe {
             same_as: &[$(Implementation::$same),*],
             native: $native,
             narrow_only: $narrow,
+            images_off: false,
             requires: &[$($req),*],
             sample: ($x, $y),
             template: include_str!(concat!("../probes/", $name, ".html")),
+        }
+    };
+}
+
+/// A behaviour probe drawn with images blocked (see [`BehaviourProbe::images_off`]).
+macro_rules! images_off_probe {
+    ($name:literal, $imp:ident, $applied:ident, $x:literal, $y:literal) => {
+        BehaviourProbe {
+            images_off: true,
+            ..behaviour_probe!($name, $imp, $applied, [], false, [], $x, $y)
         }
     };
 }
@@ -345,6 +360,9 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         50,
         10
     ),
+    // Green where the alt text is drawn styled by the image's CSS, red where Outlook's
+    // placeholder puts its red X at the sample point.
+    images_off_probe!("behaviour-images-off", BlockedImageAltText, Green, 11, 11),
 ];
 
 /// What a behaviour probe should show for one client, by the behaviours file.
@@ -395,6 +413,21 @@ pub fn expected_behaviour(
         }
         let ids: Vec<&str> = doing.iter().map(|b| b.id.as_str()).collect();
         return BehaviourExpectation::Firm(probe.applied, ids.join(", "));
+    }
+    if probe.images_off {
+        let other = applied
+            .0
+            .iter()
+            .find(|b| b.implementation.is_images_off() && b.implementation != probe.implementation);
+        return match other {
+            Some(b) if !b.scored_for(id) => {
+                BehaviourExpectation::Open(format!("{} is unverified for this client", b.id))
+            }
+            Some(b) => BehaviourExpectation::Firm(probe.applied.other(), b.id.clone()),
+            None => BehaviourExpectation::Open(
+                "no source describes what this client shows for a blocked image".into(),
+            ),
+        };
     }
     let Some(set) = book.get(&client.rules) else {
         return BehaviourExpectation::Open(format!("rule set {} missing", client.rules));

@@ -5,7 +5,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use domain::{Category, Client, ColorScheme};
+use domain::{Category, Client, ColorScheme, Variant};
 use lol_html::html_content::{ContentType, Element, TextType};
 use lol_html::{doc_text, element, rewrite_str, text, RewriteStrSettings};
 
@@ -52,11 +52,23 @@ pub struct Transformed {
     pub layout_width: Option<u32>,
 }
 
-/// Turns `html` into what `client` would draw, following its rule set in `book`.
+/// Turns `html` into what `client` would draw, following its rule set in `book`, with images
+/// shown (the `default` variant).
 pub fn transform(
     html: &str,
     client: &Client,
     book: &RuleBook,
+) -> Result<Transformed, EmulateError> {
+    transform_variant(html, client, book, Variant::Default)
+}
+
+/// Turns `html` into what `client` would draw in the screenshot `variant`: with images blocked,
+/// each image is drawn as the client draws a blocked one (data/behaviours.toml).
+pub fn transform_variant(
+    html: &str,
+    client: &Client,
+    book: &RuleBook,
+    variant: Variant,
 ) -> Result<Transformed, EmulateError> {
     if html.len() > MAX_HTML_BYTES {
         return Err(EmulateError::TooLarge {
@@ -139,6 +151,9 @@ pub fn transform(
         if let Some((open, close)) = pane_markup(set, client) {
             out = format!("{open}{out}{close}");
         }
+    }
+    if variant.blocks_images() {
+        out = crate::images_off::apply(&out, &applied, &mut removed).map_err(rewrite_err)?;
     }
     let notes: Vec<String> = removed.0.iter().map(|(k, n)| format!("{k} x{n}")).collect();
     let rule_set = std::iter::once(set.name.as_str())
@@ -352,7 +367,7 @@ pub(crate) fn decode_entities(s: &str) -> String {
     out
 }
 
-fn escape_attr(s: &str) -> String {
+pub(crate) fn escape_attr(s: &str) -> String {
     s.replace('&', "&amp;").replace('"', "&quot;")
 }
 
