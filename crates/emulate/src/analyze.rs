@@ -332,6 +332,23 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
             ),
         );
     }
+    if let Some((imp, width)) = crate::transform::zooms_out(html, client, set, &judge.applied) {
+        let original = Lines::new(html);
+        let at = html.find(&width.to_string()).map_or(1, |i| original.at(i));
+        judge.add_behaviour(
+            &mut found,
+            imp,
+            Severity::Warning,
+            format!("width {width}"),
+            &[at],
+            &format!(
+                "{} zooms this email out to its {} px screen: its widest element is {width} px and no max-width media query makes it fit, so all text shows at {:.0}% of its size; make the layout fluid or add a max-width media query.",
+                client.display_name,
+                client.viewport.width,
+                100.0 * client.viewport.width as f64 / width as f64
+            ),
+        );
+    }
     if judge.applied.has(Implementation::MsoConditionalsAsComments) {
         let original = Lines::new(html);
         let lines: Vec<u32> = html

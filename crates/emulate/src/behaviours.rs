@@ -60,6 +60,13 @@ pub enum Implementation {
     /// An email wider than the screen is laid out at a wider viewport and zoomed out to fit, so
     /// `max-width` media queries below that width do not fire.
     AutoFitWideLayout,
+    /// An email that is not responsive at the screen width (no `max-width` media query fires
+    /// there) and whose widest fixed width is wider than the screen is laid out at that width and
+    /// zoomed out to fit, instead of scrolling sideways.
+    ZoomOutWideEmail,
+    /// [`Implementation::ZoomOutWideEmail`], unless the email carries
+    /// `<meta name="x-apple-disable-message-reformatting">`.
+    ZoomOutWideEmailUnlessReformattingDisabled,
     /// With images blocked, each `<img>` becomes the client's own placeholder box (a red X, its
     /// security message and the alt text unstyled, cut at [`crate::images_off::PLACEHOLDER_ALT_CHARS`]
     /// characters), not the image's background or styled alt text.
@@ -93,6 +100,10 @@ impl Implementation {
             Implementation::HeightToMinHeight => "height-to-min-height",
             Implementation::DataDetectors => "data-detectors",
             Implementation::AutoFitWideLayout => "auto-fit-wide-layout",
+            Implementation::ZoomOutWideEmail => "zoom-out-wide-email",
+            Implementation::ZoomOutWideEmailUnlessReformattingDisabled => {
+                "zoom-out-wide-email-unless-reformatting-disabled"
+            }
             Implementation::BlockedImagePlaceholder => "blocked-image-placeholder",
             Implementation::BlockedImageAltText => "blocked-image-alt-text",
             Implementation::BlockedImageEngineDefault => "blocked-image-engine-default",

@@ -145,7 +145,8 @@ pub struct BehaviourProbe {
 
 impl BehaviourProbe {
     /// The probe's HTML: its template with each `@@FILL:<bytes>@@` replaced by that many bytes of
-    /// filler (the size probes need large sources, which are not kept in the repository).
+    /// filler (the size probes need large sources, which are not kept in the repository), and
+    /// `@@NAME@@` by the probe's name (the two implementations of one behaviour share an email).
     pub fn html(&self) -> String {
         let mut out = String::with_capacity(self.template.len());
         let mut rest = self.template;
@@ -160,7 +161,7 @@ impl BehaviourProbe {
             rest = &tail[end + 2..];
         }
         out.push_str(rest);
-        out
+        out.replace("@@NAME@@", self.name)
     }
 }
 
@@ -196,6 +197,22 @@ macro_rules! images_off_probe {
 
 /// The widest screen, in CSS pixels, that the auto-fit probe's `max-width` media query fires on.
 pub const NARROW: u32 = 480;
+
+/// Gmail Android's zoom-out; its email (whose `data-probe` is the probe's name) is iOS Mail's too.
+const ZOOM_OUT: BehaviourProbe = behaviour_probe!(
+    "behaviour-zoom-out",
+    ZoomOutWideEmail,
+    Red,
+    [
+        ZoomOutWideEmailUnlessReformattingDisabled,
+        AutoFitWideLayout
+    ],
+    false,
+    true,
+    [],
+    300,
+    20
+);
 
 /// Every behaviour probe, in a stable order.
 pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
@@ -360,6 +377,18 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         50,
         10
     ),
+    // A 600 px table above a fluid one whose last 200 px are green: laid out at the screen
+    // width the sample (300 px in) is green; laid out 600 px wide and zoomed out, it is red.
+    ZOOM_OUT,
+    BehaviourProbe {
+        name: "behaviour-zoom-out-ios",
+        implementation: Implementation::ZoomOutWideEmailUnlessReformattingDisabled,
+        same_as: &[
+            Implementation::ZoomOutWideEmail,
+            Implementation::AutoFitWideLayout,
+        ],
+        ..ZOOM_OUT
+    },
     // Green where the alt text is drawn styled by the image's CSS, red where Outlook's
     // placeholder puts its red X at the sample point.
     images_off_probe!("behaviour-images-off", BlockedImageAltText, Green, 11, 11),

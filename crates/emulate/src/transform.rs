@@ -103,6 +103,11 @@ pub fn transform_variant(
         .then(|| {
             removed.note(Implementation::AutoFitWideLayout.note_key());
             AUTO_FIT_LAYOUT_WIDTH
+        })
+        .or_else(|| {
+            let (imp, width) = zooms_out(html, client, set, &applied)?;
+            removed.note(imp.note_key());
+            Some(width)
         });
 
     let mut work = if applied.has(Implementation::ClipLongMessage) {
@@ -167,6 +172,71 @@ pub fn transform_variant(
         rule_set,
         removed: notes,
         layout_width,
+    })
+}
+
+/// Whether `client` zooms this email out to its screen (Gmail Android's "Auto-fit messages", iOS
+/// Mail's scaling): the implementation that does it and the width the email is laid out at, its
+/// widest fixed width. Not when a `max-width` media query the client keeps fires at the screen
+/// width: the email is then taken to be responsive and to fit (the clients publish no rule for
+/// what they do with content still too wide after that).
+pub(crate) fn zooms_out(
+    html: &str,
+    client: &Client,
+    set: &RuleSet,
+    applied: &Applied<'_>,
+) -> Option<(Implementation, u32)> {
+    let imp = [
+        Implementation::ZoomOutWideEmail,
+        Implementation::ZoomOutWideEmailUnlessReformattingDisabled,
+    ]
+    .into_iter()
+    .find(|imp| applied.has(*imp))?;
+    let screen = client.viewport.width;
+    let widest = widest_width(html);
+    if widest <= screen {
+        return None;
+    }
+    if imp == Implementation::ZoomOutWideEmailUnlessReformattingDisabled
+        && html
+            .to_ascii_lowercase()
+            .contains("x-apple-disable-message-reformatting")
+    {
+        return None;
+    }
+    let media_kept = !set.removes("css-at-media") && !set.removes("html-style");
+    if media_kept && responsive_at(html, screen) {
+        return None;
+    }
+    Some((imp, widest))
+}
+
+/// Whether a `max-width` media query of `html` fires on a screen `width` CSS px wide (and no
+/// `min-width` in the same query stops it).
+fn responsive_at(html: &str, width: u32) -> bool {
+    static MEDIA: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)@media([^{]*)\{")
+            .unwrap_or_else(|e| panic!("media pattern does not compile: {e}"))
+    });
+    static BOUND: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)(max|min)-(?:device-)?width\s*:\s*(\d+)")
+            .unwrap_or_else(|e| panic!("media bound pattern does not compile: {e}"))
+    });
+    MEDIA.captures_iter(html).any(|m| {
+        m[1].split(',').any(|query| {
+            let mut has_max = false;
+            let mut fires = true;
+            for b in BOUND.captures_iter(query) {
+                let n: u32 = b[2].parse().unwrap_or(0);
+                if b[1].eq_ignore_ascii_case("max") {
+                    has_max = true;
+                    fires &= width <= n;
+                } else {
+                    fires &= width >= n;
+                }
+            }
+            has_max && fires
+        })
     })
 }
 
@@ -821,7 +891,22 @@ impl MainPass<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{decode_entities, has_tag};
+    use super::{decode_entities, has_tag, responsive_at};
+
+    #[test]
+    fn a_max_width_query_that_fires_on_the_screen_makes_the_email_responsive() {
+        let q = |css: &str| responsive_at(&format!("<style>{css}</style>"), 390);
+        assert!(q(
+            "@media only screen and (max-width: 600px) { .a { width: 100% } }"
+        ));
+        assert!(q(
+            "@media (min-width: 320px) and (max-width:480px) { .a {} }"
+        ));
+        assert!(!q("@media (max-width: 360px) { .a {} }"));
+        assert!(!q("@media (min-width: 620px) { .a {} }"));
+        assert!(!q("@media screen { .a {} }"));
+        assert!(q("@media (max-width: 300px), (max-width: 400px) { .a {} }"));
+    }
 
     #[test]
     fn the_widest_width_reads_attributes_and_pixel_declarations_only() {

@@ -426,6 +426,8 @@ const PROBE_LINES: &[(&str, u32)] = &[
     ("behaviour-data-detectors", 5),
     ("behaviour-auto-fit", 5),
     ("behaviour-images-off", 4),
+    ("behaviour-zoom-out", 4),
+    ("behaviour-zoom-out-ios", 4),
 ];
 
 /// Every behaviour probe x every client: the code analysis names the probe's behaviour, on the
@@ -466,7 +468,12 @@ fn the_analysis_of_each_behaviour_probe_names_it_exactly_where_the_probe_expects
             .map(|b| b.id.as_str())
             .collect();
         for c in catalog.clients() {
-            let applies = book.behaviours().of(c).find(probe.implementation);
+            // A narrow-only probe triggers nothing on a wider screen.
+            let applies = book
+                .behaviours()
+                .of(c)
+                .find(probe.implementation)
+                .filter(|_| !probe.narrow_only || c.viewport.width <= emulate::probes::NARROW);
             let a = analyze(&html, c, &book).expect("analyses");
             let naming: Vec<&emulate::Finding> = a
                 .findings
@@ -561,9 +568,10 @@ fn samsung_lays_a_wide_email_out_at_686_px_and_other_clients_do_not() {
         .layout_width,
         None
     );
-    for id in ["iphone15_ios", "gmail_android", "outlook_android"] {
-        assert_eq!(html_for(id, wide).layout_width, None, "{id}");
+    for id in ["iphone15_ios", "gmail_android"] {
+        assert_ne!(html_for(id, wide).layout_width, Some(686), "{id}");
     }
+    assert_eq!(html_for("outlook_android", wide).layout_width, None);
     named(
         "<p>x</p>\n<table width=\"600\"><tr><td>x</td></tr></table>",
         "samsung-auto-fit",
@@ -707,4 +715,36 @@ fn with_images_off_clients_whose_sources_disagree_keep_the_engine_drawing() {
     assert!(images_off("outlook_com_chrome", STYLED_IMAGE)
         .rule_set
         .contains("owa-images-off"));
+}
+
+#[test]
+fn gmail_android_and_ios_mail_zoom_a_wide_email_out_unless_it_is_responsive_there() {
+    let wide = "<table width=\"600\"><tr><td>x</td></tr></table>";
+    for id in ["gmail_android", "iphone15_ios", "iphone_se_ios"] {
+        let t = html_for(id, wide);
+        assert_eq!(t.layout_width, Some(600), "{id}");
+        assert!(
+            t.rule_set.contains("zoom-out") || t.rule_set.contains("auto-fit"),
+            "{id}: {}",
+            t.rule_set
+        );
+    }
+    let responsive = format!(
+        "<style>@media only screen and (max-width: 620px) {{ table {{ width: 100% !important }} }}</style>{wide}"
+    );
+    let opted_out = format!("<meta name=\"x-apple-disable-message-reformatting\">{wide}");
+    for (id, html) in [
+        ("gmail_android", responsive.as_str()),
+        ("iphone15_ios", responsive.as_str()),
+        ("iphone15_ios", opted_out.as_str()),
+        ("ipad_ios", wide),
+        ("gmail_ios", wide),
+        ("outlook_android", wide),
+    ] {
+        assert_eq!(html_for(id, html).layout_width, None, "{id}: {html}");
+    }
+    assert_eq!(
+        html_for("gmail_android", &opted_out).layout_width,
+        Some(600)
+    );
 }
