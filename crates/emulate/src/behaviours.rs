@@ -1,5 +1,6 @@
 //! Client behaviours beyond caniemail's tables (Gmail's `<style>` limits and clipping, Outlook.com's
-//! `x_` prefixing, the Word engine's quirks, Yahoo's `min-height`, iOS data detectors), as data:
+//! `x_` prefixing, the Word engine's quirks, Yahoo's `min-height`, iOS data detectors, zooming wide
+//! emails out, what each client shows for a blocked image), as data:
 //! `data/behaviours.toml` names, for each behaviour, the client profiles it applies to, its public
 //! sources and their confidence, and the transform that implements it. Loaded with the rule book
 //! and checked against the catalog at start-up.

@@ -177,7 +177,7 @@ pub fn transform_variant(
 
 /// Whether `client` zooms this email out to its screen (Gmail Android's "Auto-fit messages", iOS
 /// Mail's scaling): the implementation that does it and the width the email is laid out at, its
-/// widest fixed width. Not when a `max-width` media query the client keeps fires at the screen
+/// widest fixed width ([`rigid_width`]). Not when a `max-width` media query the client keeps fires at the screen
 /// width: the email is then taken to be responsive and to fit (the clients publish no rule for
 /// what they do with content still too wide after that).
 pub(crate) fn zooms_out(
@@ -193,7 +193,7 @@ pub(crate) fn zooms_out(
     .into_iter()
     .find(|imp| applied.has(*imp))?;
     let screen = client.viewport.width;
-    let widest = widest_width(html);
+    let widest = rigid_width(html);
     if widest <= screen {
         return None;
     }
@@ -255,6 +255,33 @@ pub(crate) fn widest_width(html: &str) -> u32 {
         .filter_map(|m| m.as_str().parse::<u32>().ok())
         .max()
         .unwrap_or(0)
+}
+
+/// The widest width that stays fixed on a narrow screen: as [`widest_width`], except that an
+/// element whose style also makes it fluid (`width:100%`, `max-width:100%`: the fluid-hybrid
+/// `<img width="600" style="width:100%">`) does not count.
+pub(crate) fn rigid_width(html: &str) -> u32 {
+    static TAG: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"<[A-Za-z][^>]*>")
+            .unwrap_or_else(|e| panic!("tag pattern does not compile: {e}"))
+    });
+    let mut widest = 0;
+    let mut text_from = 0;
+    for tag in TAG.find_iter(html) {
+        // Between tags: text, and the CSS of <style> elements.
+        widest = widest.max(widest_width(&html[text_from..tag.start()]));
+        text_from = tag.end();
+        let flat: String = tag
+            .as_str()
+            .to_ascii_lowercase()
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        if !flat.contains("width:100%") {
+            widest = widest.max(widest_width(tag.as_str()));
+        }
+    }
+    widest.max(widest_width(&html[text_from..]))
 }
 
 /// The HTML as Gmail shows a message longer than [`CLIP_BYTES`]: cut there (before an
@@ -906,6 +933,27 @@ mod tests {
         assert!(!q("@media (min-width: 620px) { .a {} }"));
         assert!(!q("@media screen { .a {} }"));
         assert!(q("@media (max-width: 300px), (max-width: 400px) { .a {} }"));
+    }
+
+    #[test]
+    fn the_rigid_width_leaves_out_elements_made_fluid_by_their_style() {
+        use super::rigid_width;
+        assert_eq!(
+            rigid_width(
+                "<img width=\"600\" style=\"width: 100%; max-width:600px\"><table width=\"480\">"
+            ),
+            480
+        );
+        assert_eq!(
+            rigid_width(
+                "<style>.w { width: 640px }</style><img width=\"600\" style=\"max-width:100%\">"
+            ),
+            640
+        );
+        assert_eq!(
+            rigid_width("<table width=\"600\"><tr><td>x</td></tr></table>"),
+            600
+        );
     }
 
     #[test]

@@ -748,3 +748,10 @@ fn gmail_android_and_ios_mail_zoom_a_wide_email_out_unless_it_is_responsive_ther
         Some(600)
     );
 }
+
+#[test]
+fn a_fluid_hybrid_image_does_not_make_gmail_android_zoom_out() {
+    let fluid = "<table width=\"100%\" style=\"max-width:600px\"><tr><td><img src=\"https://x.test/a.png\" width=\"600\" style=\"width:100%;max-width:600px\"></td></tr></table>";
+    assert_eq!(html_for("gmail_android", fluid).layout_width, None);
+    assert_eq!(html_for("iphone15_ios", fluid).layout_width, None);
+}
