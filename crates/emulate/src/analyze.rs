@@ -332,6 +332,23 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
             ),
         );
     }
+    if let Some((imp, width)) = crate::transform::zooms_out(html, client, set, &judge.applied) {
+        let original = Lines::new(html);
+        let at = html.find(&width.to_string()).map_or(1, |i| original.at(i));
+        judge.add_behaviour(
+            &mut found,
+            imp,
+            Severity::Warning,
+            format!("width {width}"),
+            &[at],
+            &format!(
+                "{} zooms this email out to its {} px screen: its widest element is {width} px and no max-width media query makes it fit, so all text shows at {:.0}% of its size; make the layout fluid or add a max-width media query.",
+                client.display_name,
+                client.viewport.width,
+                100.0 * client.viewport.width as f64 / width as f64
+            ),
+        );
+    }
     if judge.applied.has(Implementation::MsoConditionalsAsComments) {
         let original = Lines::new(html);
         let lines: Vec<u32> = html
@@ -541,7 +558,12 @@ fn html_pass(
                     "html-style-in-body",
                     "<style> in <body>".into(),
                     line,
-                    format!("{who} removes <style> elements inside <body>: move them into <head>."),
+                    judge.behaviour_message(
+                        Implementation::StyleInBodyStripped,
+                        &format!(
+                            "{who} removes <style> elements inside <body>: move them into <head>."
+                        ),
+                    ),
                 );
             }
         }
@@ -682,6 +704,9 @@ fn html_pass(
                 );
             }
         }
+        if name == "img" && crate::images_off::is_remote(el.get_attribute("src").as_deref()) {
+            images_off(&mut f, judge, el.get_attribute("alt"), line);
+        }
         if let Some(top) = cells.borrow_mut().last_mut() {
             *top = None;
         }
@@ -748,7 +773,10 @@ fn html_pass(
                     key,
                     format!("{attr_name} attribute"),
                     attr_line(attr_name),
-                    format!("{who} renames every {attr_name} to start with {prefix:?} and rewrites the email's selectors to match; attribute selectors such as [{attr_name}=...] and scripts relying on the name no longer match."),
+                    judge.behaviour_message(
+                        Implementation::ClassIdPrefix,
+                        &format!("{who} renames every {attr_name} to start with {prefix:?} and rewrites the email's selectors to match; attribute selectors such as [{attr_name}=...] and scripts relying on the name no longer match."),
+                    ),
                 );
             }
         }
@@ -917,6 +945,46 @@ fn html_pass(
 }
 
 /// Records the CSS hits of an inspection whose text starts on `base_line`.
+/// Names what the client shows for this remote image in the images-off screenshots.
+fn images_off(f: &mut Collector, judge: &Judge<'_>, alt: Option<String>, line: u32) {
+    let who = &judge.client.display_name;
+    let Some(imp) = crate::images_off::implementation(&judge.applied) else {
+        return;
+    };
+    let alt = alt.map(|a| decode_entities(&a)).unwrap_or_default();
+    let (severity, what) = match imp {
+        Implementation::BlockedImagePlaceholder => (
+            Severity::Warning,
+            format!(
+                "{who} blocks this image until the reader downloads pictures and draws its own placeholder instead (a red X, its security message{}): the image's background colour and styled alt text do not show, so the email must read without it.",
+                if alt.chars().count() > crate::images_off::PLACEHOLDER_ALT_CHARS {
+                    format!(", then the alt text cut at {} characters", crate::images_off::PLACEHOLDER_ALT_CHARS)
+                } else if alt.is_empty() {
+                    String::new()
+                } else {
+                    ", then the alt text unstyled".to_string()
+                }
+            ),
+        ),
+        _ if alt.trim().is_empty() => (
+            Severity::Warning,
+            format!("With images off, {who} shows an empty box for this image: it has no alt text; add one, styled with the image's font and colour."),
+        ),
+        _ => (
+            Severity::Info,
+            format!("With images off, {who} shows this image's alt text, styled by the image's own CSS (font, colour, background colour)."),
+        ),
+    };
+    judge.add_behaviour(
+        f,
+        imp,
+        severity,
+        "<img> with images off".into(),
+        &[line],
+        &what,
+    );
+}
+
 fn record_css(
     f: &mut Collector,
     judge: &Judge<'_>,

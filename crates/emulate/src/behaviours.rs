@@ -1,5 +1,6 @@
 //! Client behaviours beyond caniemail's tables (Gmail's `<style>` limits and clipping, Outlook.com's
-//! `x_` prefixing, the Word engine's quirks, Yahoo's `min-height`, iOS data detectors), as data:
+//! `x_` prefixing, the Word engine's quirks, Yahoo's `min-height`, iOS data detectors, zooming wide
+//! emails out, what each client shows for a blocked image), as data:
 //! `data/behaviours.toml` names, for each behaviour, the client profiles it applies to, its public
 //! sources and their confidence, and the transform that implements it. Loaded with the rule book
 //! and checked against the catalog at start-up.
@@ -60,6 +61,23 @@ pub enum Implementation {
     /// An email wider than the screen is laid out at a wider viewport and zoomed out to fit, so
     /// `max-width` media queries below that width do not fire.
     AutoFitWideLayout,
+    /// An email that is not responsive at the screen width (no `max-width` media query fires
+    /// there) and whose widest fixed width is wider than the screen is laid out at that width and
+    /// zoomed out to fit, instead of scrolling sideways.
+    ZoomOutWideEmail,
+    /// [`Implementation::ZoomOutWideEmail`], unless the email carries
+    /// `<meta name="x-apple-disable-message-reformatting">`.
+    ZoomOutWideEmailUnlessReformattingDisabled,
+    /// With images blocked, each `<img>` becomes the client's own placeholder box (a red X, its
+    /// security message and the alt text unstyled, cut at [`crate::images_off::PLACEHOLDER_ALT_CHARS`]
+    /// characters), not the image's background or styled alt text.
+    BlockedImagePlaceholder,
+    /// With images blocked, each `<img>` shows its alt text in a box of the image's size, styled
+    /// by the image's own CSS (font, colour, background), with no broken-image icon.
+    BlockedImageAltText,
+    /// With images blocked, the engine's own drawing of a blocked image is kept: nothing is
+    /// rewritten. For clients whose sources disagree on what they show.
+    BlockedImageEngineDefault,
 }
 
 impl Implementation {
@@ -83,7 +101,25 @@ impl Implementation {
             Implementation::HeightToMinHeight => "height-to-min-height",
             Implementation::DataDetectors => "data-detectors",
             Implementation::AutoFitWideLayout => "auto-fit-wide-layout",
+            Implementation::ZoomOutWideEmail => "zoom-out-wide-email",
+            Implementation::ZoomOutWideEmailUnlessReformattingDisabled => {
+                "zoom-out-wide-email-unless-reformatting-disabled"
+            }
+            Implementation::BlockedImagePlaceholder => "blocked-image-placeholder",
+            Implementation::BlockedImageAltText => "blocked-image-alt-text",
+            Implementation::BlockedImageEngineDefault => "blocked-image-engine-default",
         }
+    }
+
+    /// Whether this implementation says what a client shows for a blocked image (the `no_images`
+    /// variants).
+    pub fn is_images_off(self) -> bool {
+        matches!(
+            self,
+            Implementation::BlockedImagePlaceholder
+                | Implementation::BlockedImageAltText
+                | Implementation::BlockedImageEngineDefault
+        )
     }
 
     /// For implementations switched by the rule set's policy: whether `set` switches it on.

@@ -9,6 +9,7 @@ pub mod css;
 pub mod derive;
 pub mod detect;
 pub mod features;
+pub mod images_off;
 pub mod probes;
 pub mod rules;
 pub mod tips;
@@ -19,7 +20,7 @@ pub use analyze::{analyze, Analysis, Finding, Severity};
 pub use behaviours::{Behaviour, Behaviours, Implementation};
 pub use rules::{DarkMode, RuleBook, RuleSet, Support};
 pub use tips::{tips, Tip};
-pub use transform::{transform, Transformed};
+pub use transform::{transform, transform_variant, Transformed};
 
 /// Everything that can go wrong loading rule sets or transforming an email.
 #[derive(Debug, thiserror::Error)]

@@ -131,6 +131,10 @@ pub struct BehaviourProbe {
     /// Only a narrow screen (at most [`NARROW`] CSS px) shows the other colour: wider clients
     /// show `applied` whether or not they have the behaviour.
     pub narrow_only: bool,
+    /// Drawn in the `no_images` variant: what a client shows for a blocked image. Only clients
+    /// whose images-off drawing data/behaviours.toml describes are scored; no caniemail feature
+    /// speaks for the others.
+    pub images_off: bool,
     /// caniemail features a client without the behaviour must support for the probe to decide;
     /// where one is not firmly supported the point is not scored.
     pub requires: &'static [&'static str],
@@ -141,7 +145,8 @@ pub struct BehaviourProbe {
 
 impl BehaviourProbe {
     /// The probe's HTML: its template with each `@@FILL:<bytes>@@` replaced by that many bytes of
-    /// filler (the size probes need large sources, which are not kept in the repository).
+    /// filler (the size probes need large sources, which are not kept in the repository), and
+    /// `@@NAME@@` by the probe's name (the two implementations of one behaviour share an email).
     pub fn html(&self) -> String {
         let mut out = String::with_capacity(self.template.len());
         let mut rest = self.template;
@@ -156,7 +161,7 @@ impl BehaviourProbe {
             rest = &tail[end + 2..];
         }
         out.push_str(rest);
-        out
+        out.replace("@@NAME@@", self.name)
     }
 }
 
@@ -172,6 +177,7 @@ macro_rules! behaviour_probe {
             same_as: &[$(Implementation::$same),*],
             native: $native,
             narrow_only: $narrow,
+            images_off: false,
             requires: &[$($req),*],
             sample: ($x, $y),
             template: include_str!(concat!("../probes/", $name, ".html")),
@@ -179,8 +185,34 @@ macro_rules! behaviour_probe {
     };
 }
 
+/// A behaviour probe drawn with images blocked (see [`BehaviourProbe::images_off`]).
+macro_rules! images_off_probe {
+    ($name:literal, $imp:ident, $applied:ident, $x:literal, $y:literal) => {
+        BehaviourProbe {
+            images_off: true,
+            ..behaviour_probe!($name, $imp, $applied, [], false, [], $x, $y)
+        }
+    };
+}
+
 /// The widest screen, in CSS pixels, that the auto-fit probe's `max-width` media query fires on.
 pub const NARROW: u32 = 480;
+
+/// Gmail Android's zoom-out; its email (whose `data-probe` is the probe's name) is iOS Mail's too.
+const ZOOM_OUT: BehaviourProbe = behaviour_probe!(
+    "behaviour-zoom-out",
+    ZoomOutWideEmail,
+    Red,
+    [
+        ZoomOutWideEmailUnlessReformattingDisabled,
+        AutoFitWideLayout
+    ],
+    false,
+    true,
+    [],
+    300,
+    20
+);
 
 /// Every behaviour probe, in a stable order.
 pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
@@ -345,6 +377,21 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         50,
         10
     ),
+    // A 600 px table above a fluid one whose last 200 px are green: laid out at the screen
+    // width the sample (300 px in) is green; laid out 600 px wide and zoomed out, it is red.
+    ZOOM_OUT,
+    BehaviourProbe {
+        name: "behaviour-zoom-out-ios",
+        implementation: Implementation::ZoomOutWideEmailUnlessReformattingDisabled,
+        same_as: &[
+            Implementation::ZoomOutWideEmail,
+            Implementation::AutoFitWideLayout,
+        ],
+        ..ZOOM_OUT
+    },
+    // Green where the alt text is drawn styled by the image's CSS, red where Outlook's
+    // placeholder puts its red X at the sample point.
+    images_off_probe!("behaviour-images-off", BlockedImageAltText, Green, 11, 11),
 ];
 
 /// What a behaviour probe should show for one client, by the behaviours file.
@@ -395,6 +442,21 @@ pub fn expected_behaviour(
         }
         let ids: Vec<&str> = doing.iter().map(|b| b.id.as_str()).collect();
         return BehaviourExpectation::Firm(probe.applied, ids.join(", "));
+    }
+    if probe.images_off {
+        let other = applied
+            .0
+            .iter()
+            .find(|b| b.implementation.is_images_off() && b.implementation != probe.implementation);
+        return match other {
+            Some(b) if !b.scored_for(id) => {
+                BehaviourExpectation::Open(format!("{} is unverified for this client", b.id))
+            }
+            Some(b) => BehaviourExpectation::Firm(probe.applied.other(), b.id.clone()),
+            None => BehaviourExpectation::Open(
+                "no source describes what this client shows for a blocked image".into(),
+            ),
+        };
     }
     let Some(set) = book.get(&client.rules) else {
         return BehaviourExpectation::Open(format!("rule set {} missing", client.rules));

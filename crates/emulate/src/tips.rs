@@ -68,6 +68,10 @@ const BEHAVIOUR_ADVICE: &[(Implementation, u32, &str, &str)] = &[
     (Implementation::WebFontTimesFallback, 74, "Web fonts fall back to Times New Roman", "start font stacks with a Windows font inside <!--[if mso]>, or set mso-font-alt"),
     (Implementation::HeightToMinHeight, 50, "height becomes min-height", "do not rely on height to crop content; size images and cells to their content"),
     (Implementation::AutoFitWideLayout, 78, "Wide emails are zoomed out", "make the layout fluid (width:100%; max-width:600px) so nothing is wider than the screen, or target the 686 px layout width in media queries"),
+    (Implementation::ZoomOutWideEmail, 76, "Wide emails are shrunk to the screen", "make the layout fluid (width:100%; max-width:600px), or add a max-width media query that makes it fit a phone"),
+    (Implementation::ZoomOutWideEmailUnlessReformattingDisabled, 76, "Wide emails are shrunk to the screen", "make the layout fluid (width:100%; max-width:600px) or add a max-width media query that makes it fit a phone; <meta name=\"x-apple-disable-message-reformatting\"> turns the scaling off"),
+    (Implementation::BlockedImagePlaceholder, 72, "Images are blocked by default and drawn as placeholders", "make the email read without images: put key words and calls to action in live text, and give every image short alt text (the placeholder cuts it at 200 characters and ignores its styles)"),
+    (Implementation::BlockedImageAltText, 40, "Alt text shows when images are off", "give every image alt text and style it with the image's font-family, font-size, color and background-color"),
     (Implementation::DataDetectors, 48, "Phone numbers, dates and addresses become links", "style a[x-apple-data-detectors] { color: inherit !important; text-decoration: none !important; } and add <meta name=\"format-detection\" content=\"telephone=no\"> for phones"),
 ];
 

@@ -5,7 +5,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use domain::{Category, Client, ColorScheme};
+use domain::{Category, Client, ColorScheme, Variant};
 use lol_html::html_content::{ContentType, Element, TextType};
 use lol_html::{doc_text, element, rewrite_str, text, RewriteStrSettings};
 
@@ -52,11 +52,23 @@ pub struct Transformed {
     pub layout_width: Option<u32>,
 }
 
-/// Turns `html` into what `client` would draw, following its rule set in `book`.
+/// Turns `html` into what `client` would draw, following its rule set in `book`, with images
+/// shown (the `default` variant).
 pub fn transform(
     html: &str,
     client: &Client,
     book: &RuleBook,
+) -> Result<Transformed, EmulateError> {
+    transform_variant(html, client, book, Variant::Default)
+}
+
+/// Turns `html` into what `client` would draw in the screenshot `variant`: with images blocked,
+/// each image is drawn as the client draws a blocked one (data/behaviours.toml).
+pub fn transform_variant(
+    html: &str,
+    client: &Client,
+    book: &RuleBook,
+    variant: Variant,
 ) -> Result<Transformed, EmulateError> {
     if html.len() > MAX_HTML_BYTES {
         return Err(EmulateError::TooLarge {
@@ -91,6 +103,11 @@ pub fn transform(
         .then(|| {
             removed.note(Implementation::AutoFitWideLayout.note_key());
             AUTO_FIT_LAYOUT_WIDTH
+        })
+        .or_else(|| {
+            let (imp, width) = zooms_out(html, client, set, &applied)?;
+            removed.note(imp.note_key());
+            Some(width)
         });
 
     let mut work = if applied.has(Implementation::ClipLongMessage) {
@@ -140,6 +157,9 @@ pub fn transform(
             out = format!("{open}{out}{close}");
         }
     }
+    if variant.blocks_images() {
+        out = crate::images_off::apply(&out, &applied, &mut removed).map_err(rewrite_err)?;
+    }
     let notes: Vec<String> = removed.0.iter().map(|(k, n)| format!("{k} x{n}")).collect();
     let rule_set = std::iter::once(set.name.as_str())
         .chain(applied.triggered(&removed.0))
@@ -152,6 +172,71 @@ pub fn transform(
         rule_set,
         removed: notes,
         layout_width,
+    })
+}
+
+/// Whether `client` zooms this email out to its screen (Gmail Android's "Auto-fit messages", iOS
+/// Mail's scaling): the implementation that does it and the width the email is laid out at, its
+/// widest fixed width ([`rigid_width`]). Not when a `max-width` media query the client keeps fires at the screen
+/// width: the email is then taken to be responsive and to fit (the clients publish no rule for
+/// what they do with content still too wide after that).
+pub(crate) fn zooms_out(
+    html: &str,
+    client: &Client,
+    set: &RuleSet,
+    applied: &Applied<'_>,
+) -> Option<(Implementation, u32)> {
+    let imp = [
+        Implementation::ZoomOutWideEmail,
+        Implementation::ZoomOutWideEmailUnlessReformattingDisabled,
+    ]
+    .into_iter()
+    .find(|imp| applied.has(*imp))?;
+    let screen = client.viewport.width;
+    let widest = rigid_width(html);
+    if widest <= screen {
+        return None;
+    }
+    if imp == Implementation::ZoomOutWideEmailUnlessReformattingDisabled
+        && html
+            .to_ascii_lowercase()
+            .contains("x-apple-disable-message-reformatting")
+    {
+        return None;
+    }
+    let media_kept = !set.removes("css-at-media") && !set.removes("html-style");
+    if media_kept && responsive_at(html, screen) {
+        return None;
+    }
+    Some((imp, widest))
+}
+
+/// Whether a `max-width` media query of `html` fires on a screen `width` CSS px wide (and no
+/// `min-width` in the same query stops it).
+fn responsive_at(html: &str, width: u32) -> bool {
+    static MEDIA: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)@media([^{]*)\{")
+            .unwrap_or_else(|e| panic!("media pattern does not compile: {e}"))
+    });
+    static BOUND: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)(max|min)-(?:device-)?width\s*:\s*(\d+)")
+            .unwrap_or_else(|e| panic!("media bound pattern does not compile: {e}"))
+    });
+    MEDIA.captures_iter(html).any(|m| {
+        m[1].split(',').any(|query| {
+            let mut has_max = false;
+            let mut fires = true;
+            for b in BOUND.captures_iter(query) {
+                let n: u32 = b[2].parse().unwrap_or(0);
+                if b[1].eq_ignore_ascii_case("max") {
+                    has_max = true;
+                    fires &= width <= n;
+                } else {
+                    fires &= width >= n;
+                }
+            }
+            has_max && fires
+        })
     })
 }
 
@@ -170,6 +255,33 @@ pub(crate) fn widest_width(html: &str) -> u32 {
         .filter_map(|m| m.as_str().parse::<u32>().ok())
         .max()
         .unwrap_or(0)
+}
+
+/// The widest width that stays fixed on a narrow screen: as [`widest_width`], except that an
+/// element whose style also makes it fluid (`width:100%`, `max-width:100%`: the fluid-hybrid
+/// `<img width="600" style="width:100%">`) does not count.
+pub(crate) fn rigid_width(html: &str) -> u32 {
+    static TAG: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"<[A-Za-z][^>]*>")
+            .unwrap_or_else(|e| panic!("tag pattern does not compile: {e}"))
+    });
+    let mut widest = 0;
+    let mut text_from = 0;
+    for tag in TAG.find_iter(html) {
+        // Between tags: text, and the CSS of <style> elements.
+        widest = widest.max(widest_width(&html[text_from..tag.start()]));
+        text_from = tag.end();
+        let flat: String = tag
+            .as_str()
+            .to_ascii_lowercase()
+            .chars()
+            .filter(|c| !c.is_ascii_whitespace())
+            .collect();
+        if !flat.contains("width:100%") {
+            widest = widest.max(widest_width(tag.as_str()));
+        }
+    }
+    widest.max(widest_width(&html[text_from..]))
 }
 
 /// The HTML as Gmail shows a message longer than [`CLIP_BYTES`]: cut there (before an
@@ -352,7 +464,7 @@ pub(crate) fn decode_entities(s: &str) -> String {
     out
 }
 
-fn escape_attr(s: &str) -> String {
+pub(crate) fn escape_attr(s: &str) -> String {
     s.replace('&', "&amp;").replace('"', "&quot;")
 }
 
@@ -806,7 +918,43 @@ impl MainPass<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{decode_entities, has_tag};
+    use super::{decode_entities, has_tag, responsive_at};
+
+    #[test]
+    fn a_max_width_query_that_fires_on_the_screen_makes_the_email_responsive() {
+        let q = |css: &str| responsive_at(&format!("<style>{css}</style>"), 390);
+        assert!(q(
+            "@media only screen and (max-width: 600px) { .a { width: 100% } }"
+        ));
+        assert!(q(
+            "@media (min-width: 320px) and (max-width:480px) { .a {} }"
+        ));
+        assert!(!q("@media (max-width: 360px) { .a {} }"));
+        assert!(!q("@media (min-width: 620px) { .a {} }"));
+        assert!(!q("@media screen { .a {} }"));
+        assert!(q("@media (max-width: 300px), (max-width: 400px) { .a {} }"));
+    }
+
+    #[test]
+    fn the_rigid_width_leaves_out_elements_made_fluid_by_their_style() {
+        use super::rigid_width;
+        assert_eq!(
+            rigid_width(
+                "<img width=\"600\" style=\"width: 100%; max-width:600px\"><table width=\"480\">"
+            ),
+            480
+        );
+        assert_eq!(
+            rigid_width(
+                "<style>.w { width: 640px }</style><img width=\"600\" style=\"max-width:100%\">"
+            ),
+            640
+        );
+        assert_eq!(
+            rigid_width("<table width=\"600\"><tr><td>x</td></tr></table>"),
+            600
+        );
+    }
 
     #[test]
     fn the_widest_width_reads_attributes_and_pixel_declarations_only() {

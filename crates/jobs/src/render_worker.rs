@@ -377,19 +377,21 @@ impl RenderWorker {
         };
         let catalog_client = client.clone();
         let rules = self.rules.clone();
-        let transformed =
-            tokio::task::spawn_blocking(move || emulate::transform(&html, &catalog_client, &rules))
-                .await
-                .map_err(|e| Failure {
-                    code: "emulation",
-                    message: format!("the client transformation panicked: {e}"),
-                    cause: Cause::Email { retryable: false },
-                })?
-                .map_err(|e| Failure {
-                    code: "emulation",
-                    message: format!("the email could not be transformed for {}: {e}", client.id),
-                    cause: Cause::Email { retryable: false },
-                })?;
+        let variant = job.variant;
+        let transformed = tokio::task::spawn_blocking(move || {
+            emulate::transform_variant(&html, &catalog_client, &rules, variant)
+        })
+        .await
+        .map_err(|e| Failure {
+            code: "emulation",
+            message: format!("the client transformation panicked: {e}"),
+            cause: Cause::Email { retryable: false },
+        })?
+        .map_err(|e| Failure {
+            code: "emulation",
+            message: format!("the email could not be transformed for {}: {e}", client.id),
+            cause: Cause::Email { retryable: false },
+        })?;
         let rule_set = transformed.rule_set.clone();
         let req = render_request(client, job.variant, transformed);
         let rendered = self.renderer.render(req).await.map_err(|e| Failure {

@@ -406,18 +406,28 @@ impl Renderer {
             .acquire()
             .await
             .map_err(|_| RenderError::EngineUnavailable(Engine::Webkit))?;
+        // WebKitGTK draws at whole device scales only. A fractional one (a client that zooms a
+        // wide email out to its screen) is drawn at the next whole scale and narrowed to the
+        // width asked for, as the zoomed-out page would be.
+        let whole = req.scale.ceil().clamp(1.0, webkit::MAX_SCALE as f32);
         let capture = webkit
             .engine
             .capture(&webkit::CaptureRequest {
                 html: req.html.clone(),
                 width: req.viewport.width,
                 height: req.viewport.height,
-                scale: req.scale,
+                scale: whole,
                 dark: req.color_scheme == ColorScheme::Dark,
                 block_images: req.block_images,
             })
             .await?;
-        Ok(capture.png)
+        if whole == req.scale {
+            return Ok(capture.png);
+        }
+        let width = (req.viewport.width as f32 * req.scale).round() as u32;
+        tokio::task::spawn_blocking(move || thumb::narrow(&capture.png, width))
+            .await
+            .map_err(|e| RenderError::Image(format!("narrowing task failed: {e}")))?
     }
 
     async fn render_browser(&self, req: &RenderRequest) -> Result<Vec<u8>, RenderError> {

@@ -56,6 +56,24 @@ pub(crate) fn make(png: &[u8]) -> Result<Thumbnails, RenderError> {
     })
 }
 
+/// `png` scaled down to `width` pixels wide, its height in proportion.
+pub(crate) fn narrow(png: &[u8], width: u32) -> Result<Vec<u8>, RenderError> {
+    let page = image::load_from_memory_with_format(png, image::ImageFormat::Png)
+        .map_err(|e| RenderError::Image(format!("the screenshot is not a readable PNG: {e}")))?
+        .to_rgba8();
+    let (w, h) = page.dimensions();
+    if w == 0 || h == 0 || width == 0 {
+        return Err(RenderError::Image("the screenshot is empty".into()));
+    }
+    let height = ((h as u64 * width as u64 / w as u64) as u32).max(1);
+    encode(&imageops::resize(
+        &page,
+        width,
+        height,
+        imageops::FilterType::Triangle,
+    ))
+}
+
 fn encode(image: &RgbaImage) -> Result<Vec<u8>, RenderError> {
     let mut out = Vec::new();
     PngEncoder::new_with_quality(&mut out, CompressionType::Fast, FilterType::Adaptive)
@@ -82,6 +100,15 @@ mod tests {
             }
         }
         encode(&img).expect("encode")
+    }
+
+    #[test]
+    fn narrowing_keeps_the_proportions_and_the_colours() {
+        let png = encode(&RgbaImage::from_pixel(300, 600, Rgba([255, 0, 0, 255]))).expect("png");
+        let out = narrow(&png, 200).expect("narrows");
+        let img = image::load_from_memory(&out).expect("png").to_rgba8();
+        assert_eq!(img.dimensions(), (200, 400));
+        assert_eq!(img.get_pixel(100, 200).0, [255, 0, 0, 255]);
     }
 
     #[test]

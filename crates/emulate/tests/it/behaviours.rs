@@ -406,9 +406,38 @@ fn the_analysis_names_each_behaviour_on_its_line_for_its_clients_only() {
     );
 }
 
+/// The line of each behaviour probe where the code analysis must name its behaviour: where the
+/// behaviour triggers in the probe's source (the filled source for the size probes).
+const PROBE_LINES: &[(&str, u32)] = &[
+    ("behaviour-style-nested-at-rule", 5),
+    ("behaviour-style-syntax-error", 4),
+    ("behaviour-style-size-limit", 6),
+    ("behaviour-style-in-body", 4),
+    ("behaviour-clip", 4),
+    ("behaviour-class-prefix", 5),
+    ("behaviour-compound-selector", 3),
+    ("behaviour-attribute-selector", 3),
+    ("behaviour-mso-comments", 4),
+    ("behaviour-first-class", 5),
+    ("behaviour-line-height", 4),
+    ("behaviour-spacer-cell", 4),
+    ("behaviour-web-font", 4),
+    ("behaviour-height", 4),
+    ("behaviour-data-detectors", 5),
+    ("behaviour-auto-fit", 5),
+    ("behaviour-images-off", 4),
+    ("behaviour-zoom-out", 4),
+    ("behaviour-zoom-out-ios", 4),
+];
+
+/// Every behaviour probe x every client: the code analysis names the probe's behaviour, on the
+/// probe's line, for exactly the clients data/behaviours.toml applies it to. Behaviours switched
+/// by a rule-set policy keep their long-standing finding keys (`html-style-in-body`,
+/// `class-prefix`) and name the behaviour in the message.
 #[test]
 fn the_analysis_of_each_behaviour_probe_names_it_exactly_where_the_probe_expects_it() {
     let (catalog, book) = shipped();
+    let mut named_points = 0;
     for probe in BEHAVIOUR_PROBES {
         let html = probe.html();
         assert!(
@@ -416,41 +445,81 @@ fn the_analysis_of_each_behaviour_probe_names_it_exactly_where_the_probe_expects
             "{}",
             probe.name
         );
+        let line = PROBE_LINES
+            .iter()
+            .find(|(name, _)| *name == probe.name)
+            .map(|(_, line)| *line)
+            .unwrap_or_else(|| {
+                panic!(
+                    "add {} to PROBE_LINES with the line its behaviour triggers on",
+                    probe.name
+                )
+            });
+        let legacy_key = match probe.implementation {
+            Implementation::StyleInBodyStripped => Some("html-style-in-body"),
+            Implementation::ClassIdPrefix => Some("class-prefix"),
+            _ => None,
+        };
+        let ids_of_imp: Vec<&str> = book
+            .behaviours()
+            .all()
+            .iter()
+            .filter(|b| b.implementation == probe.implementation)
+            .map(|b| b.id.as_str())
+            .collect();
         for c in catalog.clients() {
-            let applies = book.behaviours().of(c).find(probe.implementation);
+            // A narrow-only probe triggers nothing on a wider screen.
+            let applies = book
+                .behaviours()
+                .of(c)
+                .find(probe.implementation)
+                .filter(|_| !probe.narrow_only || c.viewport.width <= emulate::probes::NARROW);
             let a = analyze(&html, c, &book).expect("analyses");
-            let named = applies.is_some_and(|b| a.findings.iter().any(|f| f.feature == b.id));
-            // Behaviours switched by a policy (prefixing) have their own long-standing findings.
-            let policy_switched = matches!(
-                probe.implementation,
-                Implementation::ClassIdPrefix | Implementation::StyleInBodyStripped
-            );
-            if applies.is_some() && !policy_switched {
-                assert!(
-                    named,
-                    "{} should name {} for {}: {a:#?}",
-                    probe.name,
-                    applies.map(|b| b.id.as_str()).unwrap_or(""),
-                    c.id
-                );
-            }
-            if applies.is_none() {
-                let other = book
-                    .behaviours()
-                    .all()
-                    .iter()
-                    .filter(|b| b.implementation == probe.implementation)
-                    .find(|b| a.findings.iter().any(|f| f.feature == b.id));
-                assert!(
-                    other.is_none(),
+            let naming: Vec<&emulate::Finding> = a
+                .findings
+                .iter()
+                .filter(|f| {
+                    ids_of_imp.contains(&f.feature.as_str())
+                        || legacy_key.is_some_and(|k| {
+                            f.feature == k && ids_of_imp.iter().any(|id| f.message.contains(id))
+                        })
+                })
+                .collect();
+            match applies {
+                Some(b) => {
+                    let f = naming
+                        .iter()
+                        .find(|f| f.feature == b.id || f.message.contains(&b.id))
+                        .unwrap_or_else(|| {
+                            panic!("{} should name {} for {}: {a:#?}", probe.name, b.id, c.id)
+                        });
+                    assert!(
+                        f.lines.contains(&line),
+                        "{} names {} for {} on lines {:?}, not on line {line}",
+                        probe.name,
+                        b.id,
+                        c.id,
+                        f.lines
+                    );
+                    assert!(
+                        f.message.contains(b.sources[0].as_str()),
+                        "{}: the source is cited: {}",
+                        b.id,
+                        f.message
+                    );
+                    named_points += 1;
+                }
+                None => assert!(
+                    naming.is_empty(),
                     "{} must not name {:?} for {}",
                     probe.name,
-                    other.map(|b| &b.id),
+                    naming.iter().map(|f| &f.feature).collect::<Vec<_>>(),
                     c.id
-                );
+                ),
             }
         }
     }
+    assert!(named_points > BEHAVIOUR_PROBES.len(), "{named_points}");
 }
 
 #[test]
@@ -499,9 +568,10 @@ fn samsung_lays_a_wide_email_out_at_686_px_and_other_clients_do_not() {
         .layout_width,
         None
     );
-    for id in ["iphone15_ios", "gmail_android", "outlook_android"] {
-        assert_eq!(html_for(id, wide).layout_width, None, "{id}");
+    for id in ["iphone15_ios", "gmail_android"] {
+        assert_ne!(html_for(id, wide).layout_width, Some(686), "{id}");
     }
+    assert_eq!(html_for("outlook_android", wide).layout_width, None);
     named(
         "<p>x</p>\n<table width=\"600\"><tr><td>x</td></tr></table>",
         "samsung-auto-fit",
@@ -540,4 +610,148 @@ fn gmail_drops_a_style_block_and_a_style_attribute_with_space_separated_rgb() {
         &["gmail_chrome_web", "gmail_android"],
         &["applemail_macos", "gmail_mobile_web"],
     );
+}
+
+fn images_off(id: &str, html: &str) -> emulate::Transformed {
+    let (catalog, book) = shipped();
+    emulate::transform_variant(
+        html,
+        &client(&catalog, id),
+        &book,
+        domain::Variant::NoImages,
+    )
+    .expect("transforms")
+}
+
+const STYLED_IMAGE: &str = "<html><body><table><tr><td bgcolor=\"#ff0000\"><img src=\"https://x.test/hero.png\" width=\"300\" height=\"100\" alt=\"Hero &amp; sale\" data-probe=\"p\" class=\"hero\" style=\"display:block;background-color:#123456;color:#abcdef;font-size:30px\"><img src=\"cid:logo@x\" alt=\"logo\"></td></tr></table></body></html>";
+
+#[test]
+fn with_images_off_gmail_and_apple_mail_draw_the_alt_text_styled_by_the_image() {
+    for id in [
+        "gmail_chrome_web",
+        "gmail_android",
+        "applemail_macos",
+        "iphone15_ios",
+    ] {
+        let t = images_off(id, STYLED_IMAGE);
+        let box_at = t
+            .html
+            .find("data-mailproof-alt-text")
+            .unwrap_or_else(|| panic!("{id}: {}", t.html));
+        let boxed = &t.html[box_at..];
+        let end = boxed.find("</span>").expect("closed");
+        let boxed = &boxed[..end];
+        assert!(
+            boxed.contains("width:300px;height:100px;")
+                && boxed.contains("background-color")
+                && boxed.contains("#123456")
+                && boxed.contains("data-probe=\"p\"")
+                && boxed.contains(">Hero &amp; sale"),
+            "{id}: {boxed}"
+        );
+        assert!(!t.html.contains("hero.png"), "{id}: the image is gone");
+        assert!(t.html.contains("cid:logo@x"), "{id}: embedded images stay");
+        assert!(
+            t.rule_set.contains("images-off-alt-text"),
+            "{id}: {}",
+            t.rule_set
+        );
+        let shown = html_for(id, STYLED_IMAGE);
+        assert!(shown.html.contains("hero.png") && !shown.html.contains("data-mailproof-alt"));
+    }
+}
+
+#[test]
+fn with_images_off_outlook_for_windows_draws_its_placeholder_with_the_alt_text_cut() {
+    let long_alt = "a".repeat(250);
+    let html = STYLED_IMAGE.replace("Hero &amp; sale", &long_alt);
+    for id in ["outlook2016_win", "outlook365_win_dm"] {
+        let t = images_off(id, &html);
+        let at = t
+            .html
+            .find("data-mailproof-blocked-image")
+            .unwrap_or_else(|| panic!("{id}: {}", t.html));
+        let boxed = &t.html[at..];
+        assert!(
+            boxed.contains("Outlook prevented automatic download"),
+            "{id}"
+        );
+        assert!(
+            boxed.contains(&format!("<br>{}</span>", "a".repeat(200))),
+            "{id}: {boxed}"
+        );
+        assert!(!boxed.contains(&"a".repeat(201)), "{id}: cut at 200");
+        assert!(
+            !boxed[..boxed.find("</span>").expect("closed")].contains("#123456"),
+            "{id}: not the image's background"
+        );
+        assert!(!t.html.contains("hero.png"), "{id}");
+        assert!(
+            t.rule_set.contains("outlook-win-images-off-placeholder"),
+            "{}",
+            t.rule_set
+        );
+    }
+}
+
+#[test]
+fn with_images_off_clients_whose_sources_disagree_keep_the_engine_drawing() {
+    for id in [
+        "outlook_com_chrome",
+        "outlook_new_win",
+        "yahoo_chrome_web",
+        "thunderbird_win",
+        "windows_mail",
+    ] {
+        let t = images_off(id, STYLED_IMAGE);
+        assert!(
+            t.html.contains("hero.png")
+                && !t.html.contains("data-mailproof-alt-text")
+                && !t.html.contains("data-mailproof-blocked-image"),
+            "{id}: {}",
+            t.html
+        );
+    }
+    assert!(images_off("outlook_com_chrome", STYLED_IMAGE)
+        .rule_set
+        .contains("owa-images-off"));
+}
+
+#[test]
+fn gmail_android_and_ios_mail_zoom_a_wide_email_out_unless_it_is_responsive_there() {
+    let wide = "<table width=\"600\"><tr><td>x</td></tr></table>";
+    for id in ["gmail_android", "iphone15_ios", "iphone_se_ios"] {
+        let t = html_for(id, wide);
+        assert_eq!(t.layout_width, Some(600), "{id}");
+        assert!(
+            t.rule_set.contains("zoom-out") || t.rule_set.contains("auto-fit"),
+            "{id}: {}",
+            t.rule_set
+        );
+    }
+    let responsive = format!(
+        "<style>@media only screen and (max-width: 620px) {{ table {{ width: 100% !important }} }}</style>{wide}"
+    );
+    let opted_out = format!("<meta name=\"x-apple-disable-message-reformatting\">{wide}");
+    for (id, html) in [
+        ("gmail_android", responsive.as_str()),
+        ("iphone15_ios", responsive.as_str()),
+        ("iphone15_ios", opted_out.as_str()),
+        ("ipad_ios", wide),
+        ("gmail_ios", wide),
+        ("outlook_android", wide),
+    ] {
+        assert_eq!(html_for(id, html).layout_width, None, "{id}: {html}");
+    }
+    assert_eq!(
+        html_for("gmail_android", &opted_out).layout_width,
+        Some(600)
+    );
+}
+
+#[test]
+fn a_fluid_hybrid_image_does_not_make_gmail_android_zoom_out() {
+    let fluid = "<table width=\"100%\" style=\"max-width:600px\"><tr><td><img src=\"https://x.test/a.png\" width=\"600\" style=\"width:100%;max-width:600px\"></td></tr></table>";
+    assert_eq!(html_for("gmail_android", fluid).layout_width, None);
+    assert_eq!(html_for("iphone15_ios", fluid).layout_width, None);
 }

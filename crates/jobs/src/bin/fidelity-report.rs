@@ -20,7 +20,9 @@
 //! per client against what the behaviours file says (with its sources): the behaviour's colour
 //! where it applies, the other colour where it does not. Unverified or disputed behaviours, and
 //! clients without the behaviour whose support for a feature the probe needs is not firm, are not
-//! scored. `--behaviours-only` skips the caniemail probes.
+//! scored. Images-off probes are drawn in the `no_images` variant, as that screenshot is, and
+//! scored only for clients whose blocked-image drawing the file describes. `--behaviours-only`
+//! skips the caniemail probes.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -251,6 +253,7 @@ async fn main() -> Result<(), BoxError> {
                 sample: probe.sample,
                 verdict,
                 ours,
+                variant: Variant::Default,
             };
             jobs.spawn(shoot(
                 html,
@@ -284,6 +287,11 @@ async fn main() -> Result<(), BoxError> {
                     BehaviourExpectation::Open(why) => Verdict::Open(why),
                 },
                 ours: probe.applied,
+                variant: if probe.images_off {
+                    Variant::NoImages
+                } else {
+                    Variant::Default
+                },
             };
             jobs.spawn(shoot(
                 html,
@@ -318,6 +326,8 @@ struct Shot {
     sample: (u32, u32),
     verdict: Verdict,
     ours: ProbeColour,
+    /// The screenshot variant: images-off probes are drawn with images blocked.
+    variant: Variant,
 }
 
 /// Draws `html` for `client` exactly as the service does (transform, then a real engine) and
@@ -329,9 +339,9 @@ async fn shoot(
     book: Arc<RuleBook>,
     shot: Shot,
 ) -> Result<Point, BoxError> {
-    let transformed = emulate::transform(&html, &client, &book)?;
+    let transformed = emulate::transform_variant(&html, &client, &book, shot.variant)?;
     let rule_set = transformed.rule_set.clone();
-    let req = jobs::render_request(&client, Variant::Default, transformed);
+    let req = jobs::render_request(&client, shot.variant, transformed);
     // Auto fit draws at a smaller scale than the profile's: read the sample at the one used.
     let scale = req.scale;
     let rendered = renderer.render(req).await?;

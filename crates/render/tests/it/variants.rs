@@ -85,3 +85,18 @@ fn concurrent_renders_of_both_schemes_each_get_their_own_scheme() {
         }
     });
 }
+
+#[test]
+fn webkit_draws_a_fractional_scale_at_the_next_whole_one_narrowed_to_the_width_asked() {
+    run(async {
+        // A client zooming a 600 px email out to a 390 px screen at 3x: 600 CSS px in 1170 px.
+        let scale = 3.0 * 390.0 / 600.0;
+        let shot = render(request(domain::Engine::Webkit, page("data:,"), 600, scale)).await;
+        assert_eq!(shot.width, 1170);
+        let bar = pixel(&shot, 300, 50, scale);
+        assert!(
+            bar[2] > 200 && bar[1] < 60,
+            "the light bar is blue where 1.95x puts it, got {bar:?}"
+        );
+    });
+}
