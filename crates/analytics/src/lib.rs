@@ -10,6 +10,8 @@
 //! - A merge tag is inserted verbatim (the sender's mail service must still recognise it), so only
 //!   tags that cannot leave an HTML attribute or a CSS string are accepted ([`check_merge_tag`]).
 
+pub mod matrix;
+
 use std::cell::RefCell;
 
 use lol_html::{element, rewrite_str, RewriteStrSettings};

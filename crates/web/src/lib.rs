@@ -35,6 +35,8 @@ pub struct WebOptions {
     pub secure_cookies: bool,
     /// Days a new share link lives unless the owner picks otherwise.
     pub share_days: i64,
+    /// Which analytics work in which client profile (data/analytics-matrix.toml).
+    pub analytics_matrix: std::sync::Arc<analytics::matrix::Matrix>,
 }
 
 #[derive(Clone)]
