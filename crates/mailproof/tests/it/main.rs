@@ -3,6 +3,8 @@
 mod support;
 
 mod analytics;
+mod analytics_e2e;
+mod analytics_matrix;
 mod auth;
 mod auto_inbox;
 mod checks;
