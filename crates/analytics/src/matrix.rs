@@ -149,8 +149,9 @@ pub fn proxy_fact(family: &str) -> Option<ProxyFact> {
             ],
         }),
         "apple-mail" => Some(ProxyFact {
-            summary: "with Mail Privacy Protection on, Apple prefetches every image: those opens count as machine",
-            hides_timing: true,
+            summary: "with Mail Privacy Protection on, Apple prefetches every image: those opens count as machine and say nothing of reading time; with it off, images load directly",
+            // Only for readers who turned MPP on: the others' reading time is measured as drawn.
+            hides_timing: false,
             sources: &[
                 "https://help.litmus.com/article/416",
                 "https://mask-api.icloud.com/egress-ip-ranges.csv",
@@ -228,10 +229,12 @@ mod tests {
 
     #[test]
     fn proxies_that_hide_timing_are_named_with_sources() {
-        for family in ["gmail", "yahoo", "aol", "apple-mail"] {
+        for family in ["gmail", "yahoo", "aol", "fastmail"] {
             let fact = proxy_fact(family).expect(family);
             assert!(fact.hides_timing && !fact.sources.is_empty(), "{family}");
         }
+        let apple = proxy_fact("apple-mail").expect("apple-mail");
+        assert!(!apple.hides_timing && apple.summary.contains("machine"));
         assert_eq!(proxy_fact("thunderbird"), None);
     }
 }

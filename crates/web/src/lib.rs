@@ -12,6 +12,7 @@
 // allocation on the error path.
 #![allow(clippy::result_large_err)]
 
+mod campaigns;
 mod contentchecks;
 mod linkcheck;
 mod newtest;
@@ -78,6 +79,13 @@ pub fn router(api: api::AppState, options: WebOptions) -> Router {
             "/share/{token}/shots/{client}/{file}",
             get(pages::shared_picture),
         )
+        .route("/campaigns", get(campaigns::list))
+        .route(
+            "/campaigns/new",
+            get(campaigns::new_form).post(campaigns::create),
+        )
+        .route("/campaigns/{guid}", get(campaigns::campaign_page))
+        .route("/analytics/clients", get(campaigns::matrix_page))
         .route("/static/app.js", get(app_js))
         .route("/static/app.css", get(app_css))
         .route("/favicon.ico", get(favicon))
@@ -166,6 +174,7 @@ pub(crate) fn layout(
                             nav aria-label="Main" {
                                 a href="/tests" { "Tests" }
                                 a href="/tests/new" { "New test" }
+                                a href="/campaigns" { "Campaigns" }
                             }
                             span.who { "Signed in as " strong { (who) } }
                             form method="post" action="/signout" {

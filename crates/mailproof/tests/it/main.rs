@@ -35,6 +35,7 @@ mod spam_tests;
 mod ssrf;
 mod tenancy;
 mod visual_diff;
+mod web_analytics_ui;
 mod web_pages_ui;
 mod web_ui;
 mod web_why;

@@ -1,0 +1,213 @@
+//! Issue 22's pages in headless Chromium against the real `mailproof serve`: the new-campaign
+//! form words its refusals as `createcampaign` does, a created campaign's page shows the tracking
+//! code the API gives (with a copy button), the campaigns list shows what `campaigns` and
+//! `getcampaigninfo` say, and the per-client matrix shows the data file's cells for every
+//! catalog profile. Each page passes axe and fits a 1440 px and a 390 px window; screenshots of
+//! each page at both widths go to `$MAILPROOF_SHOTS_DIR` when it is set, for a person to look at.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use crate::support::*;
+use crate::web_pages_ui::{assert_fits, sign_in, window};
+use crate::web_ui::{Browser, AXE};
+
+const WIDTHS: [(u32, u32); 2] = [(1440, 900), (390, 844)];
+
+/// axe and both widths, and a screenshot per width when asked for.
+async fn check_page(b: &mut Browser, axe: &str, what: &str) {
+    for (w, h) in WIDTHS {
+        window(b, w, h).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_fits(b, what, w).await;
+        b.check_accessibility(axe, &format!("{what} ({w} px)"))
+            .await;
+        if let Some(dir) = std::env::var_os("MAILPROOF_SHOTS_DIR") {
+            let shot = b
+                .call(
+                    "Page.captureScreenshot",
+                    json!({"format": "png", "captureBeyondViewport": true}),
+                )
+                .await;
+            let png = base64::engine::general_purpose::STANDARD
+                .decode(shot["data"].as_str().expect("png"))
+                .expect("base64");
+            let name = format!("{}-{w}.png", what.replace(' ', "-"));
+            std::fs::write(std::path::Path::new(&dir).join(name), png).expect("write shot");
+        }
+    }
+    window(b, 1280, 900).await;
+}
+
+/// The message the API's `createcampaign` answers to `body`.
+async fn api_refusal(s: &Server, body: Value) -> String {
+    let r = s.post("/v5/analytics/createcampaign", &body).await;
+    let v = r.body.clone();
+    let name = v["error"]["name"].as_str().expect("an error").to_string();
+    let message = v["error"]["message"]
+        .as_str()
+        .expect("message")
+        .replace('`', "");
+    format!("{name}: {message}")
+}
+
+/// Submits the new-campaign form with `fields` (id → value) and returns the error shown.
+async fn submit(b: &mut Browser, s: &Server, fields: &[(&str, &str)]) -> String {
+    b.goto(&s.url("/campaigns/new")).await;
+    for (id, v) in fields {
+        b.set_value(&format!("#{id}"), v).await;
+    }
+    b.click_and_wait("form[action='/campaigns/new'] button[type=submit]")
+        .await;
+    b.text(".error-summary p").await
+}
+
+#[tokio::test]
+async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
+    let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
+        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
+    });
+    let s = Server::start().await;
+    let mut b = Browser::start().await;
+    sign_in(&mut b, &s).await;
+
+    // Refusals, worded as the API words them for the same body.
+    let shown = submit(&mut b, &s, &[]).await;
+    assert_eq!(shown, api_refusal(&s, json!({})).await);
+    let shown = submit(&mut b, &s, &[("name", "Spring")]).await;
+    assert_eq!(shown, api_refusal(&s, json!({"name": "Spring"})).await);
+    let shown = submit(
+        &mut b,
+        &s,
+        &[
+            ("name", "Spring"),
+            ("total_subscribers", "10"),
+            ("read_threshold", "3"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        shown,
+        api_refusal(
+            &s,
+            json!({"name": "Spring", "total_subscribers": "10", "read_threshold": "3"})
+        )
+        .await
+    );
+    // What was typed is kept.
+    assert_eq!(
+        b.eval("document.querySelector('#name').value").await,
+        json!("Spring")
+    );
+    check_page(&mut b, &axe, "new campaign with an error").await;
+
+    // A campaign created through the form.
+    submit(
+        &mut b,
+        &s,
+        &[
+            ("name", "Spring sale"),
+            ("total_subscribers", "250"),
+            ("merge_tag", "*|EMAIL|*"),
+        ],
+    )
+    .await;
+    let path = b.eval("location.pathname").await;
+    let guid = path
+        .as_str()
+        .and_then(|p| p.strip_prefix("/campaigns/"))
+        .expect("on the campaign's page")
+        .to_string();
+    let code = s
+        .get(&format!("/v5/analytics/gettrackingcode/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(
+        b.eval("document.querySelector('#tracking-code').value")
+            .await,
+        code["tracking_code"]
+    );
+    assert_eq!(
+        b.eval("document.querySelector('[data-copy=tracking-code]') !== null")
+            .await,
+        json!(true)
+    );
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(
+        b.eval("document.querySelector('#status').dataset.status")
+            .await,
+        info["status"]
+    );
+
+    // The matrix: one row per catalog profile, each cell as the data file says.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/analytics-matrix.toml"
+    ))
+    .expect("matrix file");
+    let matrix = analytics::matrix::Matrix::parse(&text).expect("matrix");
+    let catalog_text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/clients.toml"
+    ))
+    .expect("catalog file");
+    let families = domain::Catalog::parse(&catalog_text).expect("catalog");
+    let rows = b
+        .eval("[...document.querySelectorAll('#analytics-matrix tbody tr')].map(r => [r.dataset.client, r.querySelector('[data-open]').dataset.open, r.querySelector('[data-print]').dataset.print, r.querySelector('[data-forward]').dataset.forward, r.querySelector('[data-dark]').dataset.dark, r.querySelector('[data-read]').dataset.read])")
+        .await;
+    let rows = rows.as_array().expect("rows");
+    assert_eq!(
+        rows.len(),
+        families.clients().len(),
+        "one row per catalog profile"
+    );
+    assert_eq!(rows.len(), matrix.clients.len());
+    for r in rows {
+        let id = r[0].as_str().expect("id");
+        let want = matrix.get(id).unwrap_or_else(|| panic!("{id} in the file"));
+        let open = match want.open {
+            analytics::matrix::OpenSignal::Counted => "counted",
+            analytics::matrix::OpenSignal::BlockedByDefault => "blocked",
+            analytics::matrix::OpenSignal::Never => "never",
+        };
+        assert_eq!(r[1], json!(open), "{id}");
+        assert_eq!(r[2], json!(want.print.to_string()), "{id}");
+        assert_eq!(r[3], json!(want.forward.to_string()), "{id}");
+        assert_eq!(r[4], json!(want.dark.to_string()), "{id}");
+        // Behind a proxy that hides timing, reading time is never shown as measurable.
+        // (analytics.md §3.3: Gmail's, Yahoo's and Fastmail's proxies; Apple's MPP only for
+        // readers who turned it on.)
+        let family = families
+            .get(id)
+            .map(|c| c.family.as_str())
+            .unwrap_or_default();
+        let proxied = ["gmail", "yahoo", "aol", "fastmail"].contains(&family);
+        assert_eq!(r[5], json!((want.read && !proxied).to_string()), "{id}");
+    }
+    check_page(&mut b, &axe, "campaign").await;
+
+    // The list shows the campaign with the API's status.
+    b.goto(&s.url("/campaigns")).await;
+    let listed = b
+        .eval(&format!(
+            "(r => r && [r.querySelector('a').textContent, r.querySelector('.status').textContent])(document.querySelector('#campaigns tr[data-guid=\"{guid}\"]'))"
+        ))
+        .await;
+    assert_eq!(listed, json!(["Spring sale", info["status"]]));
+    check_page(&mut b, &axe, "campaigns").await;
+
+    b.goto(&s.url("/analytics/clients")).await;
+    check_page(&mut b, &axe, "analytics clients").await;
+
+    // A guid this account does not own is not found.
+    b.goto(&s.url("/campaigns/00000000-0000-4000-8000-000000000000"))
+        .await;
+    assert_eq!(b.text("h1").await, "Campaign not found");
+}
