@@ -13,6 +13,7 @@
 #![allow(clippy::result_large_err)]
 
 mod campaigns;
+mod clickmap;
 mod contentchecks;
 mod linkcheck;
 mod newtest;
@@ -85,6 +86,7 @@ pub fn router(api: api::AppState, options: WebOptions) -> Router {
             get(campaigns::new_form).post(campaigns::create),
         )
         .route("/campaigns/{guid}", get(campaigns::campaign_page))
+        .route("/campaigns/{guid}/clickmap", post(clickmap::draw))
         .route("/analytics/clients", get(campaigns::matrix_page))
         .route("/static/app.js", get(app_js))
         .route("/static/app.css", get(app_css))

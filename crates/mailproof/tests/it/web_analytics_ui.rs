@@ -211,3 +211,126 @@ async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
         .await;
     assert_eq!(b.text("h1").await, "Campaign not found");
 }
+
+/// Two links far apart, the second a block (a button) of a known size.
+const CLICK_HTML: &str = r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sale</title></head>
+<body style="margin:0;font-family:Arial,sans-serif"><h1>Spring sale</h1>
+<p><a href="https://shop.example/sale">See the sale</a></p>
+<div style="height:600px">Everything must go.</div>
+<p><a href="https://shop.example/shoes" style="display:block;width:300px;height:60px;background:#0b57d0;color:#ffffff">Shop shoes</a></p>
+</body></html>"#;
+
+#[tokio::test]
+async fn the_click_map_places_each_links_clicks_on_its_box_in_a_real_render() {
+    let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
+        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
+    });
+    let s = Server::start_with(Options {
+        config: "[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n".into(),
+    })
+    .await;
+    let created = s
+        .post(
+            "/v5/analytics/createcampaign",
+            &json!({"name": "Clicks", "total_subscribers": 10, "click_tracking": {"html": CLICK_HTML}}),
+        )
+        .await
+        .ok()
+        .clone();
+    let guid = created["guid"].as_str().expect("guid").to_string();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    for n in [1, 1, 2] {
+        let r = http
+            .get(s.url(&format!("/t/{guid}/{n}")))
+            .header("User-Agent", "Mozilla/5.0 (X11) Thunderbird/128.0")
+            .send()
+            .await
+            .expect("click");
+        assert_eq!(r.status(), 302);
+    }
+    let mut b = Browser::start().await;
+    sign_in(&mut b, &s).await;
+    b.goto(&s.url(&format!("/campaigns/{guid}"))).await;
+    b.click_and_wait("form[action$='/clickmap'] button").await;
+    // The two tests go through the render queue like any test.
+    let listed = s
+        .get("/v5/email/tests?subject=click%20map")
+        .await
+        .ok()
+        .clone();
+    let ids: Vec<String> = listed
+        .as_array()
+        .expect("tests")
+        .iter()
+        .map(|t| t["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "{listed}");
+    for id in &ids {
+        s.wait_processed(id, Duration::from_secs(120)).await;
+    }
+    b.goto(&s.url(&format!("/campaigns/{guid}"))).await;
+    b.wait_for(
+        "[...document.querySelectorAll('.clickmap img')].every(i => i.complete && i.naturalWidth > 0)",
+        Duration::from_secs(30),
+    )
+    .await;
+    check_page(&mut b, &axe, "campaign with click map").await;
+    // One box per link, each showing that link's clicks as recorded.
+    let boxes = b
+        .eval("[...document.querySelectorAll('.click-box')].map(e => { const r = e.getBoundingClientRect(); return [+e.dataset.link, +e.dataset.clicks, r.top, r.height, r.width]; })")
+        .await;
+    let boxes = boxes.as_array().expect("boxes");
+    assert_eq!(boxes.len(), 2, "{boxes:?}");
+    assert_eq!(
+        (boxes[0][0].as_u64(), boxes[0][1].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(
+        (boxes[1][0].as_u64(), boxes[1][1].as_u64()),
+        (Some(2), Some(1))
+    );
+    // Where the render put them: the button lies far below the text link (the 600 px spacer,
+    // scaled like the picture), and its box is its 300 × 60 px.
+    let scale = b
+        .eval("(i => i.getBoundingClientRect().width / i.naturalWidth)(document.querySelector('.clickmap img'))")
+        .await
+        .as_f64()
+        .expect("scale");
+    let device = b
+        .eval("(i => i.naturalWidth)(document.querySelector('.clickmap img'))")
+        .await
+        .as_f64()
+        .expect("w");
+    let css_px = scale * device / 1280.0;
+    let (top1, top2) = (
+        boxes[0][2].as_f64().unwrap_or(0.0),
+        boxes[1][2].as_f64().unwrap_or(0.0),
+    );
+    assert!(
+        top2 - top1 > 550.0 * css_px,
+        "{top1} {top2} (1 CSS px = {css_px} px on the page)"
+    );
+    let (h2, w2) = (
+        boxes[1][3].as_f64().unwrap_or(0.0),
+        boxes[1][4].as_f64().unwrap_or(0.0),
+    );
+    assert!(
+        (55.0 * css_px..65.0 * css_px).contains(&h2)
+            && (290.0 * css_px..310.0 * css_px).contains(&w2),
+        "the button's box is {w2} × {h2} (1 CSS px = {css_px} px on the page)"
+    );
+    // The table says the same.
+    let table = b
+        .eval("[...document.querySelectorAll('#clicks tbody tr')].map(r => [r.querySelector('.url').textContent, +r.querySelector('.clicks').textContent])")
+        .await;
+    assert_eq!(
+        table,
+        json!([
+            ["https://shop.example/sale", 2],
+            ["https://shop.example/shoes", 1]
+        ])
+    );
+}
