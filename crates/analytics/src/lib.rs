@@ -15,6 +15,14 @@ pub mod matrix;
 
 use std::cell::RefCell;
 
+pub mod classify;
+pub mod egress;
+pub mod report;
+
+pub use classify::{classify, Classified, Client, Device, HitFacts, Source};
+pub use egress::{EgressError, EgressSet};
+pub use report::CampaignReport;
+
 use lol_html::{element, rewrite_str, RewriteStrSettings};
 
 /// Reading time is reported in steps of this many seconds…
@@ -50,6 +58,9 @@ pub enum HitKind {
     Dark,
     /// The n-th tracked link (1-based) was clicked.
     Click(u32),
+    /// The held-open image: its response is held until the client closes it, which measures
+    /// reading time where animations do not run (the seconds are measured, not in the path).
+    Hold,
 }
 
 impl HitKind {
@@ -62,6 +73,7 @@ impl HitKind {
             HitKind::Read(s) => format!("r{s}.gif"),
             HitKind::Dark => "dm.gif".into(),
             HitKind::Click(n) => n.to_string(),
+            HitKind::Hold => "h.gif".into(),
         }
     }
 
@@ -72,6 +84,7 @@ impl HitKind {
             "p.gif" => return Some(HitKind::Print),
             "f.gif" => return Some(HitKind::Forward),
             "dm.gif" => return Some(HitKind::Dark),
+            "h.gif" => return Some(HitKind::Hold),
             _ => {}
         }
         if let Some(secs) = segment
@@ -95,10 +108,12 @@ impl HitKind {
             HitKind::Read(_) => "read",
             HitKind::Dark => "dark",
             HitKind::Click(_) => "click",
+            HitKind::Hold => "hold",
         }
     }
 
-    /// Seconds for `Read`, the link number for `Click`, 0 otherwise.
+    /// Seconds for `Read`, the link number for `Click`, 0 otherwise (a `Hold` hit's seconds are
+    /// measured by whoever answers it).
     pub fn number(self) -> u32 {
         match self {
             HitKind::Read(n) | HitKind::Click(n) => n,
@@ -175,6 +190,9 @@ pub fn hit_url(base: &str, guid: &str, kind: HitKind, merge_tag: Option<&str>) -
 ///   to [`READ_MAX_SECS`]; each step is its own URL, so the last one fetched says how long the
 ///   email stayed open.
 /// - Dark mode: `prefers-color-scheme: dark` selects the dark image.
+/// - Held-open image: where animations do not run (Outlook for Windows, many Android apps) the
+///   service holds this image's response open until the client closes the email, at most
+///   [`READ_MAX_SECS`], and records how long it was held. Proxies get it at once.
 ///
 /// `data-ignore-inlining` and `data-embed` ask CSS inliners (Litmus's, Premailer's, Juice's) to
 /// leave the style block alone: inlined, the media queries and keyframes would be lost.
@@ -208,8 +226,10 @@ pub fn tracking_code(base: &str, guid: &str, merge_tag: Option<&str>) -> String 
          <div id=\"_mp_t\" style=\"width:1px;height:1px;overflow:hidden\">\
          <div id=\"_mp_r\" style=\"width:1px;height:1px\"></div>\
          <div id=\"_mp_d\" style=\"width:1px;height:1px\"></div></div>\n\
-         <img src=\"{open}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;border:0;width:1px;height:1px\">\n",
+         <img src=\"{open}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;border:0;width:1px;height:1px\">\n\
+         <img src=\"{hold}\" width=\"1\" height=\"1\" alt=\"\" style=\"display:block;border:0;width:1px;height:1px\">\n",
         print = url(HitKind::Print),
+        hold = url(HitKind::Hold),
         forward = url(HitKind::Forward),
         dark = url(HitKind::Dark),
         open = url(HitKind::Open),
@@ -293,8 +313,8 @@ mod tests {
             .skip(1)
             .map(|rest| rest.split('"').next().unwrap_or(""))
             .collect();
-        // open, print, forward, dark and ten reading steps.
-        assert_eq!(urls.len(), 14, "{code}");
+        // open, print, forward, dark, held-open and ten reading steps.
+        assert_eq!(urls.len(), 15, "{code}");
         for u in &urls {
             assert!(u.starts_with(&format!("/{GUID}/")), "{u}");
             assert!(u.ends_with("?d=*|EMAIL|*"), "{u}");
@@ -304,6 +324,7 @@ mod tests {
             HitKind::Print,
             HitKind::Forward,
             HitKind::Dark,
+            HitKind::Hold,
         ] {
             assert!(code.contains(&hit_url(BASE, GUID, kind, Some("*|EMAIL|*"))));
         }
@@ -359,6 +380,7 @@ mod tests {
             HitKind::Read(20),
             HitKind::Click(1),
             HitKind::Click(37),
+            HitKind::Hold,
         ] {
             assert_eq!(HitKind::parse(&kind.file()), Some(kind));
         }

@@ -83,6 +83,14 @@ fn api_routes() -> Router<AppState> {
             get(analytics::export),
         )
         .route(
+            "/{version}/analytics/getcampaignstats/{guid}",
+            get(analytics::stats),
+        )
+        .route(
+            "/{version}/analytics/getcampaignstats/",
+            get(analytics::missing_guid),
+        )
+        .route(
             "/{version}/analytics/activatecampaign/{guid}",
             post(analytics::activate),
         )

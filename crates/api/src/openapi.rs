@@ -53,7 +53,13 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     (
         "get",
         "/v5/analytics/getcampaignexport/{guid}",
-        "mailproof's own: every recorded hit as CSV (text/csv), oldest first: time, kind, number (reading seconds or link number), merge_value, agent_class, test",
+        "mailproof's own: every recorded hit as CSV (text/csv), oldest first: time, kind, number (reading seconds, link number, or seconds held), merge_value, agent_class, test, source, client, device",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/analytics/getcampaignstats/{guid}",
+        "mailproof's own: the campaign's report. opens {total, reliable, machine, unknown} each {hits, unique} (unique by merge value); sources: opens per class (direct, apple_mpp, gmail_proxy, yahoo_proxy, scanner, unknown); per_hour and per_day [{start, opens, reliable, machine}] (UTC, unix start); engagement {read, skim, glance, not_measurable} from reliable opens only (proxied opens and direct opens that sent no timing are not_measurable); clients and devices of reliable opens; prints, forwards, dark {hits, unique} and dark_share; clicks per link [{number, url, clicks {hits, unique}, machine}]; apple_mpp {by_agent_only, ranges_configured}: how Apple's relays were recognised. Test hits while the campaign is in test mode (test_mode: true)",
         &[],
     ),
     (
@@ -94,7 +100,7 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     (
         "get",
         "/t/{guid}/{file}",
-        "mailproof's own, no credentials: a tracking hit from the tracking code (o.gif open, p.gif print, f.gif forward, dm.gif dark mode, r2.gif…r20.gif reading time, a number for the n-th tracked link; `d` is the merge value). Answers a 1x1 GIF, or a 302 to the link, with Cache-Control: no-store, private and no cookies; never an error",
+        "mailproof's own, no credentials: a tracking hit from the tracking code (o.gif open, p.gif print, f.gif forward, dm.gif dark mode, r2.gif…r20.gif reading time, h.gif the held-open image, held until the client closes it (at most 20 s) to time reading where animations do not run, a number for the n-th tracked link; `d` is the merge value). Answers a 1x1 GIF, or a 302 to the link, with Cache-Control: no-store, private and no cookies; never an error",
         &[],
     ),
     (

@@ -70,6 +70,9 @@ pub enum SmtpSendError {
 pub struct ApiSettings {
     /// Base of the URLs the API hands out (screenshots), without a trailing slash.
     pub public_url: String,
+    /// Base of the tracking URLs of analytics campaigns, without a trailing slash; hits are
+    /// served under `/t/` of an api process.
+    pub tracking_base: String,
     /// Key for presigned screenshot URLs.
     pub signing_key: Vec<u8>,
     pub net_policy: NetPolicy,
@@ -115,6 +118,8 @@ pub struct AppState {
     pub health: Arc<crate::health::Health>,
     /// The client rule sets, for the code analysis and tips (empty until the wiring sets them).
     pub rules: Arc<emulate::RuleBook>,
+    /// Analytics hits: Apple's relay ranges, held-open responses, recent first hits.
+    pub analytics: Arc<crate::handlers::analytics::HitRuntime>,
 }
 
 impl AppState {
@@ -142,7 +147,16 @@ impl AppState {
             logins: Arc::new(crate::login::LoginGuard::default()),
             health: Arc::default(),
             rules: Arc::default(),
+            analytics: Arc::default(),
         }
+    }
+
+    pub fn with_analytics(
+        mut self,
+        runtime: Arc<crate::handlers::analytics::HitRuntime>,
+    ) -> AppState {
+        self.analytics = runtime;
+        self
     }
 
     pub fn with_rules(mut self, rules: Arc<emulate::RuleBook>) -> AppState {

@@ -36,7 +36,41 @@ pub struct FileConfig {
     pub webhooks: Option<WebhookSettings>,
     pub queues: Option<QueueSettings>,
     pub keys: Option<KeySettings>,
+    pub analytics: Option<AnalyticsSettings>,
     pub role: Option<String>,
+}
+
+/// The `[analytics]` section: where tracking hits are served and how machines are told from
+/// readers.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AnalyticsSettings {
+    /// The public base of tracking URLs (default: the public URL with `/t`), e.g. a hostname of
+    /// its own. Whatever answers it must pass `<base>/<guid>/<file>` to `/t/<guid>/<file>` of an
+    /// api process.
+    pub tracking_base_url: Option<String>,
+    /// Apple's relay egress ranges (`https://mask-api.icloud.com/egress-ip-ranges.csv`, saved by
+    /// the operator). Unset, Apple MPP is judged on the user agent alone and reports say so.
+    pub apple_egress_csv: Option<PathBuf>,
+    /// Seconds between checks of that file; it is reread when its modification time or size
+    /// changed.
+    pub apple_egress_check_secs: u64,
+    /// Held-open tracking responses in flight at once, in all…
+    pub max_held_responses: usize,
+    /// …and from one client address.
+    pub max_held_per_address: usize,
+}
+
+impl Default for AnalyticsSettings {
+    fn default() -> Self {
+        AnalyticsSettings {
+            tracking_base_url: None,
+            apple_egress_csv: None,
+            apple_egress_check_secs: 300,
+            max_held_responses: 512,
+            max_held_per_address: 4,
+        }
+    }
 }
 
 /// The `[keys]` section: keys every process of one service must share. Unset, each is generated
@@ -393,6 +427,7 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     pub queues: QueueSettings,
     pub keys: KeySettings,
+    pub analytics: AnalyticsSettings,
     pub roles: Roles,
 }
 
@@ -546,6 +581,42 @@ impl Settings {
                     .into(),
             );
         }
+        let mut analytics = file.analytics.unwrap_or_default();
+        if let Some(base) = &analytics.tracking_base_url {
+            let base = base.trim_end_matches('/').to_string();
+            match url::Url::parse(&base) {
+                Ok(u)
+                    if matches!(u.scheme(), "http" | "https")
+                        && u.host().is_some()
+                        && u.query().is_none()
+                        && u.fragment().is_none() => {}
+                _ => problems.push(format!(
+                    "[analytics] tracking_base_url {base:?} must be an http:// or https:// URL without query or fragment"
+                )),
+            }
+            analytics.tracking_base_url = Some(base);
+        }
+        if let Some(path) = &analytics.apple_egress_csv {
+            if !path.is_file() {
+                problems.push(format!(
+                    "[analytics] apple_egress_csv {} is not a readable file",
+                    path.display()
+                ));
+            }
+        }
+        if !(10..=86_400).contains(&analytics.apple_egress_check_secs) {
+            problems
+                .push("[analytics] apple_egress_check_secs must be between 10 and 86400".into());
+        }
+        if analytics.max_held_responses == 0
+            || analytics.max_held_per_address == 0
+            || analytics.max_held_per_address > analytics.max_held_responses
+        {
+            problems.push(
+                "[analytics] max_held_responses and max_held_per_address must be at least 1, and max_held_per_address at most max_held_responses"
+                    .into(),
+            );
+        }
         let roles = match o.role.clone().or(file.role) {
             Some(text) => Roles::parse(&text).unwrap_or_else(|e| {
                 problems.push(e);
@@ -604,6 +675,7 @@ impl Settings {
             webhooks,
             queues,
             keys,
+            analytics,
             roles,
         })
     }
@@ -612,6 +684,15 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Settings from a config file holding `text`.
+    fn resolve_file(config: &Path, text: &str) -> anyhow::Result<Settings> {
+        std::fs::write(config, text).expect("write config");
+        Settings::resolve(&Overrides {
+            config: Some(config.to_path_buf()),
+            ..Default::default()
+        })
+    }
 
     #[test]
     fn database_url_chooses_the_backend_and_a_wrong_scheme_is_reported() {
@@ -692,16 +773,44 @@ mod tests {
     }
 
     #[test]
+    fn analytics_settings_are_checked_together() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = dir.path().join("m.toml");
+        let resolve = |text: &str| resolve_file(&config, text);
+        let defaults = Settings::resolve(&Overrides::default()).expect("defaults");
+        assert_eq!(defaults.analytics.tracking_base_url, None);
+        assert_eq!(defaults.analytics.apple_egress_csv, None);
+        let csv = dir.path().join("egress.csv");
+        std::fs::write(&csv, "17.0.0.0/8,US,,,\n").expect("write csv");
+        let s = resolve(&format!(
+            "[analytics]\ntracking_base_url = \"https://t.example.com/t/\"\napple_egress_csv = {:?}\n",
+            csv.display().to_string()
+        ))
+        .expect("resolves");
+        assert_eq!(
+            s.analytics.tracking_base_url.as_deref(),
+            Some("https://t.example.com/t"),
+            "no trailing slash"
+        );
+        let err = resolve(
+            "[analytics]\ntracking_base_url = \"ftp://t.example.com/t?x=1\"\napple_egress_csv = \"/nonexistent/egress.csv\"\nmax_held_per_address = 0\n",
+        )
+        .expect_err("three problems")
+        .to_string();
+        for part in [
+            "tracking_base_url",
+            "apple_egress_csv",
+            "max_held_per_address",
+        ] {
+            assert!(err.contains(part), "{part}: {err}");
+        }
+    }
+
+    #[test]
     fn queue_caps_of_zero_mean_none_and_zero_workers_are_refused() {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("m.toml");
-        let resolve = |text: &str| {
-            std::fs::write(&config, text).expect("write config");
-            Settings::resolve(&Overrides {
-                config: Some(config.clone()),
-                ..Default::default()
-            })
-        };
+        let resolve = |text: &str| resolve_file(&config, text);
         let s = resolve(
             "[queues]
 link_check_workers = 3

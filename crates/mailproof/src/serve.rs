@@ -488,7 +488,13 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     } else {
         rand::thread_rng().gen::<[u8; 32]>().to_vec()
     };
+    let tracking_base = settings
+        .analytics
+        .tracking_base_url
+        .clone()
+        .unwrap_or_else(|| format!("{public_url}/t"));
     let api_settings = api::ApiSettings {
+        tracking_base,
         public_url,
         signing_key,
         net_policy: settings.fetch.clone(),
@@ -540,7 +546,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     )
     .with_smtp_probe(smtp_probe)
     .with_health(health.clone())
-    .with_rules(rules.clone());
+    .with_rules(rules.clone())
+    .with_analytics(hit_runtime(&settings, roles.has(Role::Api))?);
 
     let (links_ready, checks_ready) = (state.links_ready.clone(), state.checks_ready.clone());
     let limits = crate::http::Limits {
@@ -704,4 +711,44 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     }
     store.close().await;
     Ok(())
+}
+
+/// What analytics hits need at run time. Apple's relay ranges are read (and checked) at start by
+/// a process that serves hits, then reread every `apple_egress_check_secs` when the file changed.
+fn hit_runtime(
+    settings: &Settings,
+    serves_hits: bool,
+) -> anyhow::Result<Arc<api::handlers::analytics::HitRuntime>> {
+    use api::handlers::analytics::{AppleEgress, HitRuntime, HoldLimits};
+    let a = &settings.analytics;
+    let egress = match a.apple_egress_csv.clone().filter(|_| serves_hits) {
+        Some(path) => AppleEgress::load(path).map_err(anyhow::Error::msg)?,
+        None => AppleEgress::default(),
+    };
+    let runtime = Arc::new(HitRuntime::new(
+        egress,
+        HoldLimits {
+            max: a.max_held_responses,
+            per_address: a.max_held_per_address,
+        },
+    ));
+    if runtime.egress.configured() {
+        let every = Duration::from_secs(a.apple_egress_check_secs);
+        let watched = runtime.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let r = watched.clone();
+                match tokio::task::spawn_blocking(move || r.egress.refresh()).await {
+                    Ok(Ok(true)) => tracing::info!("Apple relay ranges reloaded"),
+                    Ok(Ok(false)) => {}
+                    Ok(Err(e)) => {
+                        tracing::error!(error = %e, "Apple relay ranges not reloaded; the ranges loaded before stay")
+                    }
+                    Err(e) => tracing::error!(error = %e, "reloading Apple relay ranges"),
+                }
+            }
+        });
+    }
+    Ok(runtime)
 }

@@ -1,11 +1,16 @@
 //! Analytics campaigns and their tracking hits (issue 22). Every read and change of a campaign is
 //! scoped to its account; only recording a hit looks a campaign up by guid alone.
 
+use ::analytics::report::{
+    self, CampaignReport, ClientOpens, DeviceOpens, LinkClicks, MppBasis, Opens, Period,
+    SourceOpens, Tally, Thresholds, Timing, TimingHit,
+};
+use ::analytics::{Client, Device, Source};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
 use crate::sql::{like_literal, Query};
-use crate::{json_vec, parse_json_vec, ListFilter, Result, Store};
+use crate::{json_vec, parse_json_vec, ListFilter, Result, Store, StoreError};
 
 /// A campaign as created.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +58,12 @@ pub struct NewHit {
     pub number: i64,
     pub merge_value: Option<String>,
     pub agent_class: String,
+    /// Who fetched it (`analytics::classify`).
+    pub source: Source,
+    pub client: Client,
+    pub device: Device,
+    /// Counted as Apple MPP on the bare user agent alone (no relay ranges configured).
+    pub mpp_by_agent_only: bool,
 }
 
 /// A recorded hit, as read back.
@@ -94,8 +105,9 @@ where
     E: sqlx::Executor<'e, Database = sqlx::Any>,
 {
     sqlx::query(
-        "INSERT INTO analytics_hits (guid, at, kind, number, merge_value, agent_class, test)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO analytics_hits (guid, at, kind, number, merge_value, agent_class, test,
+             source, client, device, mpp_by_agent_only)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(&hit.guid)
     .bind(hit.at)
@@ -104,6 +116,10 @@ where
     .bind(&hit.merge_value)
     .bind(&hit.agent_class)
     .bind(i64::from(test))
+    .bind(hit.source.as_str())
+    .bind(hit.client.as_str())
+    .bind(hit.device.as_str())
+    .bind(i64::from(hit.mpp_by_agent_only))
     .execute(db)
     .await?;
     Ok(())
@@ -379,8 +395,9 @@ impl Store {
     /// A campaign's hits in the order they were recorded.
     pub async fn campaign_hits(&self, guid: &str) -> Result<Vec<HitRow>> {
         let rows = sqlx::query(
-            "SELECT guid, at, kind, number, merge_value, agent_class, test FROM analytics_hits
-             WHERE guid = $1 ORDER BY id",
+            "SELECT guid, at, kind, number, merge_value, agent_class, test, source, client,
+                    device, mpp_by_agent_only
+             FROM analytics_hits WHERE guid = $1 ORDER BY id",
         )
         .bind(guid)
         .fetch_all(&self.pool)
@@ -395,10 +412,282 @@ impl Store {
                         number: r.try_get("number")?,
                         merge_value: r.try_get("merge_value")?,
                         agent_class: r.try_get("agent_class")?,
+                        source: class(r, "source", Source::parse)?,
+                        client: class(r, "client", Client::parse)?,
+                        device: class(r, "device", Device::parse)?,
+                        mpp_by_agent_only: r.try_get::<i64, _>("mpp_by_agent_only")? != 0,
                     },
                     test: r.try_get::<i64, _>("test")? != 0,
                 })
             })
             .collect()
+    }
+}
+
+/// A stored class column read back; a spelling no class has means the row is corrupt.
+fn class<T>(r: &AnyRow, column: &str, parse: fn(&str) -> Option<T>) -> Result<T> {
+    let text: String = r.try_get(column)?;
+    parse(&text).ok_or_else(|| StoreError::Corrupt(format!("analytics_hits.{column} {text:?}")))
+}
+
+/// `source IN (…)` for the sources `keep` selects; the spellings are the classes' own constants.
+fn sources_where(keep: fn(Source) -> bool) -> String {
+    let list: Vec<String> = Source::ALL
+        .iter()
+        .filter(|s| keep(**s))
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    format!("source IN ({})", list.join(", "))
+}
+
+/// Two columns `<name>_hits`, `<name>_unique` counting the rows where `cond` holds: hits, and
+/// recipients by merge value (a row without one is its own recipient).
+fn tally_columns(name: &str, cond: &str) -> String {
+    format!(
+        "COUNT(CASE WHEN {cond} THEN 1 END) AS {name}_hits,
+         COUNT(DISTINCT CASE WHEN {cond} THEN merge_value END)
+           + COUNT(CASE WHEN {cond} AND merge_value IS NULL THEN 1 END) AS {name}_unique"
+    )
+}
+
+fn tally(r: &AnyRow, name: &str) -> Result<Tally> {
+    Ok(Tally {
+        hits: r.try_get(format!("{name}_hits").as_str())?,
+        unique: r.try_get(format!("{name}_unique").as_str())?,
+    })
+}
+
+const HOUR: i64 = 3_600;
+const HOURS_PER_DAY: i64 = 24;
+
+impl Store {
+    /// The report of the account's campaign `guid` (`None` for another account's): SQL
+    /// aggregates over the hits of the campaign's current mode (test hits while in test mode),
+    /// with reading time attributed and bucketed by `analytics::report`. `ranges_configured` says
+    /// whether Apple's relay ranges are configured in the service now.
+    pub async fn campaign_report(
+        &self,
+        account_id: i64,
+        guid: &str,
+        ranges_configured: bool,
+    ) -> Result<Option<CampaignReport>> {
+        let Some(row) = self.campaign(account_id, guid).await? else {
+            return Ok(None);
+        };
+        let c = &row.campaign;
+        let test = i64::from(row.activated_at.is_none());
+        let reliable = sources_where(Source::is_reliable);
+        let machine = sources_where(Source::is_machine);
+        let unknown = sources_where(|s| !s.is_reliable() && !s.is_machine());
+        let open = "kind = 'open'";
+
+        let totals_sql = format!(
+            "SELECT {}, {}, {}, {}, {}, {}, {},
+                    COUNT(CASE WHEN {open} AND mpp_by_agent_only = 1 THEN 1 END) AS by_agent
+             FROM analytics_hits WHERE guid = $1 AND test = $2",
+            tally_columns("total", open),
+            tally_columns("reliable", &format!("{open} AND {reliable}")),
+            tally_columns("machine", &format!("{open} AND {machine}")),
+            tally_columns("unknown", &format!("{open} AND {unknown}")),
+            tally_columns("print", "kind = 'print'"),
+            tally_columns("forward", "kind = 'forward'"),
+            tally_columns("dark", "kind = 'dark'"),
+        );
+        let totals = sqlx::query(&totals_sql)
+            .bind(guid)
+            .bind(test)
+            .fetch_one(&self.pool)
+            .await?;
+        let opens = Opens {
+            total: tally(&totals, "total")?,
+            reliable: tally(&totals, "reliable")?,
+            machine: tally(&totals, "machine")?,
+            unknown: tally(&totals, "unknown")?,
+        };
+        let dark = tally(&totals, "dark")?;
+
+        let by_source = sqlx::query(&format!(
+            "SELECT source, {} FROM analytics_hits
+             WHERE guid = $1 AND test = $2 AND {open} GROUP BY source",
+            tally_columns("opens", "1 = 1"),
+        ))
+        .bind(guid)
+        .bind(test)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut sources: Vec<SourceOpens> = Source::ALL
+            .iter()
+            .map(|s| SourceOpens {
+                source: *s,
+                opens: Tally::default(),
+            })
+            .collect();
+        for r in &by_source {
+            let source = class(r, "source", Source::parse)?;
+            if let Some(slot) = sources.iter_mut().find(|s| s.source == source) {
+                slot.opens = tally(r, "opens")?;
+            }
+        }
+
+        let hours = sqlx::query(&format!(
+            "SELECT at / {HOUR} AS hour, COUNT(*) AS opens,
+                    COUNT(CASE WHEN {reliable} THEN 1 END) AS reliable,
+                    COUNT(CASE WHEN {machine} THEN 1 END) AS machine
+             FROM analytics_hits WHERE guid = $1 AND test = $2 AND {open}
+             GROUP BY at / {HOUR} ORDER BY hour"
+        ))
+        .bind(guid)
+        .bind(test)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut per_hour = Vec::with_capacity(hours.len());
+        for r in &hours {
+            per_hour.push(Period {
+                start: r.try_get::<i64, _>("hour")? * HOUR,
+                opens: r.try_get("opens")?,
+                reliable: r.try_get("reliable")?,
+                machine: r.try_get("machine")?,
+            });
+        }
+        let mut per_day: Vec<Period> = Vec::new();
+        for h in &per_hour {
+            let start = h.start.div_euclid(HOUR * HOURS_PER_DAY) * HOUR * HOURS_PER_DAY;
+            match per_day.last_mut() {
+                Some(d) if d.start == start => {
+                    d.opens += h.opens;
+                    d.reliable += h.reliable;
+                    d.machine += h.machine;
+                }
+                _ => per_day.push(Period { start, ..*h }),
+            }
+        }
+
+        let mut clients = Vec::new();
+        for r in &self
+            .reliable_opens_by(guid, test, "client", &reliable)
+            .await?
+        {
+            clients.push(ClientOpens {
+                client: class(r, "class", Client::parse)?,
+                opens: r.try_get("opens")?,
+            });
+        }
+        let mut devices = Vec::new();
+        for r in &self
+            .reliable_opens_by(guid, test, "device", &reliable)
+            .await?
+        {
+            devices.push(DeviceOpens {
+                device: class(r, "class", Device::parse)?,
+                opens: r.try_get("opens")?,
+            });
+        }
+
+        let timing_rows = sqlx::query(
+            "SELECT merge_value, at, kind, number FROM analytics_hits
+             WHERE guid = $1 AND test = $2 AND source = 'direct'
+               AND kind IN ('open', 'read', 'hold')",
+        )
+        .bind(guid)
+        .bind(test)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut timing = Vec::with_capacity(timing_rows.len());
+        for r in &timing_rows {
+            let kind: String = r.try_get("kind")?;
+            let seconds = u32::try_from(r.try_get::<i64, _>("number")?).unwrap_or(0);
+            timing.push(TimingHit {
+                merge_value: r.try_get("merge_value")?,
+                at: r.try_get("at")?,
+                signal: if kind == "open" {
+                    Timing::Open
+                } else {
+                    Timing::Seconds(seconds)
+                },
+            });
+        }
+        let direct_opens = sources
+            .iter()
+            .find(|s| s.source == Source::Direct)
+            .map_or(0, |s| s.opens.hits);
+        let thresholds = Thresholds {
+            read: c.read_threshold,
+            skim: c.skim_threshold,
+            delete: c.delete_threshold,
+        };
+        let engagement =
+            report::engagement(&timing, &thresholds, opens.reliable.hits - direct_opens);
+
+        let click_rows = sqlx::query(&format!(
+            "SELECT number, {},
+                    COUNT(CASE WHEN {machine} THEN 1 END) AS machine
+             FROM analytics_hits WHERE guid = $1 AND test = $2 AND kind = 'click'
+             GROUP BY number",
+            tally_columns("clicks", &format!("NOT ({machine})")),
+        ))
+        .bind(guid)
+        .bind(test)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut clicks: Vec<LinkClicks> = c
+            .click_links
+            .iter()
+            .zip(1u32..)
+            .map(|(url, number)| LinkClicks {
+                number,
+                url: url.clone(),
+                clicks: Tally::default(),
+                machine: 0,
+            })
+            .collect();
+        for r in &click_rows {
+            let number: i64 = r.try_get("number")?;
+            if let Some(link) = clicks.iter_mut().find(|l| i64::from(l.number) == number) {
+                link.clicks = tally(r, "clicks")?;
+                link.machine = r.try_get("machine")?;
+            }
+        }
+
+        Ok(Some(CampaignReport {
+            guid: c.guid.clone(),
+            test_mode: row.activated_at.is_none(),
+            total_subscribers: c.total_subscribers,
+            thresholds,
+            dark_share: report::share(dark.unique, opens.total.unique),
+            opens,
+            sources,
+            per_hour,
+            per_day,
+            engagement,
+            clients,
+            devices,
+            prints: tally(&totals, "print")?,
+            forwards: tally(&totals, "forward")?,
+            dark,
+            clicks,
+            apple_mpp: MppBasis {
+                by_agent_only: totals.try_get("by_agent")?,
+                ranges_configured,
+            },
+        }))
+    }
+
+    /// Reliable opens grouped by one class column (`client` or `device`), most first.
+    async fn reliable_opens_by(
+        &self,
+        guid: &str,
+        test: i64,
+        column: &str,
+        reliable: &str,
+    ) -> Result<Vec<AnyRow>> {
+        Ok(sqlx::query(&format!(
+            "SELECT {column} AS class, COUNT(*) AS opens FROM analytics_hits
+             WHERE guid = $1 AND test = $2 AND kind = 'open' AND {reliable}
+             GROUP BY {column} ORDER BY opens DESC, class"
+        ))
+        .bind(guid)
+        .bind(test)
+        .fetch_all(&self.pool)
+        .await?)
     }
 }

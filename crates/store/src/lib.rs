@@ -65,6 +65,8 @@ use std::time::Duration;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{AnyPool, Executor};
 
+/// The typed report `Store::campaign_report` answers, and its parts.
+pub use ::analytics::report as campaign_report;
 pub use accounts::{Account, NewAccount};
 pub use analytics::{CampaignRow, CampaignUpdate, HitRow, NewCampaign, NewHit};
 pub use blobs::{

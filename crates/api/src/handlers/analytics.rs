@@ -5,10 +5,17 @@
 //!
 //! Another account's guid is `NoCampaigns`, exactly like a guid that never existed.
 
-use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path as FilePath, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use ::analytics::{CampaignReport, EgressSet, HitFacts, HitKind, Source};
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use chrono::{DateTime, Months, NaiveDate, Utc};
 use serde_json::{json, Map, Value};
 use store::{CampaignRow, CampaignUpdate, NewCampaign, NewHit};
@@ -59,9 +66,10 @@ fn failed(name: ErrorName, doing: &str) -> impl FnOnce(store::StoreError) -> Api
     }
 }
 
-/// The base of every tracking URL: the service's public URL with `/t`.
+/// The base of every tracking URL (`[analytics] tracking_base_url`, by default the service's
+/// public URL with `/t`).
 fn tracking_base(s: &ApiSettings) -> String {
-    format!("{}/t", s.public_url.trim_end_matches('/'))
+    s.tracking_base.trim_end_matches('/').to_string()
 }
 
 fn check_guid(guid: &str) -> ApiResult<()> {
@@ -627,6 +635,9 @@ fn hits_csv(hits: &[store::HitRow]) -> Result<Vec<u8>, String> {
         "merge_value",
         "agent_class",
         "test",
+        "source",
+        "client",
+        "device",
     ])
     .map_err(|e| e.to_string())?;
     for h in hits {
@@ -638,6 +649,9 @@ fn hits_csv(hits: &[store::HitRow]) -> Result<Vec<u8>, String> {
             &inert_cell(h.hit.merge_value.as_deref().unwrap_or("")),
             &h.hit.agent_class,
             if h.test { "1" } else { "0" },
+            h.hit.source.as_str(),
+            h.hit.client.as_str(),
+            h.hit.device.as_str(),
         ])
         .map_err(|e| e.to_string())?;
     }
@@ -646,7 +660,8 @@ fn hits_csv(hits: &[store::HitRow]) -> Result<Vec<u8>, String> {
 
 /// `GET /v5/analytics/getcampaignexport/<guid>` (mailproof's own): every recorded hit as CSV,
 /// oldest first: `time` (`YYYY-MM-DD HH:MM:SS`, UTC), `kind`, `number` (seconds of a reading step,
-/// link number of a click), `merge_value`, `agent_class`, `test` (1 for hits in test mode).
+/// link number of a click, seconds held of a held-open image), `merge_value`, `agent_class`,
+/// `test` (1 for hits in test mode), `source`, `client`, `device` (the hit's classes).
 pub async fn export(
     State(state): State<AppState>,
     caller: Caller,
@@ -680,6 +695,29 @@ pub async fn export(
         .into_response())
 }
 
+/// `GET /v5/analytics/getcampaignstats/<guid>` (mailproof's own): the campaign's report, the
+/// typed `analytics::CampaignReport` as JSON (what the web pages draw too).
+pub async fn stats(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((_, guid)): Path<(String, String)>,
+) -> ApiResult<Json<CampaignReport>> {
+    check_guid(&guid)?;
+    let Some(account) = caller.account() else {
+        return Err(no_campaign(&guid));
+    };
+    state
+        .store
+        .campaign_report(account.id, &guid, state.analytics.egress.configured())
+        .await
+        .map_err(failed(
+            ErrorName::ErrorGetCampaign,
+            "reading the campaign's report",
+        ))?
+        .map(Json)
+        .ok_or_else(|| no_campaign(&guid))
+}
+
 /// The 1×1 transparent GIF every image hit is answered with.
 const PIXEL: &[u8] = &[
     0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -690,54 +728,299 @@ const PIXEL: &[u8] = &[
 /// Longest merge value kept from a hit; longer ones are cut.
 const MAX_MERGE_VALUE_CHARS: usize = 320;
 
+/// A recipient's first hit is remembered this long, for the scanner rule (a click within
+/// `analytics::classify::SCANNER_WINDOW` of it); older entries are forgotten.
+const RECENT_FIRST_HIT: Duration = Duration::from_secs(2);
+/// Remembered first hits before stale ones are swept; past twice this, all are dropped (a flood
+/// must not grow the map without bound).
+const RECENT_SWEEP_AT: usize = 20_000;
+
+/// Longest a held-open response is held: the reading-time scale ends there.
+const HOLD_MAX: Duration = Duration::from_secs(::analytics::READ_MAX_SECS as u64);
+
+/// Apple's relay egress ranges as configured (`[analytics] apple_egress_csv`), reloaded when the
+/// file changes.
+#[derive(Default)]
+pub struct AppleEgress {
+    path: Option<PathBuf>,
+    current: RwLock<Option<LoadedEgress>>,
+}
+
+struct LoadedEgress {
+    set: Arc<EgressSet>,
+    /// Modification time and length of the file the set was read from.
+    stamp: (SystemTime, u64),
+}
+
+fn file_stamp(path: &FilePath) -> Result<(SystemTime, u64), String> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| format!("cannot read Apple's relay ranges {}: {e}", path.display()))?;
+    Ok((
+        meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+        meta.len(),
+    ))
+}
+
+fn read_egress(path: &FilePath) -> Result<LoadedEgress, String> {
+    let stamp = file_stamp(path)?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read Apple's relay ranges {}: {e}", path.display()))?;
+    let set = EgressSet::parse(&text)
+        .map_err(|e| format!("Apple's relay ranges {}: {e}", path.display()))?;
+    Ok(LoadedEgress {
+        set: Arc::new(set),
+        stamp,
+    })
+}
+
+impl AppleEgress {
+    /// Reads and checks the file: a missing or malformed file stops the start.
+    pub fn load(path: PathBuf) -> Result<AppleEgress, String> {
+        let loaded = read_egress(&path)?;
+        tracing::info!(
+            path = %path.display(),
+            ranges = loaded.set.ranges(),
+            "Apple relay ranges loaded"
+        );
+        Ok(AppleEgress {
+            path: Some(path),
+            current: RwLock::new(Some(loaded)),
+        })
+    }
+
+    /// Whether ranges are configured (without them Apple MPP is judged on the user agent alone).
+    pub fn configured(&self) -> bool {
+        self.path.is_some()
+    }
+
+    pub fn set(&self) -> Option<Arc<EgressSet>> {
+        self.current
+            .read()
+            .ok()
+            .and_then(|c| c.as_ref().map(|l| l.set.clone()))
+    }
+
+    /// Rereads the file when its modification time or length changed; `Ok(true)` when it was
+    /// reloaded. A file that became unreadable or malformed keeps the ranges loaded before.
+    pub fn refresh(&self) -> Result<bool, String> {
+        let Some(path) = &self.path else {
+            return Ok(false);
+        };
+        let stamp = file_stamp(path)?;
+        let unchanged = self
+            .current
+            .read()
+            .ok()
+            .and_then(|c| c.as_ref().map(|l| l.stamp == stamp))
+            .unwrap_or(false);
+        if unchanged {
+            return Ok(false);
+        }
+        let loaded = read_egress(path)?;
+        if let Ok(mut current) = self.current.write() {
+            *current = Some(loaded);
+        }
+        Ok(true)
+    }
+}
+
+/// How many held-open responses may be in flight, in all and from one client address.
+#[derive(Clone, Copy, Debug)]
+pub struct HoldLimits {
+    pub max: usize,
+    pub per_address: usize,
+}
+
+impl Default for HoldLimits {
+    fn default() -> Self {
+        HoldLimits {
+            max: 512,
+            per_address: 4,
+        }
+    }
+}
+
+/// What the hit handler keeps between hits: Apple's relay ranges, recipients' recent first hits
+/// (for the scanner rule) and the held-open responses in flight. Per process: with several api
+/// processes each judges the hits it answers.
+#[derive(Default)]
+pub struct HitRuntime {
+    pub egress: AppleEgress,
+    recent: Mutex<HashMap<(String, String), Instant>>,
+    limits: HoldLimits,
+    held: Mutex<HeldCount>,
+}
+
+#[derive(Default)]
+struct HeldCount {
+    total: usize,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+/// One held-open response in flight; dropping it frees its place.
+struct HoldPermit {
+    runtime: Arc<HitRuntime>,
+    address: IpAddr,
+}
+
+impl Drop for HoldPermit {
+    fn drop(&mut self) {
+        if let Ok(mut held) = self.runtime.held.lock() {
+            held.total = held.total.saturating_sub(1);
+            if let Some(n) = held.by_address.get_mut(&self.address) {
+                *n -= 1;
+                if *n == 0 {
+                    held.by_address.remove(&self.address);
+                }
+            }
+        }
+    }
+}
+
+impl HitRuntime {
+    pub fn new(egress: AppleEgress, limits: HoldLimits) -> HitRuntime {
+        HitRuntime {
+            egress,
+            limits,
+            ..HitRuntime::default()
+        }
+    }
+
+    /// How long ago this recipient's first recent hit of the campaign was; `None` (and this hit
+    /// remembered as the first) when there was none in the last [`RECENT_FIRST_HIT`].
+    fn since_first_hit(&self, guid: &str, merge_value: &str) -> Option<Duration> {
+        let mut recent = self.recent.lock().ok()?;
+        let now = Instant::now();
+        if recent.len() >= RECENT_SWEEP_AT {
+            recent.retain(|_, at| now.duration_since(*at) < RECENT_FIRST_HIT);
+            if recent.len() >= 2 * RECENT_SWEEP_AT {
+                recent.clear();
+            }
+        }
+        let first = recent
+            .entry((guid.to_string(), merge_value.to_string()))
+            .or_insert(now);
+        let since = now.duration_since(*first);
+        if since < RECENT_FIRST_HIT {
+            Some(since).filter(|d| !d.is_zero())
+        } else {
+            *first = now;
+            None
+        }
+    }
+
+    /// A place for one more held-open response from `address`, within the limits.
+    fn try_hold(self: &Arc<Self>, address: IpAddr) -> Option<HoldPermit> {
+        let mut held = self.held.lock().ok()?;
+        let from = held.by_address.get(&address).copied().unwrap_or(0);
+        if held.total >= self.limits.max || from >= self.limits.per_address {
+            return None;
+        }
+        held.total += 1;
+        held.by_address.insert(address, from + 1);
+        Some(HoldPermit {
+            runtime: self.clone(),
+            address,
+        })
+    }
+}
+
+fn no_store() -> (header::HeaderName, HeaderValue) {
+    (
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store, private"),
+    )
+}
+
 fn pixel() -> Response {
     (
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, HeaderValue::from_static("image/gif")),
-            (
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("no-store, private"),
-            ),
+            no_store(),
         ],
         PIXEL,
     )
         .into_response()
 }
 
-/// The class of a user agent, as much as this slice tells apart: the image proxies of Gmail and
-/// Yahoo, Apple's bare `Mozilla/5.0` (Mail Privacy Protection, judged here by the agent alone),
-/// anything else as a direct fetch. Machine-or-person classification is still to come.
-fn agent_class(headers: &HeaderMap) -> &'static str {
-    let ua = headers
-        .get(header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .trim();
-    if ua.contains("GoogleImageProxy") {
-        "gmail_proxy"
-    } else if ua.contains("YahooMailProxy") {
-        "yahoo_proxy"
-    } else if ua == "Mozilla/5.0" {
-        "apple_mpp"
-    } else if ua.is_empty() {
-        "none"
+/// Records a hit; the reader gets the answer whatever happens, a failure is the operator's to see.
+async fn record(state: &AppState, row: &CampaignRow, hit: &NewHit) {
+    let recorded = if row.activated_at.is_none() {
+        let expires = hit.at + DEFAULT_RUN_DAYS * DAY;
+        state
+            .store
+            .record_test_hit(hit, AUTO_ACTIVATE_OPENS, expires)
+            .await
+            .map(|activated| {
+                if activated {
+                    tracing::info!(guid = hit.guid, "campaign activated by its test opens");
+                }
+            })
     } else {
-        "direct"
+        state.store.record_hit(hit, false).await
+    };
+    if let Err(e) = recorded {
+        tracing::error!(error = %e, "recording a tracking hit");
     }
+}
+
+/// The held-open image: the GIF without its last byte at once, the last byte when the reader has
+/// kept the email open [`HOLD_MAX`]; the hit is recorded when the client closes the response (or
+/// at that cap) with the seconds it was held, timed from the request.
+fn held_pixel(state: AppState, row: CampaignRow, hit: NewHit, permit: HoldPermit) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
+    let started = Instant::now();
+    tokio::spawn(async move {
+        let _permit = permit;
+        let (body, last) = PIXEL.split_at(PIXEL.len() - 1);
+        if tx.send(bytes::Bytes::from_static(body)).await.is_err() {
+            return;
+        }
+        // The receiver goes when the connection does: the client closed the email.
+        let closed = tokio::time::timeout(HOLD_MAX, tx.closed()).await.is_ok();
+        if !closed {
+            // Past the scale's end: finish the image; the reader is still there.
+            let _ = tx.send(bytes::Bytes::from_static(last)).await;
+        }
+        let held = started.elapsed().min(HOLD_MAX).as_secs();
+        let hit = NewHit {
+            number: i64::try_from(held).unwrap_or(0),
+            ..hit
+        };
+        record(&state, &row, &hit).await;
+    });
+    let body = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|chunk| (Ok::<_, std::convert::Infallible>(chunk), rx))
+    });
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("image/gif")),
+            no_store(),
+        ],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response()
 }
 
 /// `GET /t/<guid>/<file>`: a tracking hit. Answers the image, or for a click a 302 to the link,
 /// never an error page: an unknown guid, an expired campaign or a path the tracking code never
-/// makes gets the image and records nothing. A hit that is recorded is committed before the
-/// answer leaves (one write per hit; batching is still to come).
+/// makes gets the image and records nothing. The hit's classes are decided here
+/// (`analytics::classify`); the client address serves only that and is not kept. A hit that is
+/// recorded is committed before the answer leaves, except the held-open image's, recorded when
+/// its client lets go.
 pub async fn hit(
     State(state): State<AppState>,
     Path((guid, file)): Path<(String, String)>,
     RawQuery(q): RawQuery,
+    method: Method,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(kind) = ::analytics::HitKind::parse(&file) else {
+    let Some(kind) = HitKind::parse(&file) else {
         return pixel();
     };
     if !::analytics::is_guid(&guid) {
@@ -754,7 +1037,7 @@ pub async fn hit(
     let now = Utc::now().timestamp();
     let expired = row.expires_at.is_some_and(|end| end <= now);
     let target = match kind {
-        ::analytics::HitKind::Click(n) => row.campaign.click_links.get(n as usize - 1).map(|u| {
+        HitKind::Click(n) => row.campaign.click_links.get(n as usize - 1).map(|u| {
             if row.campaign.google_analytics {
                 ::analytics::with_utm(u, &row.campaign.name)
             } else {
@@ -763,50 +1046,68 @@ pub async fn hit(
         }),
         _ => None,
     };
-    if matches!(kind, ::analytics::HitKind::Click(_)) && target.is_none() {
+    if matches!(kind, HitKind::Click(_)) && target.is_none() {
         return pixel();
     }
-    if !expired {
-        let merge_value = url::form_urlencoded::parse(q.as_deref().unwrap_or("").as_bytes())
-            .find(|(k, _)| k == "d")
-            .map(|(_, v)| v.chars().take(MAX_MERGE_VALUE_CHARS).collect::<String>())
-            .filter(|v| !v.is_empty());
-        let hit = NewHit {
-            guid: guid.clone(),
-            at: now,
-            kind: kind.as_str().to_string(),
-            number: i64::from(kind.number()),
-            merge_value,
-            agent_class: agent_class(&headers).to_string(),
-        };
-        let recorded = if row.activated_at.is_none() {
-            state
-                .store
-                .record_test_hit(&hit, AUTO_ACTIVATE_OPENS, now + DEFAULT_RUN_DAYS * DAY)
-                .await
-                .map(|activated| {
-                    if activated {
-                        tracing::info!(guid, "campaign activated by its test opens");
-                    }
-                })
-        } else {
-            state.store.record_hit(&hit, false).await
-        };
-        if let Err(e) = recorded {
-            // The reader still gets the image; the failure is the operator's to see.
-            tracing::error!(error = %e, "recording a tracking hit");
-        }
+    if expired {
+        return redirect_or_pixel(target);
     }
+    let merge_value = url::form_urlencoded::parse(q.as_deref().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "d")
+        .map(|(_, v)| v.chars().take(MAX_MERGE_VALUE_CHARS).collect::<String>())
+        .filter(|v| !v.is_empty());
+    let address = client.map(|Extension(ConnectInfo(a))| a.ip());
+    let runtime = state.analytics.clone();
+    let egress = runtime.egress.set();
+    let since_first_hit = merge_value
+        .as_deref()
+        .and_then(|m| runtime.since_first_hit(&guid, m));
+    let classes = ::analytics::classify(
+        &HitFacts {
+            kind,
+            head: method == Method::HEAD,
+            user_agent: headers
+                .get(header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or(""),
+            address,
+            since_first_hit,
+        },
+        egress.as_deref(),
+    );
+    let hit = NewHit {
+        guid: guid.clone(),
+        at: now,
+        kind: kind.as_str().to_string(),
+        number: i64::from(kind.number()),
+        merge_value,
+        agent_class: classes.source.as_str().to_string(),
+        source: classes.source,
+        client: classes.client,
+        device: classes.device,
+        mpp_by_agent_only: classes.mpp_by_agent_only,
+    };
+    if kind == HitKind::Hold {
+        // Only a reader's own client can be timed: a proxy or scanner gets the image at once,
+        // and so does anyone past the limits on held responses. Such a hold is not recorded: it
+        // measured nothing.
+        let permit = address
+            .filter(|_| classes.source == Source::Direct)
+            .and_then(|a| runtime.try_hold(a));
+        return match permit {
+            Some(permit) => held_pixel(state, row, hit, permit),
+            None => pixel(),
+        };
+    }
+    record(&state, &row, &hit).await;
+    redirect_or_pixel(target)
+}
+
+fn redirect_or_pixel(target: Option<String>) -> Response {
     match target.and_then(|t| HeaderValue::from_str(&t).ok()) {
         Some(location) => (
             StatusCode::FOUND,
-            [
-                (header::LOCATION, location),
-                (
-                    header::CACHE_CONTROL,
-                    HeaderValue::from_static("no-store, private"),
-                ),
-            ],
+            [(header::LOCATION, location), no_store()],
         )
             .into_response(),
         None => pixel(),
@@ -832,22 +1133,50 @@ mod tests {
     }
 
     #[test]
-    fn user_agents_are_classed_without_keeping_them() {
-        let class = |ua: &str| {
-            let mut h = HeaderMap::new();
-            h.insert(header::USER_AGENT, HeaderValue::from_str(ua).expect("ua"));
-            agent_class(&h)
-        };
-        assert_eq!(class("Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)"), "gmail_proxy");
-        assert_eq!(
-            class("YahooMailProxy; https://help.yahoo.com/kb/yahoo-mail-proxy-SLN28749.html"),
-            "yahoo_proxy"
-        );
-        assert_eq!(class("Mozilla/5.0"), "apple_mpp");
-        assert_eq!(
-            class("Mozilla/5.0 (Windows NT 10.0) Thunderbird/128.0"),
-            "direct"
-        );
-        assert_eq!(agent_class(&HeaderMap::new()), "none");
+    fn held_responses_are_capped_in_all_and_per_address() {
+        let runtime = Arc::new(HitRuntime::new(
+            AppleEgress::default(),
+            HoldLimits {
+                max: 3,
+                per_address: 2,
+            },
+        ));
+        let a: IpAddr = [192, 0, 2, 1].into();
+        let b: IpAddr = [192, 0, 2, 2].into();
+        let first = runtime.try_hold(a).expect("first");
+        let _second = runtime.try_hold(a).expect("second");
+        assert!(runtime.try_hold(a).is_none(), "per address");
+        let _third = runtime.try_hold(b).expect("another address");
+        assert!(runtime.try_hold(b).is_none(), "in all");
+        drop(first);
+        assert!(runtime.try_hold(a).is_some(), "a place freed");
+    }
+
+    #[test]
+    fn a_first_hit_is_remembered_briefly_per_recipient() {
+        let runtime = HitRuntime::default();
+        assert_eq!(runtime.since_first_hit("g", "a"), None);
+        std::thread::sleep(Duration::from_millis(20));
+        let since = runtime.since_first_hit("g", "a").expect("seen");
+        assert!(since >= Duration::from_millis(20) && since < RECENT_FIRST_HIT);
+        assert_eq!(runtime.since_first_hit("g", "b"), None, "another recipient");
+    }
+
+    #[test]
+    fn relay_ranges_reload_when_the_file_changes_and_survive_a_bad_one() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("egress.csv");
+        std::fs::write(&path, "17.0.0.0/8,US,,,\n").expect("write");
+        let egress = AppleEgress::load(path.clone()).expect("load");
+        let has = |ip: [u8; 4]| egress.set().is_some_and(|s| s.contains(ip.into()));
+        assert!(has([17, 1, 1, 1]) && !has([18, 1, 1, 1]));
+        assert_eq!(egress.refresh(), Ok(false), "unchanged");
+        std::fs::write(&path, "17.0.0.0/8,US,,,\n18.0.0.0/8,US,,,\n").expect("write");
+        assert_eq!(egress.refresh(), Ok(true));
+        assert!(has([18, 1, 1, 1]));
+        std::fs::write(&path, "garbage\n").expect("write");
+        assert!(egress.refresh().is_err());
+        assert!(has([18, 1, 1, 1]), "the last good ranges stay");
+        assert!(AppleEgress::load(dir.path().join("missing.csv")).is_err());
     }
 }

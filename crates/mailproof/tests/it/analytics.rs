@@ -510,7 +510,9 @@ async fn hits_answer_an_image_or_a_redirect_and_are_recorded_only_for_a_known_ca
         let body = r.bytes().await.expect("body");
         assert!(body.starts_with(b"GIF89a"));
     }
-    // A click: 302 to the original link with the UTM parameters, recorded.
+    // A click: 302 to the original link with the UTM parameters, recorded. (A click within a
+    // few hundred ms of the recipient's first hit would be a link scanner's.)
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     let r = fetch(s.url(&format!("/t/{guid}/1?d=reader-1"))).await;
     assert_eq!(r.status(), 302);
     assert_eq!(
@@ -548,12 +550,66 @@ async fn hits_answer_an_image_or_a_redirect_and_are_recorded_only_for_a_known_ca
     assert_eq!(
         rows,
         vec![
-            vec!["kind", "number", "merge_value", "agent_class", "test"],
-            vec!["open", "0", "reader-1", "direct", "1"],
-            vec!["print", "0", "reader-1", "direct", "1"],
-            vec!["read", "4", "reader-1", "direct", "1"],
-            vec!["click", "1", "reader-1", "direct", "1"],
-            vec!["dark", "0", "'=1+1", "direct", "1"],
+            vec![
+                "kind",
+                "number",
+                "merge_value",
+                "agent_class",
+                "test",
+                "source",
+                "client",
+                "device"
+            ],
+            vec![
+                "open",
+                "0",
+                "reader-1",
+                "direct",
+                "1",
+                "direct",
+                "thunderbird",
+                "desktop"
+            ],
+            vec![
+                "print",
+                "0",
+                "reader-1",
+                "direct",
+                "1",
+                "direct",
+                "thunderbird",
+                "desktop"
+            ],
+            vec![
+                "read",
+                "4",
+                "reader-1",
+                "direct",
+                "1",
+                "direct",
+                "thunderbird",
+                "desktop"
+            ],
+            vec![
+                "click",
+                "1",
+                "reader-1",
+                "direct",
+                "1",
+                "direct",
+                "thunderbird",
+                "desktop"
+            ],
+            vec![
+                "dark",
+                "0",
+                "'=1+1",
+                "direct",
+                "1",
+                "direct",
+                "thunderbird",
+                "desktop"
+            ],
         ],
         "{csv}"
     );
@@ -766,4 +822,307 @@ async fn click_tracking_html_can_come_from_a_url() {
         .post("/v5/analytics/createcampaign", &body)
         .await
         .expect_error("InvalidURL", 400);
+}
+
+const THUNDERBIRD: &str =
+    "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Thunderbird/128.3.0";
+const GMAIL_PROXY: &str =
+    "Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)";
+
+fn hit_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .expect("client")
+}
+
+async fn hit_as(http: &reqwest::Client, url: &str, agent: &str) -> reqwest::Response {
+    let r = http
+        .get(url)
+        .header("User-Agent", agent)
+        .send()
+        .await
+        .expect("hit");
+    assert!(
+        r.status() == 200 || r.status() == 302,
+        "{url}: {}",
+        r.status()
+    );
+    r
+}
+
+async fn stats(s: &Server, guid: &str) -> Value {
+    s.get(&format!("/v5/analytics/getcampaignstats/{guid}"))
+        .await
+        .ok()
+        .clone()
+}
+
+/// Issue 22 scopes 4 and 5 over HTTP: a scripted set of hits, and the report that separates
+/// readers from machines. The server's relay ranges contain 127.0.0.1, where the test's
+/// requests come from, so a bare `Mozilla/5.0` here is Apple's relay.
+#[tokio::test]
+async fn the_report_counts_readers_and_machines_apart() {
+    let ranges = tempfile::tempdir().expect("dir");
+    let csv = ranges.path().join("egress-ip-ranges.csv");
+    std::fs::write(
+        &csv,
+        "17.0.0.0/8,US,US-CA,Cupertino,\n127.0.0.0/8,US,US-CA,Cupertino,\n",
+    )
+    .expect("write ranges");
+    let s = Server::start_with(Options {
+        config: format!(
+            "[analytics]\napple_egress_csv = {:?}\n",
+            csv.display().to_string()
+        ),
+    })
+    .await;
+    let created = create(
+        &s,
+        json!({"name": "Report", "total_subscribers": 10, "merge_tag": "*|EMAIL|*",
+               "click_tracking": {"html": CLICK_HTML}}),
+    )
+    .await;
+    let guid = text(&created, "guid").to_string();
+    let code = text(&created, "tracking_code").to_string();
+    s.post(
+        &format!("/v5/analytics/activatecampaign/{guid}"),
+        &json!({}),
+    )
+    .await
+    .ok();
+    let at = |file: &str, who: &str| url_in(&code, file).replace("*|EMAIL|*", who);
+    let http = hit_client();
+
+    // a reads for 10 s in Thunderbird and prints.
+    hit_as(&http, &at("o.gif", "a"), THUNDERBIRD).await;
+    for secs in (2..=10).step_by(2) {
+        hit_as(&http, &at(&format!("r{secs}.gif"), "a"), THUNDERBIRD).await;
+    }
+    hit_as(&http, &at("p.gif", "a"), THUNDERBIRD).await;
+    // b: Apple's relay fetches the open and, with the device's dark scheme, the dark image.
+    hit_as(&http, &at("o.gif", "b"), "Mozilla/5.0").await;
+    hit_as(&http, &at("dm.gif", "b"), "Mozilla/5.0").await;
+    // c reads in Gmail: the proxy fetches every step at once, which measures nothing.
+    hit_as(&http, &at("o.gif", "c"), GMAIL_PROXY).await;
+    hit_as(&http, &at("r20.gif", "c"), GMAIL_PROXY).await;
+    // a clicks the first link; a scanner checks the second with HEAD.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let click = hit_as(&http, &s.url(&format!("/t/{guid}/1?d=a")), THUNDERBIRD).await;
+    assert_eq!(
+        click.headers()["location"],
+        "https://shop.example/sale?x=1&y=2"
+    );
+    let head = http
+        .head(s.url(&format!("/t/{guid}/2?d=d")))
+        .header("User-Agent", THUNDERBIRD)
+        .send()
+        .await
+        .expect("head");
+    assert_eq!(head.status(), 302);
+
+    let r = stats(&s, &guid).await;
+    assert_eq!(r["guid"], guid.as_str());
+    assert_eq!(r["test_mode"], false);
+    assert_eq!(r["total_subscribers"], 10);
+    assert_eq!(
+        r["opens"],
+        json!({"total": {"hits": 3, "unique": 3}, "reliable": {"hits": 2, "unique": 2},
+               "machine": {"hits": 1, "unique": 1}, "unknown": {"hits": 0, "unique": 0}}),
+        "{r}"
+    );
+    let source = |name: &str| {
+        r["sources"]
+            .as_array()
+            .and_then(|all| all.iter().find(|x| x["source"] == name))
+            .map(|x| x["opens"]["hits"].clone())
+    };
+    assert_eq!(source("direct"), Some(json!(1)));
+    assert_eq!(source("apple_mpp"), Some(json!(1)));
+    assert_eq!(source("gmail_proxy"), Some(json!(1)));
+    assert_eq!(source("scanner"), Some(json!(0)));
+    assert_eq!(
+        r["engagement"],
+        json!({"read": 1, "skim": 0, "glance": 0, "not_measurable": 1}),
+        "a's 10 s is a read; Gmail's open is not measurable, never a glance"
+    );
+    assert_eq!(
+        r["clients"],
+        json!([{"client": "gmail", "opens": 1}, {"client": "thunderbird", "opens": 1}])
+    );
+    assert_eq!(
+        r["devices"],
+        json!([{"device": "desktop", "opens": 1}, {"device": "unknown", "opens": 1}])
+    );
+    assert_eq!(r["prints"], json!({"hits": 1, "unique": 1}));
+    assert_eq!(r["forwards"], json!({"hits": 0, "unique": 0}));
+    assert_eq!(r["dark"], json!({"hits": 1, "unique": 1}));
+    assert!(
+        (r["dark_share"].as_f64().unwrap_or(0.0) - 1.0 / 3.0).abs() < 1e-9,
+        "{r}"
+    );
+    assert_eq!(
+        r["clicks"],
+        json!([
+            {"number": 1, "url": "https://shop.example/sale?x=1&y=2",
+             "clicks": {"hits": 1, "unique": 1}, "machine": 0},
+            {"number": 2, "url": "https://shop.example/about",
+             "clicks": {"hits": 0, "unique": 0}, "machine": 1},
+        ])
+    );
+    assert_eq!(
+        r["apple_mpp"],
+        json!({"by_agent_only": 0, "ranges_configured": true})
+    );
+    let days = r["per_day"].as_array().expect("per_day");
+    let hours = r["per_hour"].as_array().expect("per_hour");
+    let opens = |p: &[Value]| p.iter().filter_map(|x| x["opens"].as_i64()).sum::<i64>();
+    assert_eq!((opens(days), opens(hours)), (3, 3), "{r}");
+    assert!(hours
+        .iter()
+        .all(|h| h["start"].as_i64().is_some_and(|t| t % 3600 == 0)));
+
+    // The report is scoped like every campaign call.
+    s.add_account("intruder", "enterprise", &[]);
+    let path = format!("/v5/analytics/getcampaignstats/{guid}");
+    let theirs = s
+        .call("GET", &path, Some(("intruder", "password-1")), None)
+        .await;
+    theirs.expect_error("NoCampaigns", 404);
+    assert!(!theirs.body.to_string().contains("shop.example"));
+    s.get("/v5/analytics/getcampaignstats/not-a-guid")
+        .await
+        .expect_error("InvalidData", 400);
+    s.get("/v5/analytics/getcampaignstats/")
+        .await
+        .expect_error("InvalidData", 400);
+}
+
+/// Without relay ranges configured, a bare `Mozilla/5.0` is still counted as Apple's relay, and
+/// the report says it was judged on the user agent alone.
+#[tokio::test]
+async fn without_relay_ranges_the_report_says_mpp_was_judged_on_the_agent() {
+    let s = Server::start().await;
+    let created = create(
+        &s,
+        json!({"name": "N", "total_subscribers": 5, "merge_tag": "[id]"}),
+    )
+    .await;
+    let guid = text(&created, "guid").to_string();
+    let open = url_in(text(&created, "tracking_code"), "o.gif").replace("[id]", "x");
+    hit_as(&hit_client(), &open, "Mozilla/5.0").await;
+    let r = stats(&s, &guid).await;
+    assert_eq!(
+        r["test_mode"], true,
+        "hits of a campaign in test mode are its test data"
+    );
+    assert_eq!(r["opens"]["machine"], json!({"hits": 1, "unique": 1}));
+    assert_eq!(
+        r["apple_mpp"],
+        json!({"by_agent_only": 1, "ranges_configured": false})
+    );
+    assert_eq!(
+        r["engagement"],
+        json!({"read": 0, "skim": 0, "glance": 0, "not_measurable": 0}),
+        "machine opens are no engagement at all"
+    );
+}
+
+/// The held-open image (scope 2): held for a reader's own client and timed until it lets go; a
+/// proxy, or a client past the per-address cap, gets the whole image at once.
+#[tokio::test]
+async fn the_held_open_image_times_a_direct_reader_and_never_a_proxy() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = Server::start_with(Options {
+        config: "[analytics]\nmax_held_per_address = 1\nmax_held_responses = 4\n".into(),
+    })
+    .await;
+    let created = create(
+        &s,
+        json!({"name": "N", "total_subscribers": 5, "merge_tag": "[id]"}),
+    )
+    .await;
+    let guid = text(&created, "guid").to_string();
+    let code = text(&created, "tracking_code").to_string();
+    let at = |file: &str, who: &str| url_in(&code, file).replace("[id]", who);
+    let http = hit_client();
+    let whole_now = |r: reqwest::Response| async move {
+        let body = tokio::time::timeout(std::time::Duration::from_secs(5), r.bytes())
+            .await
+            .expect("answered at once")
+            .expect("body");
+        assert!(
+            body.starts_with(b"GIF89a") && body.ends_with(&[0x3b]),
+            "{body:?}"
+        );
+    };
+    whole_now(hit_as(&http, &at("h.gif", "g"), GMAIL_PROXY).await).await;
+
+    hit_as(&http, &at("o.gif", "a"), THUNDERBIRD).await;
+    let hold = at("h.gif", "a");
+    let path = hold
+        .strip_prefix(&s.base)
+        .expect("the tracking base is the server's by default");
+    let host = s.base.trim_start_matches("http://").to_string();
+    let mut held = tokio::net::TcpStream::connect(&host)
+        .await
+        .expect("connect");
+    held.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {THUNDERBIRD}\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .expect("request");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&got).contains("GIF89a") {
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), held.read(&mut buf))
+            .await
+            .expect("the head and the start of the image come at once")
+            .expect("read");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+    // While it is held, the same address gets the next held image whole at once.
+    whole_now(hit_as(&http, &at("h.gif", "b"), THUNDERBIRD).await).await;
+    let more =
+        tokio::time::timeout(std::time::Duration::from_millis(500), held.read(&mut buf)).await;
+    assert!(more.is_err(), "the rest of the image is held back");
+    tokio::time::sleep(std::time::Duration::from_millis(2_700)).await;
+    drop(held);
+
+    // The measure lands once the server sees the client go: about 3 s, a skim by the defaults.
+    let mut report = Value::Null;
+    for _ in 0..50 {
+        report = stats(&s, &guid).await;
+        if report["engagement"]["skim"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        report["engagement"],
+        json!({"read": 0, "skim": 1, "glance": 0, "not_measurable": 0}),
+        "{report}"
+    );
+    let csv = s
+        .http
+        .get(s.url(&format!("/v5/analytics/getcampaignexport/{guid}")))
+        .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS))
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("csv");
+    let holds: Vec<&str> = csv.lines().filter(|l| l.contains(",hold,")).collect();
+    assert_eq!(holds.len(), 1, "only the held one is recorded: {csv}");
+    let seconds: i64 = holds[0]
+        .split(',')
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(-1);
+    assert!((3..=4).contains(&seconds), "{csv}");
 }

@@ -1,6 +1,8 @@
 //! Analytics campaigns: scoped to their account, activated once (clearing test hits), cleared
 //! only in test mode, listed by the §4.5 rules, deleted with their hits.
 
+use analytics::{Client, Device, Source};
+use store::campaign_report::{ClientOpens, DeviceOpens, Engagement, Period, Tally};
 use store::{Backend, CampaignUpdate, ListFilter, NewCampaign, NewHit};
 
 use crate::store_with_test;
@@ -31,6 +33,22 @@ fn hit(guid: &str, at: i64, kind: &str) -> NewHit {
         number: 0,
         merge_value: Some("a@example.org".into()),
         agent_class: "direct".into(),
+        source: Source::Direct,
+        client: Client::Other,
+        device: Device::Unknown,
+        mpp_by_agent_only: false,
+    }
+}
+
+/// A hit of recipient `who` (`None`: no merge value) from `source`.
+fn hit_by(who: Option<&str>, at: i64, kind: &str, number: i64, source: Source) -> NewHit {
+    NewHit {
+        number,
+        merge_value: who.map(String::from),
+        agent_class: source.as_str().into(),
+        source,
+        client: Client::Unknown,
+        ..hit("g1", at, kind)
     }
 }
 
@@ -335,7 +353,163 @@ async fn retention_removes_hits_of_campaigns_that_ended_before_the_cutoff(backen
     }
 }
 
+/// The report counts opens by class side by side, buckets reading time from direct opens only
+/// and says "not measurable" for the rest, and counts clicks per link apart from scanners'.
+async fn the_report_separates_readers_from_machines(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    let mut c = campaign(account.id, "g1", "N", 1_000);
+    c.click_links = vec!["https://a.example/1".into(), "https://a.example/2".into()];
+    store.create_campaign(&c).await.expect("create");
+    assert!(store
+        .activate_campaign(account.id, "g1", 900, 99_000)
+        .await
+        .expect("activate"));
+    let direct = |who, at, kind, number, client, device| NewHit {
+        client,
+        device,
+        ..hit_by(Some(who), at, kind, number, Source::Direct)
+    };
+    let hits = [
+        // a reads 10 s in Thunderbird, prints, forwards, is in dark mode; opens again later
+        // without any timing (not measurable, never a made-up glance).
+        direct("a", 1_000, "open", 0, Client::Thunderbird, Device::Desktop),
+        direct("a", 1_002, "read", 2, Client::Thunderbird, Device::Desktop),
+        direct("a", 1_010, "read", 10, Client::Thunderbird, Device::Desktop),
+        direct("a", 1_004, "read", 4, Client::Thunderbird, Device::Desktop),
+        hit_by(Some("a"), 1_001, "print", 0, Source::Direct),
+        hit_by(Some("a"), 1_001, "forward", 0, Source::Direct),
+        hit_by(Some("a"), 1_000, "dark", 0, Source::Direct),
+        direct("a", 8_200, "open", 0, Client::Thunderbird, Device::Desktop),
+        // b skims 4 s on an iPhone, measured by the held-open image.
+        direct("b", 1_000, "open", 0, Client::AppleMailIos, Device::Mobile),
+        direct("b", 1_000, "hold", 4, Client::AppleMailIos, Device::Mobile),
+        // c reads in Gmail: a reader, but the proxy hides the time; its steps are ignored.
+        NewHit {
+            client: Client::Gmail,
+            ..hit_by(Some("c"), 1_000, "open", 0, Source::GmailProxy)
+        },
+        hit_by(Some("c"), 1_000, "read", 20, Source::GmailProxy),
+        // d and e: Apple's relays, e judged on the agent alone.
+        hit_by(Some("d"), 1_000, "open", 0, Source::AppleMpp),
+        hit_by(Some("d"), 1_000, "dark", 0, Source::AppleMpp),
+        NewHit {
+            mpp_by_agent_only: true,
+            ..hit_by(Some("e"), 1_000, "open", 0, Source::AppleMpp)
+        },
+        hit_by(None, 1_000, "open", 0, Source::Unknown),
+        direct("a", 1_030, "click", 1, Client::Thunderbird, Device::Desktop),
+        hit_by(Some("b"), 1_000, "click", 1, Source::Scanner),
+    ];
+    for h in &hits {
+        store.record_hit(h, false).await.expect("hit");
+    }
+    // Test hits of another mode are not the report's.
+    store
+        .record_hit(&hit_by(Some("z"), 1_000, "open", 0, Source::Direct), true)
+        .await
+        .expect("hit");
+
+    assert!(store
+        .campaign_report(account.id + 1, "g1", true)
+        .await
+        .expect("report")
+        .is_none());
+    let r = store
+        .campaign_report(account.id, "g1", true)
+        .await
+        .expect("report")
+        .expect("own campaign");
+    assert!(!r.test_mode);
+    let t = |hits, unique| Tally { hits, unique };
+    assert_eq!(r.opens.total, t(7, 6));
+    assert_eq!(r.opens.reliable, t(4, 3));
+    assert_eq!(r.opens.machine, t(2, 2));
+    assert_eq!(r.opens.unknown, t(1, 1));
+    let by = |s: Source| r.sources.iter().find(|x| x.source == s).map(|x| x.opens);
+    assert_eq!(by(Source::AppleMpp), Some(t(2, 2)));
+    assert_eq!(by(Source::Scanner), Some(t(0, 0)));
+    assert_eq!(
+        r.engagement,
+        Engagement {
+            read: 1,
+            skim: 1,
+            glance: 0,
+            not_measurable: 2
+        }
+    );
+    assert_eq!(
+        r.clients,
+        [
+            ClientOpens {
+                client: Client::Thunderbird,
+                opens: 2
+            },
+            ClientOpens {
+                client: Client::AppleMailIos,
+                opens: 1
+            },
+            ClientOpens {
+                client: Client::Gmail,
+                opens: 1
+            },
+        ]
+    );
+    assert_eq!(
+        r.devices[0],
+        DeviceOpens {
+            device: Device::Desktop,
+            opens: 2
+        }
+    );
+    assert_eq!(
+        r.per_hour,
+        [
+            Period {
+                start: 0,
+                opens: 6,
+                reliable: 3,
+                machine: 2
+            },
+            Period {
+                start: 7_200,
+                opens: 1,
+                reliable: 1,
+                machine: 0
+            },
+        ]
+    );
+    assert_eq!(
+        r.per_day,
+        [Period {
+            start: 0,
+            opens: 7,
+            reliable: 4,
+            machine: 2
+        }]
+    );
+    assert_eq!((r.prints, r.forwards, r.dark), (t(1, 1), t(1, 1), t(2, 2)));
+    assert_eq!(r.dark_share, Some(2.0 / 6.0));
+    assert_eq!(r.clicks.len(), 2);
+    assert_eq!(
+        (
+            r.clicks[0].url.as_str(),
+            r.clicks[0].clicks,
+            r.clicks[0].machine
+        ),
+        ("https://a.example/1", t(1, 1), 1)
+    );
+    assert_eq!((r.clicks[1].clicks, r.clicks[1].machine), (t(0, 0), 0));
+    assert_eq!(
+        (r.apple_mpp.by_agent_only, r.apple_mpp.ranges_configured),
+        (1, true)
+    );
+    let back = store.campaign_hits("g1").await.expect("hits");
+    assert_eq!(back[0].hit, hits[0], "classes are read back as written");
+}
+
 on_both!(
+    the_report_separates_readers_from_machines,
     retention_removes_hits_of_campaigns_that_ended_before_the_cutoff,
     test_opens_activate_a_campaign_at_the_threshold_and_are_cleared,
     a_campaign_lives_through_test_mode_activation_and_deletion,
