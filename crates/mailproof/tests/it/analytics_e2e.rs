@@ -18,7 +18,7 @@ struct Hit {
     kind: String,
     number: u32,
     reader: String,
-    agent: String,
+    source: String,
 }
 
 async fn hits(s: &Server, guid: &str) -> Vec<Hit> {
@@ -35,12 +35,12 @@ async fn hits(s: &Server, guid: &str) -> Vec<Hit> {
         .skip(1)
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            assert!(f.len() >= 5, "CSV row {l:?}");
+            assert!(f.len() >= 9, "CSV row {l:?}");
             Hit {
                 kind: f[1].into(),
                 number: f[2].parse().expect("number"),
                 reader: f[3].into(),
-                agent: f[4].into(),
+                source: f[6].into(),
             }
         })
         .collect()
@@ -105,6 +105,12 @@ async fn mail_host(pages: Arc<Mutex<HashMap<String, String>>>) -> String {
     format!("http://{addr}")
 }
 
+/// Opens `url` as a reader opens an email: without waiting for the load event, which the
+/// tracking code's held-open image keeps back for as long as the email stays open.
+async fn open(b: &mut Browser, url: &str) {
+    b.call("Page.navigate", json!({"url": url})).await;
+}
+
 async fn media(b: &mut Browser, media: &str, scheme: &str) {
     b.call(
         "Emulation.setEmulatedMedia",
@@ -115,7 +121,22 @@ async fn media(b: &mut Browser, media: &str, scheme: &str) {
 
 #[tokio::test]
 async fn a_reader_in_chromium_produces_every_signal_and_mpp_is_machine() {
-    let s = Server::start().await;
+    // Apple's relay ranges as the operator configures them, with loopback in them: the test's
+    // browser is where Apple's relay would be.
+    let ranges = tempfile::tempdir().expect("dir");
+    let csv = ranges.path().join("egress-ip-ranges.csv");
+    std::fs::write(
+        &csv,
+        "17.0.0.0/8,US,US-CA,Cupertino,\n127.0.0.0/8,US,US-CA,Cupertino,\n",
+    )
+    .expect("write ranges");
+    let s = Server::start_with(Options {
+        config: format!(
+            "[analytics]\napple_egress_csv = {:?}\n",
+            csv.display().to_string()
+        ),
+    })
+    .await;
     let pages: Arc<Mutex<HashMap<String, String>>> = Arc::default();
     let host = mail_host(pages.clone()).await;
     let landing = format!("{host}/landing?from=mail");
@@ -165,11 +186,17 @@ async fn a_reader_in_chromium_produces_every_signal_and_mpp_is_machine() {
     }
 
     let mut b = Browser::start().await;
+    // A reader's browser, not a headless one (which the classifier rightly calls a scanner).
+    b.call(
+        "Emulation.setUserAgentOverride",
+        json!({"userAgent": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"}),
+    )
+    .await;
     media(&mut b, "screen", "light").await;
     let opened = Instant::now();
-    b.goto(&format!("{host}/mail/reader")).await;
+    open(&mut b, &format!("{host}/mail/reader")).await;
     let all = wait_hit(&s, &guid, "open", "reader-1").await;
-    assert_eq!(of(&all, "open", "reader-1")[0].agent, "direct", "{all:?}");
+    assert_eq!(of(&all, "open", "reader-1")[0].source, "direct", "{all:?}");
     // The reader keeps the email open for 10 s.
     tokio::time::sleep(Duration::from_secs(10).saturating_sub(opened.elapsed())).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -218,7 +245,7 @@ async fn a_reader_in_chromium_produces_every_signal_and_mpp_is_machine() {
     assert_eq!(r.headers()["location"], landing.as_str());
 
     // The email inside a forward wrapper reports the forward.
-    b.goto(&format!("{host}/mail/forwarded")).await;
+    open(&mut b, &format!("{host}/mail/forwarded")).await;
     let all = wait_hit(&s, &guid, "forward", "reader-2").await;
     assert_eq!(of(&all, "open", "reader-2").len(), 1, "{all:?}");
 
@@ -228,7 +255,33 @@ async fn a_reader_in_chromium_produces_every_signal_and_mpp_is_machine() {
         json!({"userAgent": "Mozilla/5.0"}),
     )
     .await;
-    b.goto(&format!("{host}/mail/mpp")).await;
+    open(&mut b, &format!("{host}/mail/mpp")).await;
     let all = wait_hit(&s, &guid, "open", "mpp-1").await;
-    assert_eq!(of(&all, "open", "mpp-1")[0].agent, "apple_mpp", "{all:?}");
+    assert_eq!(of(&all, "open", "mpp-1")[0].source, "apple_mpp", "{all:?}");
+
+    // The report: the reader's signals, and Apple's open as a machine one.
+    let report = s
+        .get(&format!("/v5/analytics/getcampaignstats/{guid}"))
+        .await
+        .ok()
+        .clone();
+    let opens = &report["opens"];
+    assert_eq!(
+        opens["reliable"]["unique"], 2,
+        "reader-1 and reader-2: {report}"
+    );
+    assert_eq!(opens["machine"]["unique"], 1, "Apple's relay: {report}");
+    assert_eq!(opens["total"]["unique"], 3, "{report}");
+    // Only reader-1 stayed 10 s (more than the 7 s skim threshold): one read.
+    assert_eq!(report["engagement"]["read"], 1, "{report}");
+    assert_eq!(report["engagement"]["skim"], 0, "{report}");
+    assert_eq!(report["prints"]["unique"], 1, "{report}");
+    assert_eq!(report["forwards"]["unique"], 1, "{report}");
+    assert_eq!(report["dark"]["unique"], 1, "{report}");
+    assert_eq!(report["clicks"][0]["number"], 1, "{report}");
+    assert!(
+        report["clicks"][0]["clicks"]["hits"].as_i64() >= Some(1),
+        "{report}"
+    );
+    assert_eq!(report["apple_mpp"]["ranges_configured"], true, "{report}");
 }
