@@ -266,10 +266,22 @@ pub async fn campaign_page(
     let now = chrono::Utc::now().timestamp();
     let status = api_analytics::status(&row, now);
     let code = api_analytics::tracking_code(&state.api.settings, c);
-    let clicks = match click_counts(&state, &c.guid).await {
-        Ok(c) => c,
-        Err(resp) => return resp,
+    let ranges = state.api.analytics.egress.configured();
+    let report = match state
+        .api
+        .store
+        .campaign_report(row.campaign.account_id, &c.guid, ranges)
+        .await
+    {
+        Ok(Some(r)) => r,
+        Ok(None) => return campaign_not_found(),
+        Err(e) => return internal("reading the campaign's report failed", e),
     };
+    let clicks: std::collections::BTreeMap<u32, i64> = report
+        .clicks
+        .iter()
+        .map(|l| (l.number, l.clicks.hits))
+        .collect();
     let clickmap = match crate::clickmap::section(&state, &viewer, &row, &clicks).await {
         Ok(m) => m,
         Err(resp) => return resp,
@@ -286,6 +298,7 @@ pub async fn campaign_page(
             dt { "Engagement" } dd { "glance ≤ " (c.delete_threshold) " s < skim ≤ " (c.skim_threshold) " s < read" }
         }
         (code_section(&code))
+        (crate::report::section(&report))
         (clickmap)
         section aria-labelledby="matrix-h" {
             h2 #matrix-h { "What each client lets this code measure" }
@@ -293,25 +306,6 @@ pub async fn campaign_page(
         }
     };
     page(StatusCode::OK, layout(&c.name, chrome(&viewer), None, main))
-}
-
-/// Clicks per tracked link, machine clicks included.
-async fn click_counts(
-    state: &WebState,
-    guid: &str,
-) -> Result<std::collections::BTreeMap<u32, i64>, Response> {
-    let hits = state
-        .api
-        .store
-        .campaign_hits(guid)
-        .await
-        .map_err(|e| internal("reading the campaign's clicks failed", e))?;
-    let mut out = std::collections::BTreeMap::new();
-    for h in hits.iter().filter(|h| h.hit.kind == "click") {
-        *out.entry(u32::try_from(h.hit.number).unwrap_or(0))
-            .or_insert(0) += 1;
-    }
-    Ok(out)
 }
 
 fn yes_no(v: bool) -> Markup {

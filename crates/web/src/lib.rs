@@ -18,6 +18,7 @@ mod contentchecks;
 mod linkcheck;
 mod newtest;
 mod pages;
+mod report;
 mod session;
 mod visdiff;
 mod why;

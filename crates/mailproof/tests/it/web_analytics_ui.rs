@@ -1,7 +1,7 @@
 //! Issue 22's pages in headless Chromium against the real `mailproof serve`: the new-campaign
 //! form words its refusals as `createcampaign` does, a created campaign's page shows the tracking
 //! code the API gives (with a copy button), the campaigns list shows what `campaigns` and
-//! `getcampaigninfo` say, and the per-client matrix shows the data file's cells for every
+//! `getcampaigninfo` say, the report shows `getcampaignstats`'s figures, and the per-client matrix shows the data file's cells for every
 //! catalog profile. Each page passes axe and fits a 1440 px and a 390 px window; screenshots of
 //! each page at both widths go to `$MAILPROOF_SHOTS_DIR` when it is set, for a person to look at.
 
@@ -135,6 +135,101 @@ async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
             .await,
         json!(true)
     );
+    // Hits as three recipients' clients would send them: a direct reader who stays 10 s and
+    // prints, Gmail's proxy, and Apple's relay (by its bare agent: no ranges configured here).
+    let http = reqwest::Client::new();
+    for (reader, agent, files) in [
+        ("r1", "Mozilla/5.0 (Windows NT 10.0) Thunderbird/128.0", &["o.gif", "r10.gif", "p.gif"][..]),
+        ("r2", "Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)", &["o.gif"][..]),
+        ("r3", "Mozilla/5.0", &["o.gif", "dm.gif"][..]),
+    ] {
+        for f in files {
+            let r = http
+                .get(s.url(&format!("/t/{guid}/{f}?d={reader}")))
+                .header("User-Agent", agent)
+                .send()
+                .await
+                .expect("hit");
+            assert_eq!(r.status(), 200);
+        }
+    }
+    b.goto(&s.url(&format!("/campaigns/{guid}"))).await;
+    let report = s
+        .get(&format!("/v5/analytics/getcampaignstats/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(report["opens"]["total"]["unique"], 3, "{report}");
+    let cell = |table: &str, key: &str, attr: &str| {
+        format!("(e => e && +e.dataset.{attr})(document.querySelector('#{table} tr[data-key=\"{key}\"] [data-{attr}]'))")
+    };
+    for key in ["reliable", "machine", "unknown", "total"] {
+        for attr in ["hits", "unique"] {
+            assert_eq!(
+                b.eval(&cell("opens", key, attr)).await,
+                report["opens"][key][attr],
+                "opens {key} {attr}"
+            );
+        }
+    }
+    for src in report["sources"].as_array().expect("sources") {
+        let key = src["source"].as_str().expect("source");
+        assert_eq!(
+            b.eval(&cell("sources", key, "unique")).await,
+            src["opens"]["unique"],
+            "source {key}"
+        );
+    }
+    for key in ["read", "skim", "glance", "not_measurable"] {
+        assert_eq!(
+            b.eval(&cell("engagement", key, "value")).await,
+            report["engagement"][key],
+            "engagement {key}"
+        );
+    }
+    assert_eq!(report["engagement"]["read"], 1, "{report}");
+    for c in report["clients"].as_array().expect("clients") {
+        let key = c["client"].as_str().expect("client");
+        assert_eq!(
+            b.eval(&cell("clients", key, "value")).await,
+            c["opens"],
+            "client {key}"
+        );
+    }
+    for d in report["devices"].as_array().expect("devices") {
+        let key = d["device"].as_str().expect("device");
+        assert_eq!(
+            b.eval(&cell("devices", key, "value")).await,
+            d["opens"],
+            "device {key}"
+        );
+    }
+    for key in ["prints", "forwards", "dark"] {
+        assert_eq!(
+            b.eval(&cell("signals", key, "unique")).await,
+            report[key]["unique"],
+            "{key}"
+        );
+    }
+    let hours = b
+        .eval("[...document.querySelectorAll('#per-hour tbody tr')].map(r => [+r.dataset.start, +r.querySelector('[data-reliable]').dataset.reliable, +r.querySelector('[data-machine]').dataset.machine])")
+        .await;
+    let want: Vec<Value> = report["per_hour"]
+        .as_array()
+        .expect("per_hour")
+        .iter()
+        .map(|p| json!([p["start"], p["reliable"], p["machine"]]))
+        .collect();
+    assert_eq!(hours, json!(want));
+    let notes = b
+        .eval("[...document.querySelectorAll('#report .note')].map(n => n.textContent).join(' | ')")
+        .await;
+    let notes = notes.as_str().unwrap_or_default();
+    assert!(
+        notes.contains("Test mode") && notes.contains("user agent alone"),
+        "{notes}"
+    );
+
     let info = s
         .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
         .await
