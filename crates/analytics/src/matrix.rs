@@ -121,7 +121,9 @@ impl Matrix {
 /// What a client family's image proxy does to tracking, which no engine shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProxyFact {
-    /// Short words for the matrix cell.
+    /// The proxy's name, for the matrix cell.
+    pub name: &'static str,
+    /// What it does, for the note under the matrix.
     pub summary: &'static str,
     /// Reading time cannot be measured behind it, whatever the engine does.
     pub hides_timing: bool,
@@ -133,6 +135,7 @@ pub struct ProxyFact {
 pub fn proxy_fact(family: &str) -> Option<ProxyFact> {
     match family {
         "gmail" => Some(ProxyFact {
+            name: "Google image proxy",
             summary: "Google's image proxy fetches each URL once and hides timing and device",
             hides_timing: true,
             sources: &[
@@ -141,6 +144,7 @@ pub fn proxy_fact(family: &str) -> Option<ProxyFact> {
             ],
         }),
         "yahoo" | "aol" => Some(ProxyFact {
+            name: "Yahoo image proxy",
             summary: "Yahoo's image proxy fetches each URL once and hides timing and device",
             hides_timing: true,
             sources: &[
@@ -149,6 +153,7 @@ pub fn proxy_fact(family: &str) -> Option<ProxyFact> {
             ],
         }),
         "apple-mail" => Some(ProxyFact {
+            name: "Apple Mail Privacy Protection",
             summary: "with Mail Privacy Protection on, Apple prefetches every image: those opens count as machine and say nothing of reading time; with it off, images load directly",
             // Only for readers who turned MPP on: the others' reading time is measured as drawn.
             hides_timing: false,
@@ -158,6 +163,7 @@ pub fn proxy_fact(family: &str) -> Option<ProxyFact> {
             ],
         }),
         "fastmail" => Some(ProxyFact {
+            name: "Fastmail image proxy",
             summary: "Fastmail proxies every remote image: opens only",
             hides_timing: true,
             sources: &["fastmail.help, \"Blocking remote images\" (analytics.md §3.3)"],

@@ -351,12 +351,7 @@ fn matrix_table(state: &WebState) -> Markup {
                                 td data-dark=(row.dark) { (yes_no(row.dark)) }
                                 td {
                                     @if let Some(p) = proxy {
-                                        (p.summary) " ("
-                                        @for (i, s) in p.sources.iter().enumerate() {
-                                            @if i > 0 { "; " }
-                                            @if s.starts_with("https://") { a href=(s) { "source " (i + 1) } } @else { (s) }
-                                        }
-                                        ")"
+                                        a href={ "#proxy-" (client.family) } { (p.name) }
                                     } @else { "None known" }
                                 }
                             }
@@ -365,7 +360,34 @@ fn matrix_table(state: &WebState) -> Markup {
                 }
             }
         }
+        h3 { "Image proxies" }
+        dl.details #proxies {
+            @for family in proxy_families(state) {
+                @if let Some(p) = proxy_fact(&family) {
+                    dt id={ "proxy-" (family) } { (p.name) }
+                    dd {
+                        (p.summary) " ("
+                        @for (i, s) in p.sources.iter().enumerate() {
+                            @if i > 0 { "; " }
+                            @if s.starts_with("https://") { a href=(s) { "source " (i + 1) } } @else { (s) }
+                        }
+                        ")."
+                    }
+                }
+            }
+        }
     }
+}
+
+/// The catalog's families that have a proxy fact, once each, in catalog order.
+fn proxy_families(state: &WebState) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in state.api.catalog.clients() {
+        if proxy_fact(&c.family).is_some() && !out.contains(&c.family) {
+            out.push(c.family.clone());
+        }
+    }
+    out
 }
 
 pub async fn matrix_page(State(state): State<WebState>, viewer: Viewer) -> Response {

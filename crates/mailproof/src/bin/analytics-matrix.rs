@@ -9,8 +9,9 @@
 //!   when a signal differs from the file.
 //!
 //! Per profile: (1) images as the profile shows them by default → open counted or blocked;
-//! (2) images shown, the open image held open 3 s by the recorder (so the engine keeps the page
-//! loading, as a reader keeps it open) → open, and reading-time steps (`r2.gif` comes at 2 s);
+//! (2) images shown, the open image held open 3.5 s by the recorder (so the engine keeps the page
+//! loading, as a reader keeps it open) → open, and reading time: the animation's `r2.gif` (at
+//! 2 s), or the held-open image `h.gif` requested (the service times that one itself);
 //! (3) the profile's dark twin (`color_scheme = dark` through the same emulation) → dark hit;
 //! (4) the email inside the forward wrapper the profile's family adds → forward hit;
 //! (5) print: the screenshot path has no print media, so the profile's emulated document is
@@ -41,7 +42,7 @@ const METHOD: &str = "analytics-matrix (crates/mailproof/src/bin/analytics-matri
 emulate transform of an email carrying the tracking code, drawn by the profile's engine through the \
 render proxy as a screenshot is, a loopback recorder noting the hit URLs requested. open: images as the \
 profile shows them by default, then shown. read: images shown, the open image held 3.5 s; r2.gif \
-fetched. dark: the profile with a dark colour scheme through the same emulation. forward: the email \
+fetched (the animation) or h.gif requested (the held-open image the service times). dark: the profile with a dark colour scheme through the same emulation. forward: the email \
 inside the forward wrapper of the profile's family. print: the emulated document's stylesheets in \
 Chromium (no print media on the screenshot path): a print rule giving the beacon the print image. \
 Proxy facts (Gmail, Yahoo, Apple MPP) are not measured: analytics::matrix::proxy_fact.";
@@ -238,7 +239,9 @@ impl Measurer {
                 (false, true) => OpenSignal::BlockedByDefault,
                 (false, false) => OpenSignal::Never,
             },
-            read: shown.contains(&HitKind::Read(2).file()),
+            // The animation's first step, or the held-open image the service times itself (the
+            // fallback where animations do not run).
+            read: shown.contains(&HitKind::Read(2).file()) || shown.contains(&HitKind::Hold.file()),
             print,
             forward: forward.contains(&HitKind::Forward.file()),
             dark: dark.contains(&HitKind::Dark.file()),
