@@ -12,6 +12,7 @@ pub mod auth;
 pub mod error;
 pub mod handlers;
 pub mod health;
+pub mod hits;
 mod login;
 pub mod metrics;
 pub mod openapi;

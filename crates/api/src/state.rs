@@ -93,6 +93,8 @@ pub struct ApiSettings {
     pub metrics_token: Option<String>,
     /// The HTTP port listens on more than loopback: `GET /metrics` then needs the token.
     pub metrics_port_public: bool,
+    /// The tracking hits' group commit and rate limits.
+    pub hits: crate::hits::HitSettings,
 }
 
 #[derive(Clone)]
@@ -114,6 +116,8 @@ pub struct AppState {
     /// The sandbox credentials' budget, per client address.
     pub(crate) sandbox_rate: Arc<RateLimiter<std::net::IpAddr>>,
     pub(crate) logins: Arc<crate::login::LoginGuard>,
+    /// The tracking hits' writer and rate limits.
+    pub(crate) hits: Arc<crate::hits::Hits>,
     /// What `GET /healthz` reports; the service wiring keeps it current.
     pub health: Arc<crate::health::Health>,
     /// The client rule sets, for the code analysis and tips (empty until the wiring sets them).
@@ -131,7 +135,12 @@ impl AppState {
         settings: ApiSettings,
         work_ready: Arc<Notify>,
     ) -> AppState {
+        let hits = crate::hits::Hits::new(
+            settings.hits.clone(),
+            crate::handlers::analytics::TEST_MODE_RULES,
+        );
         AppState {
+            hits: Arc::new(hits),
             store,
             blobs,
             catalog,

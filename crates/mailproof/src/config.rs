@@ -35,6 +35,7 @@ pub struct FileConfig {
     pub metrics: Option<MetricsSettings>,
     pub webhooks: Option<WebhookSettings>,
     pub queues: Option<QueueSettings>,
+    pub hits: Option<HitsConfig>,
     pub keys: Option<KeySettings>,
     pub analytics: Option<AnalyticsSettings>,
     pub role: Option<String>,
@@ -68,7 +69,7 @@ impl Default for AnalyticsSettings {
             apple_egress_csv: None,
             apple_egress_check_secs: 300,
             max_held_responses: 512,
-            max_held_per_address: 4,
+            max_held_per_address: 16,
         }
     }
 }
@@ -243,6 +244,52 @@ impl Default for WebhookSettings {
             max_attempts: 8,
             base_delay: 30,
             max_delay: 3600,
+        }
+    }
+}
+
+/// The `[hits]` section: how tracking hits are written (a group commit: every hit is answered
+/// only once its batch is committed) and how many one client or one campaign may record.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HitsConfig {
+    /// Hits waiting for the writer at most; beyond it hit requests wait for room.
+    pub queue_capacity: usize,
+    /// Hits written in one transaction at most.
+    pub batch_max: usize,
+    /// Batches written at once; 0: 1 on SQLite, 4 on PostgreSQL.
+    pub writers: usize,
+    /// Milliseconds the writer waits for more hits before writing a batch that is not full.
+    pub batch_wait_ms: u64,
+    /// Hits recorded per minute from one client address (an IPv6 /64 is one); 0: no limit.
+    pub per_address_per_minute: u32,
+    /// Hits recorded per minute for one campaign; 0: no limit.
+    pub per_campaign_per_minute: u32,
+}
+
+impl Default for HitsConfig {
+    fn default() -> Self {
+        let d = api::hits::HitSettings::default();
+        HitsConfig {
+            queue_capacity: d.queue_capacity,
+            batch_max: d.batch_max,
+            writers: d.writers,
+            batch_wait_ms: d.batch_wait.as_millis() as u64,
+            per_address_per_minute: d.per_address_per_minute,
+            per_campaign_per_minute: d.per_campaign_per_minute,
+        }
+    }
+}
+
+impl HitsConfig {
+    pub fn settings(&self) -> api::hits::HitSettings {
+        api::hits::HitSettings {
+            queue_capacity: self.queue_capacity,
+            batch_max: self.batch_max,
+            writers: self.writers,
+            batch_wait: std::time::Duration::from_millis(self.batch_wait_ms),
+            per_address_per_minute: self.per_address_per_minute,
+            per_campaign_per_minute: self.per_campaign_per_minute,
         }
     }
 }
@@ -426,6 +473,7 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     pub webhooks: WebhookSettings,
     pub queues: QueueSettings,
+    pub hits: HitsConfig,
     pub keys: KeySettings,
     pub analytics: AnalyticsSettings,
     pub roles: Roles,
@@ -569,6 +617,17 @@ impl Settings {
                     .into(),
             );
         }
+        let hits = file.hits.unwrap_or_default();
+        if !(1..=1_000_000).contains(&hits.queue_capacity)
+            || !(1..=10_000).contains(&hits.batch_max)
+            || hits.batch_wait_ms > 1_000
+            || hits.writers > 64
+        {
+            problems.push(
+                "[hits] queue_capacity must be between 1 and 1000000, batch_max between 1 and 10000, batch_wait_ms at most 1000, writers at most 64"
+                    .into(),
+            );
+        }
         let queues = file.queues.unwrap_or_default();
         let workers = [
             queues.link_check_workers,
@@ -674,6 +733,7 @@ impl Settings {
             metrics: file.metrics.unwrap_or_default(),
             webhooks,
             queues,
+            hits,
             keys,
             analytics,
             roles,
@@ -684,15 +744,6 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Settings from a config file holding `text`.
-    fn resolve_file(config: &Path, text: &str) -> anyhow::Result<Settings> {
-        std::fs::write(config, text).expect("write config");
-        Settings::resolve(&Overrides {
-            config: Some(config.to_path_buf()),
-            ..Default::default()
-        })
-    }
 
     #[test]
     fn database_url_chooses_the_backend_and_a_wrong_scheme_is_reported() {
@@ -772,11 +823,47 @@ mod tests {
         );
     }
 
+    /// The settings of a config file holding `text`, in `dir`.
+    fn resolve_file(dir: &tempfile::TempDir, text: &str) -> anyhow::Result<Settings> {
+        let config = dir.path().join("m.toml");
+        std::fs::write(&config, text).expect("write config");
+        Settings::resolve(&Overrides {
+            config: Some(config),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn hit_settings_have_defaults_take_the_file_and_refuse_bounds_out_of_range() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let resolve = |text: &str| resolve_file(&dir, text);
+        let d = resolve("").expect("defaults").hits.settings();
+        assert_eq!(d, api::hits::HitSettings::default());
+        assert!(d.per_address_per_minute > 0 && d.per_campaign_per_minute > 0);
+        let s = resolve("[hits]\nper_address_per_minute = 0\nbatch_wait_ms = 7\nwriters = 2\n")
+            .expect("valid")
+            .hits
+            .settings();
+        assert_eq!(
+            (s.per_address_per_minute, s.batch_wait, s.writers),
+            (0, std::time::Duration::from_millis(7), 2)
+        );
+        for bad in [
+            "queue_capacity = 0",
+            "batch_max = 0",
+            "batch_wait_ms = 5000",
+        ] {
+            let err = resolve(&format!("[hits]\n{bad}\n"))
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("[hits]"), "{bad}: {err}");
+        }
+    }
+
     #[test]
     fn analytics_settings_are_checked_together() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("m.toml");
-        let resolve = |text: &str| resolve_file(&config, text);
+        let resolve = |text: &str| resolve_file(&dir, text);
         let defaults = Settings::resolve(&Overrides::default()).expect("defaults");
         assert_eq!(defaults.analytics.tracking_base_url, None);
         assert_eq!(defaults.analytics.apple_egress_csv, None);
@@ -809,8 +896,7 @@ mod tests {
     #[test]
     fn queue_caps_of_zero_mean_none_and_zero_workers_are_refused() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("m.toml");
-        let resolve = |text: &str| resolve_file(&config, text);
+        let resolve = |text: &str| resolve_file(&dir, text);
         let s = resolve(
             "[queues]
 link_check_workers = 3

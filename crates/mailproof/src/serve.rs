@@ -507,6 +507,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         sandbox_requests_per_minute: settings.http_limits.sandbox_requests_per_minute,
         metrics_token: settings.metrics.token.clone(),
         metrics_port_public: !settings.http.ip().is_loopback(),
+        hits: settings.hits.settings(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
     let health = Arc::new(api::health::Health::default());
@@ -557,6 +558,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         max_connections_per_address: settings.http_limits.max_connections_per_address,
         trusted_proxies: settings.http_limits.trusted_proxies.clone(),
     };
+    let hits = state.analytics.clone();
     let router = if roles.has(Role::Api) {
         // The web pages answer under `/`; everything else (the API under /v5, screenshots,
         // health) falls through to the API's router, with its own error rules.
@@ -588,6 +590,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             _ = shutdown_signal() => {}
             _ = http_aborted => {}
         }
+        // Held-open tracking images would otherwise keep the server waiting up to 20 s.
+        hits.release_held();
     }));
     // Before the engines start: scripts (and the tests) can ask /healthz, which says `starting`.
     println!("mailproof: health on http://{bound}/healthz");

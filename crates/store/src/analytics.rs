@@ -12,6 +12,24 @@ use sqlx::Row;
 use crate::sql::{like_literal, Query};
 use crate::{json_vec, parse_json_vec, ListFilter, Result, Store, StoreError};
 
+/// Retention of hits (spec §8), counted from the campaign's end: removes the hits of campaigns
+/// that ended before `cutoff`, inside the retention pass's transaction, and returns how many.
+/// The campaign stays, as a test's metadata does; reports are computed from hits, so they
+/// follow. A campaign still in test mode has not ended, so its test hits stay.
+pub(crate) async fn purge_ended_campaign_hits(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    cutoff: i64,
+) -> Result<u64> {
+    Ok(sqlx::query(
+        "DELETE FROM analytics_hits WHERE guid IN
+            (SELECT guid FROM analytics_campaigns WHERE expires_at < $1)",
+    )
+    .bind(cutoff)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected())
+}
+
 /// A campaign as created.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewCampaign {
@@ -100,29 +118,85 @@ fn campaign_row(r: &AnyRow) -> Result<CampaignRow> {
     })
 }
 
-async fn insert_hit<'e, E>(db: E, hit: &NewHit, test: bool) -> Result<()>
-where
-    E: sqlx::Executor<'e, Database = sqlx::Any>,
-{
-    sqlx::query(
-        "INSERT INTO analytics_hits (guid, at, kind, number, merge_value, agent_class, test,
-             source, client, device, mpp_by_agent_only)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-    )
-    .bind(&hit.guid)
-    .bind(hit.at)
-    .bind(&hit.kind)
-    .bind(hit.number)
-    .bind(&hit.merge_value)
-    .bind(&hit.agent_class)
-    .bind(i64::from(test))
-    .bind(hit.source.as_str())
-    .bind(hit.client.as_str())
-    .bind(hit.device.as_str())
-    .bind(i64::from(hit.mpp_by_agent_only))
-    .execute(db)
-    .await?;
+/// The columns of a hit row, in the order [`push_hit_values`] binds them.
+const HIT_COLUMNS: &str = "guid, at, kind, number, merge_value, agent_class, test, source, client,
+    device, mpp_by_agent_only";
+
+/// Rows bound per multi-row insert: 11 parameters each stays far below SQLite's 32,766 and
+/// PostgreSQL's 65,535.
+const HITS_PER_INSERT: usize = 1_000;
+
+fn push_hit_values(q: &mut Query, hit: &NewHit, test: bool) {
+    q.push("(")
+        .bind(hit.guid.as_str())
+        .push(", ")
+        .bind(hit.at)
+        .push(", ")
+        .bind(hit.kind.as_str())
+        .push(", ")
+        .bind(hit.number)
+        .push(", ")
+        .bind(hit.merge_value.clone())
+        .push(", ")
+        .bind(hit.agent_class.as_str())
+        .push(", ")
+        .bind(i64::from(test))
+        .push(", ")
+        .bind(hit.source.as_str())
+        .push(", ")
+        .bind(hit.client.as_str())
+        .push(", ")
+        .bind(hit.device.as_str())
+        .push(", ")
+        .bind(i64::from(hit.mpp_by_agent_only))
+        .push(")");
+}
+
+/// Inserts `rows` (hit, test flag) with one multi-row statement per [`HITS_PER_INSERT`].
+async fn insert_hits(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    rows: &[(&NewHit, bool)],
+) -> Result<()> {
+    for chunk in rows.chunks(HITS_PER_INSERT) {
+        let mut q = Query::new(&format!(
+            "INSERT INTO analytics_hits ({HIT_COLUMNS}) VALUES "
+        ));
+        for (i, (hit, test)) in chunk.iter().enumerate() {
+            if i > 0 {
+                q.push(", ");
+            }
+            push_hit_values(&mut q, hit, *test);
+        }
+        q.build().execute(&mut **tx).await?;
+    }
     Ok(())
+}
+
+/// How hits of campaigns in test mode are accounted when they are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TestModeRules {
+    /// Test opens at which a campaign is activated and its test hits cleared.
+    pub activate_at_opens: i64,
+    /// Run time given to a campaign activated that way, from the activating open.
+    pub run_secs: i64,
+}
+
+/// What writing a batch of hits did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HitsWritten {
+    /// Rows written.
+    pub recorded: usize,
+    /// Hits of campaigns deleted before the batch was written (nothing to record them against).
+    pub orphaned: usize,
+    /// Campaigns this batch activated by reaching [`TestModeRules::activate_at_opens`].
+    pub activated: Vec<String>,
+}
+
+/// Where a campaign of a batch stands while its hits are walked in order.
+enum Mode {
+    /// In test mode, with this many test opens recorded so far.
+    Testing(i64),
+    Active,
 }
 
 impl Store {
@@ -347,49 +421,128 @@ impl Store {
         Ok(true)
     }
 
-    /// Records one hit, committed before this returns (the hit is answered after it). `test`
-    /// marks a hit of a campaign still in test mode (see also [`Store::record_test_hit`]).
+    /// Records one hit, committed before this returns, with an explicit test flag (tests and
+    /// tools; the service writes through [`Store::record_hits`]).
     pub async fn record_hit(&self, hit: &NewHit, test: bool) -> Result<()> {
-        insert_hit(&self.pool, hit, test).await
+        let mut tx = self.pool.begin().await?;
+        insert_hits(&mut tx, &[(hit, test)]).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
-    /// Records a hit of a campaign in test mode; once the campaign has `activate_at` test opens
-    /// it is activated until `expires_at` and its test hits removed, in the same transaction (the
-    /// service our users come from does the same at 500). Returns whether this hit activated it.
+    /// Records one hit as [`Store::record_hits`] does; returns whether it activated its
+    /// campaign, whose run then ends at `expires_at`.
     pub async fn record_test_hit(
         &self,
         hit: &NewHit,
         activate_at: i64,
         expires_at: i64,
     ) -> Result<bool> {
-        let mut tx = self.pool.begin().await?;
-        insert_hit(&mut *tx, hit, true).await?;
-        let opens: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM analytics_hits WHERE guid = $1 AND test = 1 AND kind = 'open'",
-        )
-        .bind(&hit.guid)
-        .fetch_one(&mut *tx)
-        .await?;
-        let activated = opens >= activate_at
-            && sqlx::query(
-                "UPDATE analytics_campaigns SET activated_at = $1, expires_at = $2
-                 WHERE guid = $3 AND activated_at IS NULL",
-            )
-            .bind(hit.at)
-            .bind(expires_at)
-            .bind(&hit.guid)
-            .execute(&mut *tx)
+        let rules = TestModeRules {
+            activate_at_opens: activate_at,
+            run_secs: expires_at - hit.at,
+        };
+        Ok(!self
+            .record_hits(std::slice::from_ref(hit), rules)
             .await?
-            .rows_affected()
-                == 1;
-        if activated {
-            sqlx::query("DELETE FROM analytics_hits WHERE guid = $1")
-                .bind(&hit.guid)
-                .execute(&mut *tx)
-                .await?;
+            .activated
+            .is_empty())
+    }
+
+    /// Records a batch of hits in one transaction (group commit: the hit path answers each hit
+    /// only after this returns). Whether a hit is test data is decided here, from the campaign's
+    /// state under the transaction, not from what the caller read earlier. Hits are taken in
+    /// order: the open that brings a campaign in test mode to `activate_at_opens` test opens
+    /// activates it (run time from that open), its test hits are removed with it, as the service
+    /// our users come from does at 500, and the batch's later hits of that campaign are recorded
+    /// as real ones. Hits of a campaign deleted meanwhile are left out.
+    pub async fn record_hits(&self, hits: &[NewHit], rules: TestModeRules) -> Result<HitsWritten> {
+        let mut guids: Vec<&str> = hits.iter().map(|h| h.guid.as_str()).collect();
+        guids.sort_unstable();
+        guids.dedup();
+        if guids.is_empty() {
+            return Ok(HitsWritten::default());
         }
+        let mut tx = self.pool.begin().await?;
+        let (head, tail) = self.backend.read_campaigns_for_hits();
+        let mut q = Query::new(head);
+        q.bind_list(&guids).push(tail);
+        let mut modes = std::collections::HashMap::new();
+        let mut testing = Vec::new();
+        for r in q.build().fetch_all(&mut *tx).await? {
+            let guid: String = r.try_get("guid")?;
+            if r.try_get::<Option<i64>, _>("activated_at")?.is_none() {
+                testing.push(guid.clone());
+            }
+            modes.insert(guid, Mode::Active);
+        }
+        // Campaigns in test mode are locked (PostgreSQL) and read again: a concurrent batch, an
+        // activation or a clear of the same campaign waits for this commit, and whatever of
+        // those committed before is seen here. An active campaign needs no lock: it never
+        // returns to test mode, and the foreign key keeps it from being deleted under the insert.
+        if !testing.is_empty() {
+            let mut q =
+                Query::new("SELECT guid, activated_at FROM analytics_campaigns WHERE guid IN (");
+            q.bind_list(&testing)
+                .push(&format!(") ORDER BY guid {}", self.backend.lock_row()));
+            for r in q.build().fetch_all(&mut *tx).await? {
+                let guid: String = r.try_get("guid")?;
+                if r.try_get::<Option<i64>, _>("activated_at")?.is_none() {
+                    modes.insert(guid, Mode::Testing(0));
+                }
+            }
+        }
+        for (guid, mode) in modes.iter_mut() {
+            if let Mode::Testing(opens) = mode {
+                *opens = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM analytics_hits
+                     WHERE guid = $1 AND test = 1 AND kind = 'open'",
+                )
+                .bind(guid)
+                .fetch_one(&mut *tx)
+                .await?;
+            }
+        }
+        let mut out = HitsWritten::default();
+        let mut rows: Vec<(&NewHit, bool)> = Vec::with_capacity(hits.len());
+        for hit in hits {
+            match modes.get_mut(&hit.guid) {
+                None => out.orphaned += 1,
+                Some(Mode::Active) => rows.push((hit, false)),
+                Some(Mode::Testing(opens))
+                    if hit.kind != "open" || *opens + 1 < rules.activate_at_opens =>
+                {
+                    *opens += i64::from(hit.kind == "open");
+                    rows.push((hit, true));
+                }
+                Some(mode) => {
+                    *mode = Mode::Active;
+                    rows.retain(|(h, _)| h.guid != hit.guid);
+                    let activated = sqlx::query(
+                        "UPDATE analytics_campaigns SET activated_at = $1, expires_at = $2
+                         WHERE guid = $3 AND activated_at IS NULL",
+                    )
+                    .bind(hit.at)
+                    .bind(hit.at + rules.run_secs)
+                    .bind(&hit.guid)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected()
+                        == 1;
+                    if activated {
+                        sqlx::query("DELETE FROM analytics_hits WHERE guid = $1")
+                            .bind(&hit.guid)
+                            .execute(&mut *tx)
+                            .await?;
+                        out.activated.push(hit.guid.clone());
+                    }
+                }
+            }
+        }
+        insert_hits(&mut tx, &rows).await?;
         tx.commit().await?;
-        Ok(activated)
+        out.recorded = rows.len();
+        Ok(out)
     }
 
     /// A campaign's hits in the order they were recorded.

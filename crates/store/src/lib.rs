@@ -68,7 +68,9 @@ use sqlx::{AnyPool, Executor};
 /// The typed report `Store::campaign_report` answers, and its parts.
 pub use ::analytics::report as campaign_report;
 pub use accounts::{Account, NewAccount};
-pub use analytics::{CampaignRow, CampaignUpdate, HitRow, NewCampaign, NewHit};
+pub use analytics::{
+    CampaignRow, CampaignUpdate, HitRow, HitsWritten, NewCampaign, NewHit, TestModeRules,
+};
 pub use blobs::{
     diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
 };
@@ -161,6 +163,23 @@ impl Backend {
 
     /// A column of `tests` and `analytics_campaigns` that grows with insertion, as the tie-break of listings (`rowid` is
     /// SQLite's implicit one; PostgreSQL's schema has `seq`).
+    /// The first statement of a batch of hits, around the list of the batch's guids: it reads
+    /// their campaigns (`guid`, `activated_at`). On SQLite it is a no-op write, so that the
+    /// transaction takes the write lock at once (SQLite serialises batches anyway); on
+    /// PostgreSQL a plain read, so that batches of an active campaign commit side by side.
+    pub(crate) fn read_campaigns_for_hits(self) -> (&'static str, &'static str) {
+        match self {
+            Backend::Sqlite => (
+                "UPDATE analytics_campaigns SET activated_at = activated_at WHERE guid IN (",
+                ") RETURNING guid, activated_at",
+            ),
+            Backend::Postgres => (
+                "SELECT guid, activated_at FROM analytics_campaigns WHERE guid IN (",
+                ")",
+            ),
+        }
+    }
+
     pub(crate) fn insertion_order(self) -> &'static str {
         match self {
             Backend::Sqlite => "rowid",

@@ -40,13 +40,7 @@ impl Store {
             .bind(cutoff)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(
-            "DELETE FROM analytics_hits WHERE guid IN
-                (SELECT guid FROM analytics_campaigns WHERE expires_at < $1)",
-        )
-        .bind(cutoff)
-        .execute(&mut *tx)
-        .await?;
+        crate::analytics::purge_ended_campaign_hits(&mut tx, cutoff).await?;
         tx.commit().await?;
         Ok(ids)
     }

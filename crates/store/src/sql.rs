@@ -9,6 +9,7 @@ use sqlx::Any;
 pub(crate) enum Arg {
     Int(i64),
     Text(String),
+    OptText(Option<String>),
 }
 
 impl From<i64> for Arg {
@@ -20,6 +21,12 @@ impl From<i64> for Arg {
 impl From<String> for Arg {
     fn from(v: String) -> Arg {
         Arg::Text(v)
+    }
+}
+
+impl From<Option<String>> for Arg {
+    fn from(v: Option<String>) -> Arg {
+        Arg::OptText(v)
     }
 }
 
@@ -72,6 +79,7 @@ impl Query {
             q = match a {
                 Arg::Int(v) => q.bind(*v),
                 Arg::Text(v) => q.bind(v.as_str()),
+                Arg::OptText(v) => q.bind(v.as_deref()),
             };
         }
         q

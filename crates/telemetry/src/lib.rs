@@ -65,6 +65,13 @@ pub struct FaultLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HitLabels {
+    /// Why an answered tracking hit was not recorded: `rate_address`, `rate_campaign`,
+    /// `database`.
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaseLabels {
     pub queue: &'static str,
 }
@@ -89,6 +96,9 @@ pub struct Metrics {
     dependency_errors: Family<FaultLabels, Counter>,
     lease_renewals: Family<LeaseLabels, Counter>,
     lease_takeovers: Family<LeaseLabels, Counter>,
+    hits_recorded: Counter,
+    hits_unrecorded: Family<HitLabels, Counter>,
+    hit_batches: Counter,
 }
 
 /// The process's metrics.
@@ -119,6 +129,9 @@ impl Metrics {
             dependency_errors: Family::default(),
             lease_renewals: Family::default(),
             lease_takeovers: Family::default(),
+            hits_recorded: Counter::default(),
+            hits_unrecorded: Family::default(),
+            hit_batches: Counter::default(),
         }
     }
 
@@ -155,6 +168,19 @@ impl Metrics {
     pub fn lease_takeover(&self, queue: &'static str) {
         self.lease_takeovers
             .get_or_create(&LeaseLabels { queue })
+            .inc();
+    }
+
+    /// One committed batch of tracking hits and the hits it recorded.
+    pub fn hit_batch(&self, recorded: usize) {
+        self.hit_batches.inc();
+        self.hits_recorded.inc_by(recorded as u64);
+    }
+
+    /// A tracking hit answered without being recorded, by reason.
+    pub fn hit_unrecorded(&self, reason: &'static str) {
+        self.hits_unrecorded
+            .get_or_create(&HitLabels { reason })
             .inc();
     }
 
@@ -291,6 +317,21 @@ pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std:
         "lease_takeovers",
         "Jobs claimed after their previous owner's lease expired, by queue",
         metrics.lease_takeovers.clone(),
+    );
+    registry.register(
+        "hits_recorded",
+        "Tracking hits recorded (committed before they were answered)",
+        metrics.hits_recorded.clone(),
+    );
+    registry.register(
+        "hit_batches",
+        "Transactions that recorded tracking hits (hits_recorded / hit_batches is the mean batch)",
+        metrics.hit_batches.clone(),
+    );
+    registry.register(
+        "hits_unrecorded",
+        "Tracking hits answered without being recorded, by reason (rate_address, rate_campaign: over a hit rate limit; database: the write failed)",
+        metrics.hits_unrecorded.clone(),
     );
     let waiting = Family::<QueueLabels, Gauge>::default();
     let leased = Family::<QueueLabels, Gauge>::default();

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use chrono::{DateTime, Months, NaiveDate, Utc};
 use serde_json::{json, Map, Value};
-use store::{CampaignRow, CampaignUpdate, NewCampaign, NewHit};
+use store::{CampaignRow, CampaignUpdate, NewCampaign, NewHit, TestModeRules};
 
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorName};
@@ -43,6 +43,11 @@ const DAY: i64 = 86_400;
 /// A campaign still in test mode at this many test opens is activated, and those opens cleared
 /// (the behaviour of the service our users come from).
 const AUTO_ACTIVATE_OPENS: i64 = 500;
+/// How hits of a campaign in test mode are accounted when the writer records them.
+pub(crate) const TEST_MODE_RULES: TestModeRules = TestModeRules {
+    activate_at_opens: AUTO_ACTIVATE_OPENS,
+    run_secs: DEFAULT_RUN_DAYS * DAY,
+};
 
 fn invalid(msg: impl Into<String>) -> ApiError {
     ApiError::new(ErrorName::InvalidData, msg)
@@ -510,6 +515,7 @@ pub async fn set_expiration(
             ErrorName::ErrorUpdateCampaign,
             "setting the campaign's expiration",
         ))?;
+    state.hits.forget(&guid);
     if !done {
         return Err(no_campaign(&guid));
     }
@@ -610,6 +616,7 @@ pub async fn delete(
             ErrorName::ErrorUpdateCampaign,
             "deleting the campaign",
         ))?;
+    state.hits.forget(&guid);
     if !done {
         return Err(no_campaign(&guid));
     }
@@ -835,7 +842,7 @@ impl Default for HoldLimits {
     fn default() -> Self {
         HoldLimits {
             max: 512,
-            per_address: 4,
+            per_address: 16,
         }
     }
 }
@@ -843,12 +850,25 @@ impl Default for HoldLimits {
 /// What the hit handler keeps between hits: Apple's relay ranges, recipients' recent first hits
 /// (for the scanner rule) and the held-open responses in flight. Per process: with several api
 /// processes each judges the hits it answers.
-#[derive(Default)]
 pub struct HitRuntime {
     pub egress: AppleEgress,
     recent: Mutex<HashMap<(String, String), Instant>>,
     limits: HoldLimits,
     held: Mutex<HeldCount>,
+    /// Set on shutdown: held responses finish at once (and are recorded), none are held anew.
+    release: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for HitRuntime {
+    fn default() -> Self {
+        HitRuntime {
+            egress: AppleEgress::default(),
+            recent: Mutex::default(),
+            limits: HoldLimits::default(),
+            held: Mutex::default(),
+            release: tokio::sync::watch::channel(false).0,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -909,8 +929,17 @@ impl HitRuntime {
         }
     }
 
+    /// Ends every held-open response now (each is recorded with the time it was held) and holds
+    /// no more: the process is stopping, and its HTTP server waits for responses in progress.
+    pub fn release_held(&self) {
+        self.release.send_replace(true);
+    }
+
     /// A place for one more held-open response from `address`, within the limits.
     fn try_hold(self: &Arc<Self>, address: IpAddr) -> Option<HoldPermit> {
+        if *self.release.borrow() {
+            return None;
+        }
         let mut held = self.held.lock().ok()?;
         let from = held.by_address.get(&address).copied().unwrap_or(0);
         if held.total >= self.limits.max || from >= self.limits.per_address {
@@ -944,43 +973,27 @@ fn pixel() -> Response {
         .into_response()
 }
 
-/// Records a hit; the reader gets the answer whatever happens, a failure is the operator's to see.
-async fn record(state: &AppState, row: &CampaignRow, hit: &NewHit) {
-    let recorded = if row.activated_at.is_none() {
-        let expires = hit.at + DEFAULT_RUN_DAYS * DAY;
-        state
-            .store
-            .record_test_hit(hit, AUTO_ACTIVATE_OPENS, expires)
-            .await
-            .map(|activated| {
-                if activated {
-                    tracing::info!(guid = hit.guid, "campaign activated by its test opens");
-                }
-            })
-    } else {
-        state.store.record_hit(hit, false).await
-    };
-    if let Err(e) = recorded {
-        tracing::error!(error = %e, "recording a tracking hit");
-    }
-}
-
 /// The held-open image: the GIF without its last byte at once, the last byte when the reader has
 /// kept the email open [`HOLD_MAX`]; the hit is recorded when the client closes the response (or
 /// at that cap) with the seconds it was held, timed from the request.
-fn held_pixel(state: AppState, row: CampaignRow, hit: NewHit, permit: HoldPermit) -> Response {
+fn held_pixel(state: AppState, hit: NewHit, permit: HoldPermit) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
     let started = Instant::now();
     tokio::spawn(async move {
+        let mut release = permit.runtime.release.subscribe();
         let _permit = permit;
         let (body, last) = PIXEL.split_at(PIXEL.len() - 1);
         if tx.send(bytes::Bytes::from_static(body)).await.is_err() {
             return;
         }
         // The receiver goes when the connection does: the client closed the email.
-        let closed = tokio::time::timeout(HOLD_MAX, tx.closed()).await.is_ok();
+        let closed = tokio::select! {
+            () = tx.closed() => true,
+            () = tokio::time::sleep(HOLD_MAX) => false,
+            _ = release.wait_for(|released| *released) => false,
+        };
         if !closed {
-            // Past the scale's end: finish the image; the reader is still there.
+            // Past the scale's end, or the service is stopping: finish the image.
             let _ = tx.send(bytes::Bytes::from_static(last)).await;
         }
         let held = started.elapsed().min(HOLD_MAX).as_secs();
@@ -988,7 +1001,7 @@ fn held_pixel(state: AppState, row: CampaignRow, hit: NewHit, permit: HoldPermit
             number: i64::try_from(held).unwrap_or(0),
             ..hit
         };
-        record(&state, &row, &hit).await;
+        let _ = state.hits.record(&state.store, hit).await;
     });
     let body = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv()
@@ -1008,10 +1021,11 @@ fn held_pixel(state: AppState, row: CampaignRow, hit: NewHit, permit: HoldPermit
 
 /// `GET /t/<guid>/<file>`: a tracking hit. Answers the image, or for a click a 302 to the link,
 /// never an error page: an unknown guid, an expired campaign or a path the tracking code never
-/// makes gets the image and records nothing. The hit's classes are decided here
-/// (`analytics::classify`); the client address serves only that and is not kept. A hit that is
-/// recorded is committed before the answer leaves, except the held-open image's, recorded when
-/// its client lets go.
+/// makes gets the image and records nothing, and so does a hit over a rate limit (counted in
+/// `/metrics`). The hit's classes are decided here (`analytics::classify`); the client address
+/// serves only that and the rate limits, and is not kept. A hit that is recorded is committed
+/// before the answer leaves, in a batch with the hits that arrived with it (`crate::hits`),
+/// except the held-open image's, recorded when its client lets go.
 pub async fn hit(
     State(state): State<AppState>,
     Path((guid, file)): Path<(String, String)>,
@@ -1026,7 +1040,14 @@ pub async fn hit(
     if !::analytics::is_guid(&guid) {
         return pixel();
     }
-    let row = match state.store.campaign_for_hit(&guid).await {
+    let address = client.map(|Extension(ConnectInfo(a))| a.ip());
+    let admitted = state.hits.admit_address(address);
+    // Over its budget, an image hit is answered before the campaign is read, so that a flood of
+    // made-up guids costs the database nothing; a click still needs its link.
+    if admitted.is_err() && !matches!(kind, HitKind::Click(_)) {
+        return pixel();
+    }
+    let row = match state.hits.campaign(&state.store, &guid).await {
         Ok(Some(row)) => row,
         Ok(None) => return pixel(),
         Err(e) => {
@@ -1049,14 +1070,13 @@ pub async fn hit(
     if matches!(kind, HitKind::Click(_)) && target.is_none() {
         return pixel();
     }
-    if expired {
+    if expired || admitted.is_err() {
         return redirect_or_pixel(target);
     }
     let merge_value = url::form_urlencoded::parse(q.as_deref().unwrap_or("").as_bytes())
         .find(|(k, _)| k == "d")
         .map(|(_, v)| v.chars().take(MAX_MERGE_VALUE_CHARS).collect::<String>())
         .filter(|v| !v.is_empty());
-    let address = client.map(|Extension(ConnectInfo(a))| a.ip());
     let runtime = state.analytics.clone();
     let egress = runtime.egress.set();
     let since_first_hit = merge_value
@@ -1095,11 +1115,13 @@ pub async fn hit(
             .filter(|_| classes.source == Source::Direct)
             .and_then(|a| runtime.try_hold(a));
         return match permit {
-            Some(permit) => held_pixel(state, row, hit, permit),
+            Some(permit) => held_pixel(state, hit, permit),
             None => pixel(),
         };
     }
-    record(&state, &row, &hit).await;
+    // Not recorded is not an error for the reader: the answer goes out either way, and the
+    // writer and the limits have logged and counted why.
+    let _ = state.hits.record(&state.store, hit).await;
     redirect_or_pixel(target)
 }
 
@@ -1150,6 +1172,14 @@ mod tests {
         assert!(runtime.try_hold(b).is_none(), "in all");
         drop(first);
         assert!(runtime.try_hold(a).is_some(), "a place freed");
+    }
+
+    #[test]
+    fn after_release_nothing_is_held() {
+        let runtime = Arc::new(HitRuntime::default());
+        assert!(runtime.try_hold([192, 0, 2, 1].into()).is_some());
+        runtime.release_held();
+        assert!(runtime.try_hold([192, 0, 2, 1].into()).is_none());
     }
 
     #[test]

@@ -1033,7 +1033,7 @@ async fn without_relay_ranges_the_report_says_mpp_was_judged_on_the_agent() {
 /// proxy, or a client past the per-address cap, gets the whole image at once.
 #[tokio::test]
 async fn the_held_open_image_times_a_direct_reader_and_never_a_proxy() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let s = Server::start_with(Options {
         config: "[analytics]\nmax_held_per_address = 1\nmax_held_responses = 4\n".into(),
     })
@@ -1060,8 +1060,64 @@ async fn the_held_open_image_times_a_direct_reader_and_never_a_proxy() {
     whole_now(hit_as(&http, &at("h.gif", "g"), GMAIL_PROXY).await).await;
 
     hit_as(&http, &at("o.gif", "a"), THUNDERBIRD).await;
-    let hold = at("h.gif", "a");
-    let path = hold
+    let mut held = start_held(&s, &at("h.gif", "a")).await;
+    let mut buf = [0u8; 1024];
+    // While it is held, the same address gets the next held image whole at once.
+    whole_now(hit_as(&http, &at("h.gif", "b"), THUNDERBIRD).await).await;
+    let more =
+        tokio::time::timeout(std::time::Duration::from_millis(500), held.read(&mut buf)).await;
+    assert!(more.is_err(), "the rest of the image is held back");
+    tokio::time::sleep(std::time::Duration::from_millis(2_700)).await;
+    drop(held);
+
+    // The measure lands once the server sees the client go: about 3 s, a skim by the defaults.
+    let mut report = Value::Null;
+    for _ in 0..50 {
+        report = stats(&s, &guid).await;
+        if report["engagement"]["skim"] == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        report["engagement"],
+        json!({"read": 0, "skim": 1, "glance": 0, "not_measurable": 0}),
+        "{report}"
+    );
+    let csv = export_csv(&s, &guid).await;
+    let held_for = held_seconds(&csv);
+    assert!(
+        held_for.len() == 1 && (3..=4).contains(&held_for[0]),
+        "only the held one is recorded, with about 3 s: {csv}"
+    );
+}
+
+/// The campaign's per-hit CSV export.
+async fn export_csv(s: &Server, guid: &str) -> String {
+    s.http
+        .get(s.url(&format!("/v5/analytics/getcampaignexport/{guid}")))
+        .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS))
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("csv")
+}
+
+/// The seconds of each recorded held-open image in an export.
+fn held_seconds(csv: &str) -> Vec<i64> {
+    csv.lines()
+        .filter(|l| l.contains(",hold,"))
+        .filter_map(|l| l.split(',').nth(2)?.parse().ok())
+        .collect()
+}
+
+/// Requests the held-open image `url` as Thunderbird over a raw connection and reads until the
+/// start of the image has come (the rest is held back).
+async fn start_held(s: &Server, url: &str) -> tokio::net::TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let path = url
         .strip_prefix(&s.base)
         .expect("the tracking base is the server's by default");
     let host = s.base.trim_start_matches("http://").to_string();
@@ -1085,44 +1141,80 @@ async fn the_held_open_image_times_a_direct_reader_and_never_a_proxy() {
         got.extend_from_slice(&buf[..n]);
     }
     assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
-    // While it is held, the same address gets the next held image whole at once.
-    whole_now(hit_as(&http, &at("h.gif", "b"), THUNDERBIRD).await).await;
-    let more =
-        tokio::time::timeout(std::time::Duration::from_millis(500), held.read(&mut buf)).await;
-    assert!(more.is_err(), "the rest of the image is held back");
-    tokio::time::sleep(std::time::Duration::from_millis(2_700)).await;
-    drop(held);
+    held
+}
 
-    // The measure lands once the server sees the client go: about 3 s, a skim by the defaults.
-    let mut report = Value::Null;
-    for _ in 0..50 {
-        report = stats(&s, &guid).await;
-        if report["engagement"]["skim"] == 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    assert_eq!(
-        report["engagement"],
-        json!({"read": 0, "skim": 1, "glance": 0, "not_measurable": 0}),
-        "{report}"
+/// Stopping the service does not wait out held-open images: they are finished at once and
+/// recorded with the time they were held.
+#[tokio::test]
+async fn a_stopping_service_finishes_held_images_and_records_them() {
+    use tokio::io::AsyncReadExt;
+    let s = Server::start().await;
+    let created = create(
+        &s,
+        json!({"name": "N", "total_subscribers": 5, "merge_tag": "[id]"}),
+    )
+    .await;
+    let guid = text(&created, "guid").to_string();
+    let hold = url_in(text(&created, "tracking_code"), "h.gif").replace("[id]", "a");
+    let mut held = start_held(&s, &hold).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let started = std::time::Instant::now();
+    let (stopped, dir) = tokio::task::spawn_blocking(move || s.terminate())
+        .await
+        .expect("terminate");
+    assert!(stopped, "a clean stop");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "the stop did not wait out the hold: {:?}",
+        started.elapsed()
     );
-    let csv = s
-        .http
-        .get(s.url(&format!("/v5/analytics/getcampaignexport/{guid}")))
-        .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS))
-        .send()
-        .await
-        .expect("export")
-        .text()
-        .await
-        .expect("csv");
-    let holds: Vec<&str> = csv.lines().filter(|l| l.contains(",hold,")).collect();
-    assert_eq!(holds.len(), 1, "only the held one is recorded: {csv}");
-    let seconds: i64 = holds[0]
-        .split(',')
-        .nth(2)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(-1);
-    assert!((3..=4).contains(&seconds), "{csv}");
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        held.read_to_end(&mut rest),
+    )
+    .await;
+    let rest = String::from_utf8_lossy(&rest).to_string();
+    assert!(
+        rest.contains("0\r\n\r\n"),
+        "the image was finished: {rest:?}"
+    );
+
+    let s = Server::start_in(dir, Options::default()).await;
+    let csv = export_csv(&s, &guid).await;
+    let held_for = held_seconds(&csv);
+    assert!(
+        held_for.len() == 1 && (1..=3).contains(&held_for[0]),
+        "the hold was recorded with the seconds it was held (about 1): {csv}"
+    );
+}
+
+/// `[analytics] tracking_base_url` puts tracking URLs on a base of their own (scope 3).
+#[tokio::test]
+async fn the_tracking_base_url_is_configurable() {
+    let s = Server::start_with(Options {
+        config: "[analytics]\ntracking_base_url = \"https://t.example.com/track/\"\n".into(),
+    })
+    .await;
+    let created = create(
+        &s,
+        json!({"name": "N", "total_subscribers": 5, "click_tracking": {"html": CLICK_HTML}}),
+    )
+    .await;
+    let guid = text(&created, "guid");
+    let code = text(&created, "tracking_code");
+    assert_eq!(
+        url_in(code, "o.gif"),
+        format!("https://t.example.com/track/{guid}/o.gif")
+    );
+    assert!(!code.contains(&s.base), "{code}");
+    let html = created["click_tracking"]["html"].as_str().expect("html");
+    assert!(
+        html.contains(&format!("href=\"https://t.example.com/track/{guid}/1\"")),
+        "{html}"
+    );
+    // The hits themselves are still served under /t/ of the api process.
+    let r = hit_as(&hit_client(), &s.url(&format!("/t/{guid}/1")), THUNDERBIRD).await;
+    assert_eq!(r.status(), 302);
 }

@@ -3,6 +3,7 @@
 mod support;
 
 mod analytics;
+mod analytics_durability;
 mod analytics_e2e;
 mod analytics_matrix;
 mod auth;

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::support::*;
 
-async fn scrape(s: &Server, token: Option<&str>) -> (u16, String) {
+pub(crate) async fn scrape(s: &Server, token: Option<&str>) -> (u16, String) {
     let mut req = s.http.get(s.url("/metrics"));
     if let Some(t) = token {
         req = req.bearer_auth(t);
@@ -16,7 +16,7 @@ async fn scrape(s: &Server, token: Option<&str>) -> (u16, String) {
 }
 
 /// The value of the sample named exactly `series` (name plus labels), 0 when absent.
-fn sample(text: &str, series: &str) -> f64 {
+pub(crate) fn sample(text: &str, series: &str) -> f64 {
     text.lines()
         .filter_map(|l| l.strip_prefix(series))
         .filter_map(|rest| rest.strip_prefix(' '))

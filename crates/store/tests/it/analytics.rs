@@ -3,7 +3,7 @@
 
 use analytics::{Client, Device, Source};
 use store::campaign_report::{ClientOpens, DeviceOpens, Engagement, Period, Tally};
-use store::{Backend, CampaignUpdate, ListFilter, NewCampaign, NewHit};
+use store::{Backend, CampaignUpdate, ListFilter, NewCampaign, NewHit, TestModeRules};
 
 use crate::store_with_test;
 
@@ -508,8 +508,131 @@ async fn the_report_separates_readers_from_machines(backend: Backend) {
     assert_eq!(back[0].hit, hits[0], "classes are read back as written");
 }
 
+/// One batch (the group commit of the hit path) accounts test mode hit by hit: the open that
+/// reaches the threshold activates the campaign and clears its test hits, the batch's later hits
+/// of it are real ones, an active campaign's hits are never test data, and hits of a deleted
+/// campaign are left out without failing the others.
+async fn a_batch_of_hits_keeps_test_mode_accounting_in_order(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    for guid in ["testing", "active"] {
+        store
+            .create_campaign(&campaign(account.id, guid, guid, 1_000))
+            .await
+            .expect("create");
+    }
+    assert!(store
+        .activate_campaign(account.id, "active", 1_000, 90_000)
+        .await
+        .expect("activate"));
+    store
+        .record_hit(&hit("testing", 1_050, "open"), true)
+        .await
+        .expect("an earlier test open");
+    let batch = [
+        hit("testing", 1_100, "print"),
+        hit("active", 1_100, "open"),
+        hit("testing", 1_101, "open"),
+        hit("gone", 1_101, "open"),
+        hit("testing", 1_102, "open"),
+        hit("testing", 1_103, "read"),
+        hit("testing", 1_104, "open"),
+    ];
+    let rules = TestModeRules {
+        activate_at_opens: 3,
+        run_secs: 500,
+    };
+    let written = store.record_hits(&batch, rules).await.expect("batch");
+    assert_eq!(
+        (written.recorded, written.orphaned, written.activated),
+        (3, 1, vec!["testing".to_string()])
+    );
+    let row = store
+        .campaign(account.id, "testing")
+        .await
+        .expect("read")
+        .expect("row");
+    assert_eq!(
+        (row.activated_at, row.expires_at),
+        (Some(1_102), Some(1_602))
+    );
+    let kept: Vec<(i64, String, bool)> = store
+        .campaign_hits("testing")
+        .await
+        .expect("hits")
+        .into_iter()
+        .map(|h| (h.hit.at, h.hit.kind, h.test))
+        .collect();
+    assert_eq!(
+        kept,
+        vec![(1_103, "read".into(), false), (1_104, "open".into(), false)]
+    );
+    let active = store.campaign_hits("active").await.expect("hits");
+    assert_eq!(active.len(), 1);
+    assert!(!active[0].test);
+    // Below the threshold nothing is activated and every hit is test data.
+    store
+        .create_campaign(&campaign(account.id, "slow", "slow", 1_000))
+        .await
+        .expect("create");
+    let written = store
+        .record_hits(
+            &[hit("slow", 1_200, "open"), hit("slow", 1_201, "open")],
+            rules,
+        )
+        .await
+        .expect("batch");
+    assert!(written.activated.is_empty());
+    assert!(store
+        .campaign_hits("slow")
+        .await
+        .expect("hits")
+        .iter()
+        .all(|h| h.test));
+}
+
+/// Batches of one campaign in test mode written at once (several writers on PostgreSQL) count
+/// its opens as if one after another: exactly the threshold's worth of test opens is cleared at
+/// activation and every later open is a real hit.
+async fn concurrent_batches_count_test_opens_exactly_once(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    store
+        .create_campaign(&campaign(account.id, "busy", "busy", 1_000))
+        .await
+        .expect("create");
+    let rules = TestModeRules {
+        activate_at_opens: 30,
+        run_secs: 500,
+    };
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let store = store.clone();
+        writers.push(tokio::spawn(async move {
+            let batch: Vec<NewHit> = (0..10)
+                .map(|i| hit("busy", 2_000 + w * 10 + i, "open"))
+                .collect();
+            store
+                .record_hits(&batch, rules)
+                .await
+                .expect("batch")
+                .activated
+        }));
+    }
+    let mut activations = 0;
+    for w in writers {
+        activations += w.await.expect("writer").len();
+    }
+    assert_eq!(activations, 1);
+    let left = store.campaign_hits("busy").await.expect("hits");
+    assert_eq!(left.len(), 80 - 30);
+    assert!(left.iter().all(|h| !h.test));
+}
+
 on_both!(
     the_report_separates_readers_from_machines,
+    concurrent_batches_count_test_opens_exactly_once,
+    a_batch_of_hits_keeps_test_mode_accounting_in_order,
     retention_removes_hits_of_campaigns_that_ended_before_the_cutoff,
     test_opens_activate_a_campaign_at_the_threshold_and_are_cleared,
     a_campaign_lives_through_test_mode_activation_and_deletion,
