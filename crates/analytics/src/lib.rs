@@ -10,6 +10,9 @@
 //! - A merge tag is inserted verbatim (the sender's mail service must still recognise it), so only
 //!   tags that cannot leave an HTML attribute or a CSS string are accepted ([`check_merge_tag`]).
 
+pub mod clickmap;
+pub mod matrix;
+
 use std::cell::RefCell;
 
 pub mod classify;
@@ -245,27 +248,32 @@ pub fn rewrite_links(
     let links = RefCell::new(Vec::new());
     let out = rewrite_str(
         html,
-        RewriteStrSettings::new().append_element_content_handler(element!(
-            "a[href], area[href]",
-            |el| {
-                let Some(href) = el.get_attribute("href") else {
-                    return Ok(());
-                };
-                let href = html_escape::decode_html_entities(href.trim()).into_owned();
-                let lower = href.to_ascii_lowercase();
-                let web = lower.starts_with("http://") || lower.starts_with("https://");
-                let mut links = links.borrow_mut();
-                if web && links.len() < MAX_TRACKED_LINKS {
-                    links.push(href);
-                    let n = u32::try_from(links.len()).unwrap_or(u32::MAX);
-                    el.set_attribute("href", &hit_url(base, guid, HitKind::Click(n), merge_tag))?;
-                }
-                Ok(())
+        RewriteStrSettings::new().append_element_content_handler(element!(LINK_SELECTOR, |el| {
+            let Some(href) = web_href(el) else {
+                return Ok(());
+            };
+            let mut links = links.borrow_mut();
+            if links.len() < MAX_TRACKED_LINKS {
+                links.push(href);
+                let n = u32::try_from(links.len()).unwrap_or(u32::MAX);
+                el.set_attribute("href", &hit_url(base, guid, HitKind::Click(n), merge_tag))?;
             }
-        )),
+            Ok(())
+        })),
     )
     .map_err(|e| TrackingError::Html(e.to_string()))?;
     Ok((out, links.into_inner()))
+}
+
+/// The elements whose `href` click tracking rewrites.
+pub(crate) const LINK_SELECTOR: &str = "a[href], area[href]";
+
+/// The decoded `href` of a link click tracking counts: `http://` or `https://` only.
+pub(crate) fn web_href(el: &lol_html::html_content::Element) -> Option<String> {
+    let href = el.get_attribute("href")?;
+    let href = html_escape::decode_html_entities(href.trim()).into_owned();
+    let lower = href.to_ascii_lowercase();
+    (lower.starts_with("http://") || lower.starts_with("https://")).then_some(href)
 }
 
 /// `url` with Google Analytics campaign parameters added (`utm_source=mailproof`,

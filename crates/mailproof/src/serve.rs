@@ -138,6 +138,24 @@ pub fn load_catalog(resources: &Path) -> anyhow::Result<Catalog> {
     Catalog::parse(&text).with_context(|| format!("in {}", path.display()))
 }
 
+/// The per-client analytics matrix beside the catalog, with exactly one row per profile: a
+/// profile added without being measured stops the start-up rather than showing a blank row.
+pub fn load_analytics_matrix(
+    resources: &Path,
+    catalog: &Catalog,
+) -> anyhow::Result<analytics::matrix::Matrix> {
+    let path = resources.join(analytics::matrix::MATRIX_FILE);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "cannot read the analytics matrix {} (written by `analytics-matrix write`)",
+            path.display()
+        )
+    })?;
+    let matrix = analytics::matrix::Matrix::parse(&text)?;
+    matrix.check_ids(catalog.clients().iter().map(|c| c.id.as_str()))?;
+    Ok(matrix)
+}
+
 /// The key that signs screenshot URLs (and the web's CSRF tokens): `[keys] url_signing_key_file`
 /// when configured, which every api process of one service must share; otherwise made once and
 /// kept in the data directory, so that URLs stay valid across restarts.
@@ -432,6 +450,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     warn_about_unshared_keys(&settings);
     check_key_files_readable(&settings)?;
     let catalog = Arc::new(load_catalog(&settings.resources)?);
+    let analytics_matrix = Arc::new(load_analytics_matrix(&settings.resources, &catalog)?);
     std::fs::create_dir_all(&settings.data_dir).with_context(|| {
         format!(
             "cannot create data directory {}",
@@ -546,6 +565,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         let web_options = web::WebOptions {
             secure_cookies: state.settings.public_url.starts_with("https://"),
             share_days: 7,
+            analytics_matrix: analytics_matrix.clone(),
         };
         web::router(state.clone(), web_options).fallback_service(api::router(state))
     } else {

@@ -12,10 +12,13 @@
 // allocation on the error path.
 #![allow(clippy::result_large_err)]
 
+mod campaigns;
+mod clickmap;
 mod contentchecks;
 mod linkcheck;
 mod newtest;
 mod pages;
+mod report;
 mod session;
 mod visdiff;
 mod why;
@@ -35,6 +38,8 @@ pub struct WebOptions {
     pub secure_cookies: bool,
     /// Days a new share link lives unless the owner picks otherwise.
     pub share_days: i64,
+    /// Which analytics work in which client profile (data/analytics-matrix.toml).
+    pub analytics_matrix: std::sync::Arc<analytics::matrix::Matrix>,
 }
 
 #[derive(Clone)]
@@ -76,6 +81,14 @@ pub fn router(api: api::AppState, options: WebOptions) -> Router {
             "/share/{token}/shots/{client}/{file}",
             get(pages::shared_picture),
         )
+        .route("/campaigns", get(campaigns::list))
+        .route(
+            "/campaigns/new",
+            get(campaigns::new_form).post(campaigns::create),
+        )
+        .route("/campaigns/{guid}", get(campaigns::campaign_page))
+        .route("/campaigns/{guid}/clickmap", post(clickmap::draw))
+        .route("/analytics/clients", get(campaigns::matrix_page))
         .route("/static/app.js", get(app_js))
         .route("/static/app.css", get(app_css))
         .route("/favicon.ico", get(favicon))
@@ -164,6 +177,7 @@ pub(crate) fn layout(
                             nav aria-label="Main" {
                                 a href="/tests" { "Tests" }
                                 a href="/tests/new" { "New test" }
+                                a href="/campaigns" { "Campaigns" }
                             }
                             span.who { "Signed in as " strong { (who) } }
                             form method="post" action="/signout" {

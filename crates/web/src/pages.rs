@@ -226,25 +226,30 @@ pub async fn signout(
 
 const PAGE_SIZE: i64 = 20;
 
-pub async fn tests_list(
-    State(state): State<WebState>,
-    viewer: Viewer,
-    RawQuery(raw): RawQuery,
-) -> Response {
+/// A list page's query: the non-empty fields among `keys`, the API's own filter of them (the same
+/// rules and messages as the API's list calls) for `results` rows, and the page number.
+pub(crate) fn list_query(
+    raw: Option<&str>,
+    keys: &[&str],
+    viewer: &Viewer,
+    results: i64,
+) -> (
+    HashMap<String, String>,
+    Result<store::ListFilter, api::ApiError>,
+    i64,
+) {
     let mut form: HashMap<String, String> = HashMap::new();
-    for (k, v) in url::form_urlencoded::parse(raw.as_deref().unwrap_or("").as_bytes()) {
-        if matches!(k.as_ref(), "subject" | "from" | "to" | "type" | "page") && !v.trim().is_empty()
-        {
+    for (k, v) in url::form_urlencoded::parse(raw.unwrap_or("").as_bytes()) {
+        if keys.contains(&k.as_ref()) && !v.trim().is_empty() {
             form.insert(k.into_owned(), v.into_owned());
         }
     }
-    // The API's own query parser: the same filters, the same messages.
     let query = {
         let mut q = url::form_urlencoded::Serializer::new(String::new());
         for (k, v) in &form {
             q.append_pair(k, v);
         }
-        q.append_pair("results", &PAGE_SIZE.to_string());
+        q.append_pair("results", &results.to_string());
         q.finish()
     };
     let enterprise = viewer
@@ -252,7 +257,33 @@ pub async fn tests_list(
         .account()
         .is_none_or(|a| a.plan.is_enterprise());
     let filter = api::handlers::lists::parse_query(Some(&query), None, enterprise);
-    let page_no: i64 = form.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+    let page_no = form.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
+    (form, filter, page_no)
+}
+
+/// `path` with the list's query and page `p`.
+pub(crate) fn page_link(path: &str, form: &HashMap<String, String>, p: i64) -> String {
+    let mut s = url::form_urlencoded::Serializer::new(String::new());
+    for (k, v) in form {
+        if k != "page" {
+            s.append_pair(k, v);
+        }
+    }
+    s.append_pair("page", &p.to_string());
+    format!("{path}?{}", s.finish())
+}
+
+pub async fn tests_list(
+    State(state): State<WebState>,
+    viewer: Viewer,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let (form, filter, page_no) = list_query(
+        raw.as_deref(),
+        &["subject", "from", "to", "type", "page"],
+        &viewer,
+        PAGE_SIZE,
+    );
     let (error, rows, summaries) = match (&filter, viewer.caller.account()) {
         (Err(e), _) => (Some(e.message.clone()), Vec::new(), HashMap::new()),
         (Ok(_), None) => (None, Vec::new(), HashMap::new()),
@@ -269,16 +300,7 @@ pub async fn tests_list(
             (None, rows, summaries)
         }
     };
-    let link_for = |p: i64| {
-        let mut s = url::form_urlencoded::Serializer::new(String::new());
-        for (k, v) in &form {
-            if k != "page" {
-                s.append_pair(k, v);
-            }
-        }
-        s.append_pair("page", &p.to_string());
-        format!("/tests?{}", s.finish())
-    };
+    let link_for = |p: i64| page_link("/tests", &form, p);
     let val = |k: &str| form.get(k).cloned().unwrap_or_default();
     let kind = val("type");
     let main = html! {

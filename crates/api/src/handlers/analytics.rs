@@ -144,7 +144,8 @@ fn datetime(t: Option<i64>) -> Value {
         })
 }
 
-fn status(row: &CampaignRow, now: i64) -> &'static str {
+/// `testing`, `current` or `expired` (shown by the web pages too).
+pub fn status(row: &CampaignRow, now: i64) -> &'static str {
     match (row.activated_at, row.expires_at) {
         (None, _) => "testing",
         (Some(_), Some(end)) if end <= now => "expired",
@@ -164,7 +165,8 @@ fn tracked_html(s: &ApiSettings, c: &NewCampaign) -> ApiResult<Option<String>> {
         .transpose()
 }
 
-fn tracking_code(s: &ApiSettings, c: &NewCampaign) -> String {
+/// The campaign's tracking code on this service's tracking base.
+pub fn tracking_code(s: &ApiSettings, c: &NewCampaign) -> String {
     ::analytics::tracking_code(&tracking_base(s), &c.guid, c.merge_tag.as_deref())
 }
 
@@ -203,6 +205,16 @@ pub async fn create(
     caller: Caller,
     Body(m): Body,
 ) -> ApiResult<Json<Value>> {
+    create_campaign(&state, &caller, m).await.map(Json)
+}
+
+/// The checks and the storing of `createcampaign`, and its answer; the web interface's form calls
+/// it too, so that both word every refusal the same way.
+pub async fn create_campaign(
+    state: &AppState,
+    caller: &Caller,
+    m: Map<String, Value>,
+) -> ApiResult<Value> {
     if m.is_empty() {
         return Err(no_content());
     }
@@ -255,7 +267,7 @@ pub async fn create(
     }
     let click = params::object(&m, "click_tracking")?.unwrap_or_default();
     let google_analytics = params::boolean(&click, "google_analytics")?.unwrap_or(false);
-    let click_html = click_source(&state, &click, caller.account().is_none()).await?;
+    let click_html = click_source(state, &click, caller.account().is_none()).await?;
     let guid = ::analytics::guid_from(rand::random());
     let (rewritten, links) = match &click_html {
         Some(html) => {
@@ -303,7 +315,7 @@ pub async fn create(
     if let Some(html) = rewritten {
         out["click_tracking"] = json!({"html": html, "links": campaign.click_links.len()});
     }
-    Ok(Json(out))
+    Ok(out)
 }
 
 /// `GET /v5/analytics/gettrackingcode/<guid>` → `{tracking_code, guid}`.

@@ -4,6 +4,8 @@ mod support;
 
 mod analytics;
 mod analytics_durability;
+mod analytics_e2e;
+mod analytics_matrix;
 mod auth;
 mod auto_inbox;
 mod checks;
@@ -34,6 +36,7 @@ mod spam_tests;
 mod ssrf;
 mod tenancy;
 mod visual_diff;
+mod web_analytics_ui;
 mod web_pages_ui;
 mod web_ui;
 mod web_why;

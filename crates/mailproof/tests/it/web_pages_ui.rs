@@ -33,7 +33,7 @@ fn verdict_label(spam: &Value) -> &'static str {
     }
 }
 
-async fn window(b: &mut Browser, width: u32, height: u32) {
+pub(crate) async fn window(b: &mut Browser, width: u32, height: u32) {
     b.call(
         "Emulation.setDeviceMetricsOverride",
         json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600}),
@@ -42,7 +42,7 @@ async fn window(b: &mut Browser, width: u32, height: u32) {
 }
 
 /// No part of the page reaches past the window's right edge.
-async fn assert_fits(b: &mut Browser, what: &str, width: u32) {
+pub(crate) async fn assert_fits(b: &mut Browser, what: &str, width: u32) {
     let sizes = b
         .eval("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
         .await;
@@ -73,7 +73,7 @@ async fn shown_verdicts(b: &mut Browser) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn sign_in(b: &mut Browser, s: &Server) {
+pub(crate) async fn sign_in(b: &mut Browser, s: &Server) {
     b.goto(&s.url("/signin")).await;
     b.set_value("#api_key", ADMIN_KEY).await;
     b.set_value("#password", ADMIN_PASS).await;

@@ -1,0 +1,431 @@
+//! Issue 22's pages in headless Chromium against the real `mailproof serve`: the new-campaign
+//! form words its refusals as `createcampaign` does, a created campaign's page shows the tracking
+//! code the API gives (with a copy button), the campaigns list shows what `campaigns` and
+//! `getcampaigninfo` say, the report shows `getcampaignstats`'s figures, and the per-client matrix shows the data file's cells for every
+//! catalog profile. Each page passes axe and fits a 1440 px and a 390 px window; screenshots of
+//! each page at both widths go to `$MAILPROOF_SHOTS_DIR` when it is set, for a person to look at.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use crate::support::*;
+use crate::web_pages_ui::{assert_fits, sign_in, window};
+use crate::web_ui::{Browser, AXE};
+
+const WIDTHS: [(u32, u32); 2] = [(1440, 900), (390, 844)];
+
+/// axe and both widths, and a screenshot per width when asked for.
+async fn check_page(b: &mut Browser, axe: &str, what: &str) {
+    for (w, h) in WIDTHS {
+        window(b, w, h).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_fits(b, what, w).await;
+        b.check_accessibility(axe, &format!("{what} ({w} px)"))
+            .await;
+        if let Some(dir) = std::env::var_os("MAILPROOF_SHOTS_DIR") {
+            let shot = b
+                .call(
+                    "Page.captureScreenshot",
+                    json!({"format": "png", "captureBeyondViewport": true}),
+                )
+                .await;
+            let png = base64::engine::general_purpose::STANDARD
+                .decode(shot["data"].as_str().expect("png"))
+                .expect("base64");
+            let name = format!("{}-{w}.png", what.replace(' ', "-"));
+            std::fs::write(std::path::Path::new(&dir).join(name), png).expect("write shot");
+        }
+    }
+    window(b, 1280, 900).await;
+}
+
+/// The message the API's `createcampaign` answers to `body`.
+async fn api_refusal(s: &Server, body: Value) -> String {
+    let r = s.post("/v5/analytics/createcampaign", &body).await;
+    let v = r.body.clone();
+    let name = v["error"]["name"].as_str().expect("an error").to_string();
+    let message = v["error"]["message"]
+        .as_str()
+        .expect("message")
+        .replace('`', "");
+    format!("{name}: {message}")
+}
+
+/// Submits the new-campaign form with `fields` (id → value) and returns the error shown.
+async fn submit(b: &mut Browser, s: &Server, fields: &[(&str, &str)]) -> String {
+    b.goto(&s.url("/campaigns/new")).await;
+    for (id, v) in fields {
+        b.set_value(&format!("#{id}"), v).await;
+    }
+    b.click_and_wait("form[action='/campaigns/new'] button[type=submit]")
+        .await;
+    b.text(".error-summary p").await
+}
+
+#[tokio::test]
+async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
+    let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
+        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
+    });
+    let s = Server::start().await;
+    let mut b = Browser::start().await;
+    sign_in(&mut b, &s).await;
+
+    // Refusals, worded as the API words them for the same body.
+    let shown = submit(&mut b, &s, &[]).await;
+    assert_eq!(shown, api_refusal(&s, json!({})).await);
+    let shown = submit(&mut b, &s, &[("name", "Spring")]).await;
+    assert_eq!(shown, api_refusal(&s, json!({"name": "Spring"})).await);
+    let shown = submit(
+        &mut b,
+        &s,
+        &[
+            ("name", "Spring"),
+            ("total_subscribers", "10"),
+            ("read_threshold", "3"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        shown,
+        api_refusal(
+            &s,
+            json!({"name": "Spring", "total_subscribers": "10", "read_threshold": "3"})
+        )
+        .await
+    );
+    // What was typed is kept.
+    assert_eq!(
+        b.eval("document.querySelector('#name').value").await,
+        json!("Spring")
+    );
+    check_page(&mut b, &axe, "new campaign with an error").await;
+
+    // A campaign created through the form.
+    submit(
+        &mut b,
+        &s,
+        &[
+            ("name", "Spring sale"),
+            ("total_subscribers", "250"),
+            ("merge_tag", "*|EMAIL|*"),
+        ],
+    )
+    .await;
+    let path = b.eval("location.pathname").await;
+    let guid = path
+        .as_str()
+        .and_then(|p| p.strip_prefix("/campaigns/"))
+        .expect("on the campaign's page")
+        .to_string();
+    let code = s
+        .get(&format!("/v5/analytics/gettrackingcode/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(
+        b.eval("document.querySelector('#tracking-code').value")
+            .await,
+        code["tracking_code"]
+    );
+    assert_eq!(
+        b.eval("document.querySelector('[data-copy=tracking-code]') !== null")
+            .await,
+        json!(true)
+    );
+    // Hits as three recipients' clients would send them: a direct reader who stays 10 s and
+    // prints, Gmail's proxy, and Apple's relay (by its bare agent: no ranges configured here).
+    let http = reqwest::Client::new();
+    for (reader, agent, files) in [
+        ("r1", "Mozilla/5.0 (Windows NT 10.0) Thunderbird/128.0", &["o.gif", "r10.gif", "p.gif"][..]),
+        ("r2", "Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)", &["o.gif"][..]),
+        ("r3", "Mozilla/5.0", &["o.gif", "dm.gif"][..]),
+    ] {
+        for f in files {
+            let r = http
+                .get(s.url(&format!("/t/{guid}/{f}?d={reader}")))
+                .header("User-Agent", agent)
+                .send()
+                .await
+                .expect("hit");
+            assert_eq!(r.status(), 200);
+        }
+    }
+    b.goto(&s.url(&format!("/campaigns/{guid}"))).await;
+    let report = s
+        .get(&format!("/v5/analytics/getcampaignstats/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(report["opens"]["total"]["unique"], 3, "{report}");
+    let cell = |table: &str, key: &str, attr: &str| {
+        format!("(e => e && +e.dataset.{attr})(document.querySelector('#{table} tr[data-key=\"{key}\"] [data-{attr}]'))")
+    };
+    for key in ["reliable", "machine", "unknown", "total"] {
+        for attr in ["hits", "unique"] {
+            assert_eq!(
+                b.eval(&cell("opens", key, attr)).await,
+                report["opens"][key][attr],
+                "opens {key} {attr}"
+            );
+        }
+    }
+    for src in report["sources"].as_array().expect("sources") {
+        let key = src["source"].as_str().expect("source");
+        assert_eq!(
+            b.eval(&cell("sources", key, "unique")).await,
+            src["opens"]["unique"],
+            "source {key}"
+        );
+    }
+    for key in ["read", "skim", "glance", "not_measurable"] {
+        assert_eq!(
+            b.eval(&cell("engagement", key, "value")).await,
+            report["engagement"][key],
+            "engagement {key}"
+        );
+    }
+    assert_eq!(report["engagement"]["read"], 1, "{report}");
+    for c in report["clients"].as_array().expect("clients") {
+        let key = c["client"].as_str().expect("client");
+        assert_eq!(
+            b.eval(&cell("clients", key, "value")).await,
+            c["opens"],
+            "client {key}"
+        );
+    }
+    for d in report["devices"].as_array().expect("devices") {
+        let key = d["device"].as_str().expect("device");
+        assert_eq!(
+            b.eval(&cell("devices", key, "value")).await,
+            d["opens"],
+            "device {key}"
+        );
+    }
+    for key in ["prints", "forwards", "dark"] {
+        assert_eq!(
+            b.eval(&cell("signals", key, "unique")).await,
+            report[key]["unique"],
+            "{key}"
+        );
+    }
+    let hours = b
+        .eval("[...document.querySelectorAll('#per-hour tbody tr')].map(r => [+r.dataset.start, +r.querySelector('[data-reliable]').dataset.reliable, +r.querySelector('[data-machine]').dataset.machine])")
+        .await;
+    let want: Vec<Value> = report["per_hour"]
+        .as_array()
+        .expect("per_hour")
+        .iter()
+        .map(|p| json!([p["start"], p["reliable"], p["machine"]]))
+        .collect();
+    assert_eq!(hours, json!(want));
+    let notes = b
+        .eval("[...document.querySelectorAll('#report .note')].map(n => n.textContent).join(' | ')")
+        .await;
+    let notes = notes.as_str().unwrap_or_default();
+    assert!(
+        notes.contains("Test mode") && notes.contains("user agent alone"),
+        "{notes}"
+    );
+
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(
+        b.eval("document.querySelector('#status').dataset.status")
+            .await,
+        info["status"]
+    );
+
+    // The matrix: one row per catalog profile, each cell as the data file says.
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/analytics-matrix.toml"
+    ))
+    .expect("matrix file");
+    let matrix = analytics::matrix::Matrix::parse(&text).expect("matrix");
+    let catalog_text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/clients.toml"
+    ))
+    .expect("catalog file");
+    let families = domain::Catalog::parse(&catalog_text).expect("catalog");
+    let rows = b
+        .eval("[...document.querySelectorAll('#analytics-matrix tbody tr')].map(r => [r.dataset.client, r.querySelector('[data-open]').dataset.open, r.querySelector('[data-print]').dataset.print, r.querySelector('[data-forward]').dataset.forward, r.querySelector('[data-dark]').dataset.dark, r.querySelector('[data-read]').dataset.read])")
+        .await;
+    let rows = rows.as_array().expect("rows");
+    assert_eq!(
+        rows.len(),
+        families.clients().len(),
+        "one row per catalog profile"
+    );
+    assert_eq!(rows.len(), matrix.clients.len());
+    for r in rows {
+        let id = r[0].as_str().expect("id");
+        let want = matrix.get(id).unwrap_or_else(|| panic!("{id} in the file"));
+        let open = match want.open {
+            analytics::matrix::OpenSignal::Counted => "counted",
+            analytics::matrix::OpenSignal::BlockedByDefault => "blocked",
+            analytics::matrix::OpenSignal::Never => "never",
+        };
+        assert_eq!(r[1], json!(open), "{id}");
+        assert_eq!(r[2], json!(want.print.to_string()), "{id}");
+        assert_eq!(r[3], json!(want.forward.to_string()), "{id}");
+        assert_eq!(r[4], json!(want.dark.to_string()), "{id}");
+        // Behind a proxy that hides timing, reading time is never shown as measurable.
+        // (analytics.md §3.3: Gmail's, Yahoo's and Fastmail's proxies; Apple's MPP only for
+        // readers who turned it on.)
+        let family = families
+            .get(id)
+            .map(|c| c.family.as_str())
+            .unwrap_or_default();
+        let proxied = ["gmail", "yahoo", "aol", "fastmail"].contains(&family);
+        assert_eq!(r[5], json!((want.read && !proxied).to_string()), "{id}");
+    }
+    check_page(&mut b, &axe, "campaign").await;
+
+    // The list shows the campaign with the API's status.
+    b.goto(&s.url("/campaigns")).await;
+    let listed = b
+        .eval(&format!(
+            "(r => r && [r.querySelector('a').textContent, r.querySelector('.status').textContent])(document.querySelector('#campaigns tr[data-guid=\"{guid}\"]'))"
+        ))
+        .await;
+    assert_eq!(listed, json!(["Spring sale", info["status"]]));
+    check_page(&mut b, &axe, "campaigns").await;
+
+    b.goto(&s.url("/analytics/clients")).await;
+    check_page(&mut b, &axe, "analytics clients").await;
+
+    // A guid this account does not own is not found.
+    b.goto(&s.url("/campaigns/00000000-0000-4000-8000-000000000000"))
+        .await;
+    assert_eq!(b.text("h1").await, "Campaign not found");
+}
+
+/// Two links far apart, the second a block (a button) of a known size.
+const CLICK_HTML: &str = r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sale</title></head>
+<body style="margin:0;font-family:Arial,sans-serif"><h1>Spring sale</h1>
+<p><a href="https://shop.example/sale">See the sale</a></p>
+<div style="height:600px">Everything must go.</div>
+<p><a href="https://shop.example/shoes" style="display:block;width:300px;height:60px;background:#0b57d0;color:#ffffff">Shop shoes</a></p>
+</body></html>"#;
+
+#[tokio::test]
+async fn the_click_map_places_each_links_clicks_on_its_box_in_a_real_render() {
+    let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
+        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
+    });
+    let s = Server::start_with(Options {
+        config: "[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n".into(),
+    })
+    .await;
+    let created = s
+        .post(
+            "/v5/analytics/createcampaign",
+            &json!({"name": "Clicks", "total_subscribers": 10, "click_tracking": {"html": CLICK_HTML}}),
+        )
+        .await
+        .ok()
+        .clone();
+    let guid = created["guid"].as_str().expect("guid").to_string();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    for n in [1, 1, 2] {
+        let r = http
+            .get(s.url(&format!("/t/{guid}/{n}")))
+            .header("User-Agent", "Mozilla/5.0 (X11) Thunderbird/128.0")
+            .send()
+            .await
+            .expect("click");
+        assert_eq!(r.status(), 302);
+    }
+    let mut b = Browser::start().await;
+    sign_in(&mut b, &s).await;
+    b.goto(&s.url(&format!("/campaigns/{guid}"))).await;
+    b.click_and_wait("form[action$='/clickmap'] button").await;
+    // The two tests go through the render queue like any test.
+    let listed = s
+        .get("/v5/email/tests?subject=click%20map")
+        .await
+        .ok()
+        .clone();
+    let ids: Vec<String> = listed
+        .as_array()
+        .expect("tests")
+        .iter()
+        .map(|t| t["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "{listed}");
+    for id in &ids {
+        s.wait_processed(id, Duration::from_secs(120)).await;
+    }
+    b.goto(&s.url(&format!("/campaigns/{guid}"))).await;
+    b.wait_for(
+        "[...document.querySelectorAll('.clickmap img')].every(i => i.complete && i.naturalWidth > 0)",
+        Duration::from_secs(30),
+    )
+    .await;
+    check_page(&mut b, &axe, "campaign with click map").await;
+    // One box per link, each showing that link's clicks as recorded.
+    let boxes = b
+        .eval("[...document.querySelectorAll('.click-box')].map(e => { const r = e.getBoundingClientRect(); return [+e.dataset.link, +e.dataset.clicks, r.top, r.height, r.width]; })")
+        .await;
+    let boxes = boxes.as_array().expect("boxes");
+    assert_eq!(boxes.len(), 2, "{boxes:?}");
+    assert_eq!(
+        (boxes[0][0].as_u64(), boxes[0][1].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(
+        (boxes[1][0].as_u64(), boxes[1][1].as_u64()),
+        (Some(2), Some(1))
+    );
+    // Where the render put them: the button lies far below the text link (the 600 px spacer,
+    // scaled like the picture), and its box is its 300 × 60 px.
+    let scale = b
+        .eval("(i => i.getBoundingClientRect().width / i.naturalWidth)(document.querySelector('.clickmap img'))")
+        .await
+        .as_f64()
+        .expect("scale");
+    let device = b
+        .eval("(i => i.naturalWidth)(document.querySelector('.clickmap img'))")
+        .await
+        .as_f64()
+        .expect("w");
+    let css_px = scale * device / 1280.0;
+    let (top1, top2) = (
+        boxes[0][2].as_f64().unwrap_or(0.0),
+        boxes[1][2].as_f64().unwrap_or(0.0),
+    );
+    assert!(
+        top2 - top1 > 550.0 * css_px,
+        "{top1} {top2} (1 CSS px = {css_px} px on the page)"
+    );
+    let (h2, w2) = (
+        boxes[1][3].as_f64().unwrap_or(0.0),
+        boxes[1][4].as_f64().unwrap_or(0.0),
+    );
+    assert!(
+        (55.0 * css_px..65.0 * css_px).contains(&h2)
+            && (290.0 * css_px..310.0 * css_px).contains(&w2),
+        "the button's box is {w2} × {h2} (1 CSS px = {css_px} px on the page)"
+    );
+    // The table says the same.
+    let table = b
+        .eval("[...document.querySelectorAll('#clicks tbody tr')].map(r => [r.querySelector('.url').textContent, +r.querySelector('.clicks').textContent])")
+        .await;
+    assert_eq!(
+        table,
+        json!([
+            ["https://shop.example/sale", 2],
+            ["https://shop.example/shoes", 1]
+        ])
+    );
+}
