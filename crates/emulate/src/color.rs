@@ -351,6 +351,36 @@ impl DarkPass {
     }
 }
 
+/// Whether the email's CSS opts in to Apple Mail's dark mode: a `color-scheme` (Mail 13 on) or
+/// `supported-color-schemes` (Mail 12) declaration that names `dark`. The `<meta>` tags alone do
+/// not (email-bugs #104), and the pattern needs the `:` of a declaration, so they do not match.
+pub fn apple_opts_in(html: &str) -> bool {
+    static DECL: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    DECL.get_or_init(|| {
+        regex::Regex::new(r#"(?i)(?:^|[^-\w])(?:supported-)?color-schemes?\s*:[^;}"'<>]*\bdark\b"#)
+            .ok()
+    })
+    .as_ref()
+    .is_some_and(|re| re.is_match(html))
+}
+
+/// Whether the email is "simple" in Apple Mail's sense, which Mail darkens itself: no CSS, no
+/// colour attributes and no image (Litmus: a 2x1 image is enough to stop it).
+pub fn is_unstyled(html: &str) -> bool {
+    let lower = html.to_ascii_lowercase();
+    ![
+        "<style",
+        "style=",
+        "bgcolor=",
+        "color=",
+        "background=",
+        "<img",
+        "<svg",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+}
+
 fn to_hsl(c: Rgba) -> (f32, f32, f32) {
     let r = f32::from(c.r) / 255.0;
     let g = f32::from(c.g) / 255.0;
@@ -504,6 +534,28 @@ mod tests {
         assert!(dark_bg.lab_lightness() > 80.0);
         let red = full_invert(hex("#ff0000"));
         assert!(red.r > red.g && red.r > red.b, "hue kept: {red:?}");
+    }
+
+    #[test]
+    fn apple_opt_in_needs_a_css_declaration_not_the_meta_tag() {
+        assert!(apple_opts_in(
+            "<style>:root { color-scheme: light dark; }</style>"
+        ));
+        assert!(apple_opts_in(
+            "<style>:root{supported-color-schemes:light dark}</style>"
+        ));
+        assert!(!apple_opts_in(
+            "<meta name=\"color-scheme\" content=\"light dark\"><meta name=\"supported-color-schemes\" content=\"light dark\">"
+        ));
+        assert!(!apple_opts_in(
+            "<style>:root { color-scheme: light; }</style>"
+        ));
+        assert!(!apple_opts_in(
+            "<style>@media (prefers-color-scheme: dark) { .a { color: red } }</style>"
+        ));
+        assert!(is_unstyled("<p>Hello</p>"));
+        assert!(!is_unstyled("<p style=\"color:red\">Hello</p>"));
+        assert!(!is_unstyled("<p>Hi</p><img src=x width=2 height=1>"));
     }
 
     #[test]
