@@ -331,7 +331,7 @@ async fn shoot(
 ) -> Result<Point, BoxError> {
     let transformed = emulate::transform(&html, &client, &book)?;
     let rule_set = transformed.rule_set.clone();
-    let req = jobs::render_request(&client, Variant::Default, transformed);
+    let req = jobs::prepared_request(&renderer, &client, Variant::Default, transformed).await?;
     // Auto fit draws at a smaller scale than the profile's: read the sample at the one used.
     let scale = req.scale;
     let rendered = renderer.render(req).await?;
