@@ -541,3 +541,43 @@ fn gmail_drops_a_style_block_and_a_style_attribute_with_space_separated_rgb() {
         &["applemail_macos", "gmail_mobile_web"],
     );
 }
+
+#[test]
+fn dark_behaviours_must_name_dark_profiles_whose_rule_set_predicts_the_same_class() {
+    let (catalog, book) = shipped();
+    let text = std::fs::read_to_string(repo().join("data/behaviours.toml")).expect("readable");
+    let check = |text: &str| {
+        Behaviours::parse("t", text)
+            .expect("parses")
+            .check(&catalog, &|name| book.get(name))
+    };
+    assert_eq!(check(&text), Vec::<String>::new());
+    // A light profile under a dark behaviour.
+    let light = text.replace(
+        "clients = [\"gmail_ios_dm\", \"outlook365_win_dm\"]",
+        "clients = [\"gmail_ios\", \"outlook365_win_dm\"]",
+    );
+    assert_ne!(
+        light, text,
+        "the full-invert entry is where the test expects it"
+    );
+    let problems = check(&light);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("gmail_ios") && p.contains("not a dark-mode profile")),
+        "{problems:?}"
+    );
+    // A partial rule set under the full-inversion behaviour.
+    let wrong_class = text.replace(
+        "clients = [\"gmail_ios_dm\", \"outlook365_win_dm\"]",
+        "clients = [\"gmail_ios_dm\", \"outlook365_win_dm\", \"outlook_com_chrome_dm\"]",
+    );
+    let problems = check(&wrong_class);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("outlook_com_chrome_dm") && p.contains("PartialInvert")),
+        "{problems:?}"
+    );
+}
