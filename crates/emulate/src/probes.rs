@@ -375,7 +375,7 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         "behaviour-dark-hook",
         DarkOutlookPartial,
         Green,
-        [AttributeSelectorMangled],
+        [],
         false,
         [],
         100,
