@@ -239,6 +239,18 @@ impl Judge<'_> {
         }
     }
 
+    /// A colour the client's dark mode changes: named as the client's dark behaviour
+    /// (data/behaviours.toml) on the dark-mode profiles that have one, as `dark-mode` elsewhere.
+    fn add_dark(&self, f: &mut Collector, label: String, line: u32) {
+        let msg = self.dark_message(&label);
+        match self.applied.dark_pass() {
+            Some((_, b)) => {
+                self.add_behaviour(f, b.implementation, Severity::Info, label, &[line], &msg)
+            }
+            None => f.add(Severity::Info, "dark-mode", label, line, msg),
+        }
+    }
+
     fn dark_message(&self, label: &str) -> String {
         let how = match self.dark {
             DarkMode::FullInvert => "inverts",
@@ -676,13 +688,7 @@ fn html_pass(
                     .and_then(|v| color::parse(&v))
                     .is_some_and(|c| color::darken(c, role, judge.dark).is_some());
                 if changed {
-                    f.add(
-                        Severity::Info,
-                        "dark-mode",
-                        format!("{a} attribute"),
-                        attr_line(a),
-                        judge.dark_message(&format!("{a} attribute")),
-                    );
+                    judge.add_dark(&mut f, format!("{a} attribute"), attr_line(a));
                 }
             }
         }
@@ -1013,10 +1019,7 @@ fn record_css(
                 );
                 f.add(Severity::Error, "scoped-drop", h.label, line, msg);
             }
-            HitKind::Dark => {
-                let msg = judge.dark_message(&h.label);
-                f.add(Severity::Info, "dark-mode", h.label, line, msg);
-            }
+            HitKind::Dark => judge.add_dark(f, h.label, line),
             HitKind::Behaviour(imp) => {
                 let (severity, what) = judge.css_behaviour(imp, &h.label);
                 judge.add_behaviour(f, imp, severity, h.label, &[line], &what);

@@ -10,7 +10,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::rules::{OnCssError, RuleSet};
+use crate::color::DarkPass;
+use crate::rules::{DarkMode, OnCssError, RuleSet};
 use crate::EmulateError;
 
 /// Largest behaviours file accepted.
@@ -78,6 +79,16 @@ pub enum Implementation {
     /// With images blocked, the engine's own drawing of a blocked image is kept: nothing is
     /// rewritten. For clients whose sources disagree on what they show.
     BlockedImageEngineDefault,
+    /// Dark mode, Apple opt-in: `prefers-color-scheme` rules apply only when the CSS declares
+    /// `color-scheme` (or `supported-color-schemes`) with `dark`; otherwise styled HTML is shown
+    /// as sent and unstyled HTML gets the engine's dark default colours.
+    DarkAppleOptIn,
+    /// Dark mode, partial (Outlook family): the page-side pass [`DarkPass::OutlookPartial`].
+    DarkOutlookPartial,
+    /// Dark mode, partial (Gmail Android): the page-side pass [`DarkPass::BlinkForceDark`].
+    DarkBlinkForceDark,
+    /// Dark mode, full: the page-side pass [`DarkPass::FullInvert`].
+    DarkFullInvert,
 }
 
 impl Implementation {
@@ -108,6 +119,33 @@ impl Implementation {
             Implementation::BlockedImagePlaceholder => "blocked-image-placeholder",
             Implementation::BlockedImageAltText => "blocked-image-alt-text",
             Implementation::BlockedImageEngineDefault => "blocked-image-engine-default",
+            Implementation::DarkAppleOptIn => "dark-apple-opt-in",
+            Implementation::DarkOutlookPartial => "dark-outlook-partial",
+            Implementation::DarkBlinkForceDark => "dark-blink-force-dark",
+            Implementation::DarkFullInvert => "dark-full-invert",
+        }
+    }
+
+    /// The recolouring after load this implementation stands for, if it is one.
+    pub fn dark_pass(self) -> Option<DarkPass> {
+        match self {
+            Implementation::DarkOutlookPartial => Some(DarkPass::OutlookPartial),
+            Implementation::DarkBlinkForceDark => Some(DarkPass::BlinkForceDark),
+            Implementation::DarkFullInvert => Some(DarkPass::FullInvert),
+            _ => None,
+        }
+    }
+
+    /// For dark-mode implementations: the forced dark mode a rule set must predict (its
+    /// `dark_mode`, which the code analysis reads) for the two to tell the same story.
+    fn dark_mode(self) -> Option<DarkMode> {
+        match self {
+            Implementation::DarkAppleOptIn => Some(DarkMode::Media),
+            Implementation::DarkOutlookPartial | Implementation::DarkBlinkForceDark => {
+                Some(DarkMode::PartialInvert)
+            }
+            Implementation::DarkFullInvert => Some(DarkMode::FullInvert),
+            _ => None,
         }
     }
 
@@ -289,7 +327,24 @@ impl Behaviours {
         for b in &self.all {
             for c in &b.clients {
                 match catalog.get(c) {
-                    Some(client) if client.alias_of.is_none() => {}
+                    Some(client) if client.alias_of.is_none() => {
+                        let Some(mode) = b.implementation.dark_mode() else {
+                            continue;
+                        };
+                        if client.color_scheme != domain::ColorScheme::Dark {
+                            problems.push(format!(
+                                "behaviour {:?} is a dark-mode behaviour but names {c:?}, which is not a dark-mode profile",
+                                b.id
+                            ));
+                        }
+                        let predicted = set_of(&client.rules).map(|s| s.policy.dark_mode);
+                        if predicted.is_some_and(|p| p != mode) {
+                            problems.push(format!(
+                                "behaviour {:?} draws {c:?} as {mode:?}, but its rule set {:?} says dark_mode = {predicted:?} (make them agree)",
+                                b.id, client.rules
+                            ));
+                        }
+                    }
                     Some(_) => problems.push(format!(
                         "behaviour {:?} names the alias {c:?}: name its profile instead",
                         b.id
@@ -344,6 +399,13 @@ impl<'a> Applied<'a> {
 
     pub fn has(&self, imp: Implementation) -> bool {
         self.find(imp).is_some()
+    }
+
+    /// The dark-mode recolouring after load of this client, if it has one.
+    pub fn dark_pass(&self) -> Option<(DarkPass, &'a Behaviour)> {
+        self.0
+            .iter()
+            .find_map(|b| b.implementation.dark_pass().map(|p| (p, *b)))
     }
 
     /// The ids of the behaviours whose implementation noted a change, in file order.

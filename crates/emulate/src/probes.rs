@@ -61,6 +61,10 @@ pub enum ProbeColour {
     Green,
     /// `#ff0000`: the feature (or one it requires) is missing.
     Red,
+    /// Dark-mode probes are decided by lightness, not hue: CIELAB L* under 40...
+    Dark,
+    /// ...or over 70.
+    Light,
 }
 
 impl ProbeColour {
@@ -68,6 +72,8 @@ impl ProbeColour {
         match self {
             ProbeColour::Green => [0, 255, 0],
             ProbeColour::Red => [255, 0, 0],
+            ProbeColour::Dark => [0x33, 0x33, 0x33],
+            ProbeColour::Light => [255, 255, 255],
         }
     }
 }
@@ -392,6 +398,36 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
     // Green where the alt text is drawn styled by the image's CSS, red where Outlook's
     // placeholder puts its red X at the sample point.
     images_off_probe!("behaviour-images-off", BlockedImageAltText, Green, 11, 11),
+    behaviour_probe!(
+        "behaviour-dark-light-background",
+        DarkOutlookPartial,
+        Dark,
+        [DarkBlinkForceDark, DarkFullInvert],
+        false,
+        [],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-dark-designed",
+        DarkFullInvert,
+        Light,
+        [],
+        false,
+        [],
+        100,
+        20
+    ),
+    behaviour_probe!(
+        "behaviour-dark-hook",
+        DarkOutlookPartial,
+        Green,
+        [],
+        false,
+        [],
+        100,
+        20
+    ),
 ];
 
 /// What a behaviour probe should show for one client, by the behaviours file.
@@ -408,6 +444,8 @@ impl ProbeColour {
         match self {
             ProbeColour::Green => ProbeColour::Red,
             ProbeColour::Red => ProbeColour::Green,
+            ProbeColour::Dark => ProbeColour::Light,
+            ProbeColour::Light => ProbeColour::Dark,
         }
     }
 }

@@ -50,6 +50,10 @@ pub struct Transformed {
     /// CSS width the client lays the email out at when it is not the profile's viewport width:
     /// the page is drawn that wide and zoomed out to the screen.
     pub layout_width: Option<u32>,
+    /// The dark-mode recolouring the client applies to the loaded page (computed colours), for
+    /// the renderer to run before the screenshot; `None` for light profiles and clients that
+    /// leave colours to the email.
+    pub dark_pass: Option<color::DarkPass>,
 }
 
 /// Turns `html` into what `client` would draw, following its rule set in `book`, with images
@@ -87,17 +91,36 @@ pub fn transform_variant(
         Support::Yes | Support::Partial
     ) && !set.removes("css-at-media")
         && !set.removes("html-style");
-    let color_scheme = if dark_profile && honours_media {
+    let mut removed = Removed::default();
+    let applied = book.behaviours().of(client);
+    let dark_pass = applied
+        .dark_pass()
+        .filter(|_| dark_profile)
+        .map(|(pass, b)| {
+            removed.note(b.implementation.note_key());
+            pass
+        });
+    let apple_opt_in = dark_profile && applied.has(Implementation::DarkAppleOptIn);
+    // Apple Mail: prefers-color-scheme only once the CSS opts in; an unstyled email is darkened
+    // by Mail itself (the engine's dark defaults, turned on below with a color-scheme rule).
+    let unstyled_dark = apple_opt_in && !color::apple_opts_in(html) && color::is_unstyled(html);
+    let color_scheme = if dark_profile
+        && honours_media
+        && (!apple_opt_in || color::apple_opts_in(html) || unstyled_dark)
+    {
         ColorScheme::Dark
     } else {
         ColorScheme::Light
     };
-    let forced = match (dark_profile, set.policy.dark_mode) {
+    if apple_opt_in && color_scheme == ColorScheme::Dark {
+        removed.note(Implementation::DarkAppleOptIn.note_key());
+    }
+    // Clients with a recolouring after load are recoloured there, on the computed colours; the
+    // source-level rewrite stays for rule sets no behaviour covers.
+    let forced = match (dark_profile && dark_pass.is_none(), set.policy.dark_mode) {
         (true, m @ (DarkMode::PartialInvert | DarkMode::FullInvert)) => m,
         _ => DarkMode::None,
     };
-    let mut removed = Removed::default();
-    let applied = book.behaviours().of(client);
     let layout_width = (applied.has(Implementation::AutoFitWideLayout)
         && widest_width(html) > client.viewport.width)
         .then(|| {
@@ -160,6 +183,10 @@ pub fn transform_variant(
     if variant.blocks_images() {
         out = crate::images_off::apply(&out, &applied, &mut removed).map_err(rewrite_err)?;
     }
+    if unstyled_dark {
+        // Appended: anything before a doctype would put the page in quirks mode.
+        out.push_str("<style data-mailproof-dark>:root { color-scheme: light dark; }</style>");
+    }
     let notes: Vec<String> = removed.0.iter().map(|(k, n)| format!("{k} x{n}")).collect();
     let rule_set = std::iter::once(set.name.as_str())
         .chain(applied.triggered(&removed.0))
@@ -172,6 +199,7 @@ pub fn transform_variant(
         rule_set,
         removed: notes,
         layout_width,
+        dark_pass,
     })
 }
 

@@ -10,4 +10,4 @@
 
 mod render_worker;
 
-pub use render_worker::{render_request, RenderWorker, RenderWorkerConfig};
+pub use render_worker::{prepared_request, render_request, RenderWorker, RenderWorkerConfig};

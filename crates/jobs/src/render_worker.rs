@@ -101,6 +101,22 @@ pub fn render_request(
     }
 }
 
+/// [`render_request`], with the client's dark-mode recolouring (computed on the page loaded in
+/// Chromium) applied first when the transformation asks for one.
+pub async fn prepared_request(
+    renderer: &Renderer,
+    client: &domain::Client,
+    variant: Variant,
+    transformed: emulate::Transformed,
+) -> Result<RenderRequest, render::RenderError> {
+    let pass = transformed.dark_pass;
+    let mut req = render_request(client, variant, transformed);
+    if let Some(pass) = pass {
+        req.html = renderer.recolour_dark(&req, pass).await?;
+    }
+    Ok(req)
+}
+
 /// How a job failed, in the words the results will show (§2.5 bounce code and message).
 struct Failure {
     code: &'static str,
@@ -169,16 +185,20 @@ impl RenderWorker {
     /// when it runs every engine the catalog uses.
     fn claimable_clients(&self) -> Option<Vec<String>> {
         let clients = self.catalog.clients();
-        if clients
-            .iter()
-            .all(|c| self.config.engines.contains(&c.engine))
-        {
+        // A dark-mode recolouring is computed in Chromium, whatever engine draws the result.
+        let drawable = |c: &domain::Client| {
+            self.config.engines.contains(&c.engine)
+                && (c.color_scheme != domain::ColorScheme::Dark
+                    || self.rules.behaviours().of(c).dark_pass().is_none()
+                    || self.config.engines.contains(&domain::Engine::Blink))
+        };
+        if clients.iter().all(drawable) {
             return None;
         }
         Some(
             clients
                 .iter()
-                .filter(|c| self.config.engines.contains(&c.engine))
+                .filter(|c| drawable(c))
                 .map(|c| c.id.clone())
                 .collect(),
         )
@@ -393,8 +413,7 @@ impl RenderWorker {
             cause: Cause::Email { retryable: false },
         })?;
         let rule_set = transformed.rule_set.clone();
-        let req = render_request(client, job.variant, transformed);
-        let rendered = self.renderer.render(req).await.map_err(|e| Failure {
+        let render_failure = |e: render::RenderError| Failure {
             code: if e.is_retryable() {
                 "engine_failure"
             } else {
@@ -404,7 +423,11 @@ impl RenderWorker {
             cause: Cause::Email {
                 retryable: e.is_retryable(),
             },
-        })?;
+        };
+        let req = prepared_request(&self.renderer, client, job.variant, transformed)
+            .await
+            .map_err(render_failure)?;
+        let rendered = self.renderer.render(req).await.map_err(render_failure)?;
         let store_err = |e: store::BlobError| Failure {
             code: "storage",
             message: format!("storing the screenshot failed: {e}"),

@@ -7,6 +7,7 @@
 //! restarted and the render retried once before a retryable error is returned.
 
 mod chromium;
+mod dark;
 mod engine;
 mod error;
 mod firefox;
@@ -395,6 +396,26 @@ impl Renderer {
                 "the engine answered a screenshot to a probe".into(),
             )),
         }
+    }
+
+    /// `req`'s document recoloured the way the client's dark mode does it, computed on the page
+    /// loaded in Chromium (same viewport, colour scheme and image blocking; see the `dark`
+    /// module). Whatever `req.engine`, the colours are read in Chromium; draw the result with
+    /// [`Renderer::render`] in the profile's engine. Needs the Blink engine running.
+    pub async fn recolour_dark(
+        &self,
+        req: &RenderRequest,
+        pass: emulate::color::DarkPass,
+    ) -> Result<String, RenderError> {
+        let probe_req = RenderRequest {
+            engine: Engine::Blink,
+            ..req.clone()
+        };
+        let json = self.evaluate(probe_req, dark::PROBE).await?;
+        let probed: dark::Probed = serde_json::from_str(&json).map_err(|e| {
+            RenderError::Document(format!("the dark-mode probe answered unexpected data: {e}"))
+        })?;
+        dark::apply(probed, pass)
     }
 
     async fn render_webkit(&self, req: &RenderRequest) -> Result<Vec<u8>, RenderError> {

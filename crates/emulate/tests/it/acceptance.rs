@@ -91,20 +91,45 @@ fn gmail_prefixes_classes_consistently_in_markup_and_css() {
 }
 
 #[test]
-fn apple_mail_dark_twin_asks_for_dark_and_leaves_colours_alone() {
+fn apple_mail_dark_twin_asks_for_dark_only_once_the_css_opts_in() {
     let (catalog, book) = shipped();
     let dark = catalog.get("applemail_macos_dm").expect("dark profile");
     let light = catalog.get("applemail_macos").expect("light profile");
-    let d = transform(DARK_AWARE, dark, &book).expect("transforms");
-    let l = transform(DARK_AWARE, light, &book).expect("transforms");
+    let opted = DARK_AWARE.replace("body {", ":root { color-scheme: light dark; } body {");
+    let d = transform(&opted, dark, &book).expect("transforms");
+    let l = transform(&opted, light, &book).expect("transforms");
     assert_eq!(d.color_scheme, ColorScheme::Dark);
     assert_eq!(l.color_scheme, ColorScheme::Light);
+    assert!(d.rule_set.contains("dark-apple-opt-in"), "{}", d.rule_set);
     assert!(d.html.contains("prefers-color-scheme"), "{}", d.html);
     assert!(d.html.contains("background: #ffffff"), "{}", d.html);
+    assert_eq!(d.dark_pass, None, "Apple Mail leaves colours alone");
+    // The meta tag alone does not opt in (email-bugs #104): styled HTML is drawn as sent.
+    let meta = DARK_AWARE.replace(
+        "<head>",
+        "<head><meta name=\"color-scheme\" content=\"light dark\"><meta name=\"supported-color-schemes\" content=\"light dark\">",
+    );
+    let m = transform(&meta, dark, &book).expect("transforms");
+    assert_eq!(m.color_scheme, ColorScheme::Light);
+    assert!(!m.rule_set.contains("dark-apple-opt-in"), "{}", m.rule_set);
+    // An unstyled email gets Mail's dark default colours.
+    let plain = transform("<p>Hello</p>", dark, &book).expect("transforms");
+    assert_eq!(plain.color_scheme, ColorScheme::Dark);
+    assert!(
+        plain.html.contains("color-scheme: light dark"),
+        "{}",
+        plain.html
+    );
+    let plain_light = transform("<p>Hello</p>", light, &book).expect("transforms");
+    assert!(
+        !plain_light.html.contains("color-scheme"),
+        "{}",
+        plain_light.html
+    );
 }
 
 #[test]
-fn clients_that_force_colours_rewrite_them_and_do_not_ask_for_dark() {
+fn clients_that_force_colours_leave_it_to_the_page_pass_and_do_not_ask_for_dark() {
     let (catalog, book) = shipped();
     let html = r##"<html><body><table bgcolor="#ffffff"><tr><td style="color:#000000">x</td></tr></table></body></html>"##;
     let gmail_ios = catalog.get("gmail_ios_dm").expect("gmail ios dark");
@@ -114,11 +139,23 @@ fn clients_that_force_colours_rewrite_them_and_do_not_ask_for_dark() {
         ColorScheme::Light,
         "Gmail ignores prefers-color-scheme"
     );
-    assert!(!out.html.contains("bgcolor=\"#ffffff\""), "{}", out.html);
-    assert!(!out.html.contains("color: #000000"), "{}", out.html);
+    assert_eq!(out.dark_pass, Some(emulate::color::DarkPass::FullInvert));
+    assert!(
+        out.rule_set.contains("dark-full-invert"),
+        "{}",
+        out.rule_set
+    );
+    // Recoloured after load, on computed colours: the source keeps its own.
+    assert!(out.html.contains("bgcolor=\"#ffffff\""), "{}", out.html);
     let light = catalog.get("gmail_ios").expect("gmail ios light");
     let out = transform(html, light, &book).expect("transforms");
-    assert!(out.html.contains("bgcolor=\"#ffffff\""), "{}", out.html);
+    assert_eq!(out.dark_pass, None);
+    let android = catalog.get("gmail_android_dm").expect("gmail android dark");
+    let out = transform(html, android, &book).expect("transforms");
+    assert_eq!(
+        out.dark_pass,
+        Some(emulate::color::DarkPass::BlinkForceDark)
+    );
 }
 
 #[test]
@@ -193,22 +230,32 @@ fn oversized_input_is_refused() {
 }
 
 #[test]
-fn outlook_com_marks_recoloured_elements_for_data_ogsc_rules() {
+fn outlook_dark_twins_keep_data_ogsc_rules_for_the_page_pass_to_trigger() {
     let (catalog, book) = shipped();
     let html = r##"<html><head><style>[data-ogsc] .brand { color: #ff9900 !important; }</style></head>
 <body><div style="color:#000000"><span class="brand">x</span></div><table bgcolor="#ffffff"><tr><td>y</td></tr></table></body></html>"##;
-    let dark = catalog
-        .get("outlook_com_chrome_dm")
-        .expect("outlook.com dark");
-    let out = transform(html, dark, &book).expect("transforms").html;
-    assert!(out.contains("data-ogsc"), "{out}");
-    assert!(out.contains("data-ogab"), "{out}");
-    assert!(out.contains("[data-ogsc] .x_brand"), "{out}");
+    for id in [
+        "outlook_com_chrome_dm",
+        "outlook_new_win_dm",
+        "outlook_ios_dm",
+        "outlook_android_dm",
+        "outlook_macos_dm",
+    ] {
+        let dark = catalog.get(id).expect("outlook dark twin");
+        let out = transform(html, dark, &book).expect("transforms");
+        assert_eq!(
+            out.dark_pass,
+            Some(emulate::color::DarkPass::OutlookPartial),
+            "{id}"
+        );
+        assert!(out.html.contains("[data-ogsc]"), "{id}: {}", out.html);
+    }
     let light = catalog
         .get("outlook_com_chrome")
         .expect("outlook.com light");
-    let out = transform(html, light, &book).expect("transforms").html;
-    assert!(!out.contains("data-ogsc=\"\""), "{out}");
+    let out = transform(html, light, &book).expect("transforms");
+    assert_eq!(out.dark_pass, None);
+    assert!(!out.html.contains("data-ogsc=\"\""), "{}", out.html);
 }
 
 #[test]

@@ -428,6 +428,9 @@ const PROBE_LINES: &[(&str, u32)] = &[
     ("behaviour-images-off", 4),
     ("behaviour-zoom-out", 4),
     ("behaviour-zoom-out-ios", 4),
+    ("behaviour-dark-light-background", 4),
+    ("behaviour-dark-designed", 4),
+    ("behaviour-dark-hook", 3),
 ];
 
 /// Every behaviour probe x every client: the code analysis names the probe's behaviour, on the
@@ -754,4 +757,43 @@ fn a_fluid_hybrid_image_does_not_make_gmail_android_zoom_out() {
     let fluid = "<table width=\"100%\" style=\"max-width:600px\"><tr><td><img src=\"https://x.test/a.png\" width=\"600\" style=\"width:100%;max-width:600px\"></td></tr></table>";
     assert_eq!(html_for("gmail_android", fluid).layout_width, None);
     assert_eq!(html_for("iphone15_ios", fluid).layout_width, None);
+}
+#[test]
+fn dark_behaviours_must_name_dark_profiles_whose_rule_set_predicts_the_same_class() {
+    let (catalog, book) = shipped();
+    let text = std::fs::read_to_string(repo().join("data/behaviours.toml")).expect("readable");
+    let check = |text: &str| {
+        Behaviours::parse("t", text)
+            .expect("parses")
+            .check(&catalog, &|name| book.get(name))
+    };
+    assert_eq!(check(&text), Vec::<String>::new());
+    // A light profile under a dark behaviour.
+    let light = text.replace(
+        "clients = [\"gmail_ios_dm\", \"outlook365_win_dm\"]",
+        "clients = [\"gmail_ios\", \"outlook365_win_dm\"]",
+    );
+    assert_ne!(
+        light, text,
+        "the full-invert entry is where the test expects it"
+    );
+    let problems = check(&light);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("gmail_ios") && p.contains("not a dark-mode profile")),
+        "{problems:?}"
+    );
+    // A partial rule set under the full-inversion behaviour.
+    let wrong_class = text.replace(
+        "clients = [\"gmail_ios_dm\", \"outlook365_win_dm\"]",
+        "clients = [\"gmail_ios_dm\", \"outlook365_win_dm\", \"outlook_com_chrome_dm\"]",
+    );
+    let problems = check(&wrong_class);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("outlook_com_chrome_dm") && p.contains("PartialInvert")),
+        "{problems:?}"
+    );
 }

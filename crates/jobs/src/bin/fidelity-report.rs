@@ -138,25 +138,51 @@ enum Seen {
     NoMarker,
 }
 
-/// Pure hues survive every forced dark mode we emulate (they flip lightness around 0.5 and keep
-/// the hue), so the sample is classified by hue rather than by exact value.
+/// Forced dark modes keep hues but not lightness (pure green becomes dark green in Outlook's and
+/// the full classes' models), so the sample is classified by its dominant hue rather than by
+/// exact value.
 fn classify(p: [u8; 3]) -> Option<ProbeColour> {
     let [r, g, b] = p.map(i32::from);
-    if g > 150 && r < 100 && b < 100 {
+    if g > 60 && g > r + 40 && g > b + 40 {
         Some(ProbeColour::Green)
-    } else if r > 150 && g < 100 && b < 100 {
+    } else if r > 60 && r > g + 40 && r > b + 40 {
         Some(ProbeColour::Red)
     } else {
         None
     }
 }
 
-fn is_marker(p: [u8; 3]) -> bool {
-    let [r, g, b] = p.map(i32::from);
-    b > 150 && r < 100 && g < 100
+/// Dark-mode probes: CIELAB lightness decides.
+fn classify_lightness(p: [u8; 3]) -> Option<ProbeColour> {
+    let l = emulate::color::Rgba {
+        r: p[0],
+        g: p[1],
+        b: p[2],
+        a: 1.0,
+    }
+    .lab_lightness();
+    if l < 40.0 {
+        Some(ProbeColour::Dark)
+    } else if l > 70.0 {
+        Some(ProbeColour::Light)
+    } else {
+        None
+    }
 }
 
-fn read_sample(png: &[u8], sample: (u32, u32), scale: f32) -> Result<Seen, BoxError> {
+/// The locator's blue, by dominant hue too: the full-inversion model turns `#0000ff` into a
+/// lighter violet-blue (`#b97aff`).
+fn is_marker(p: [u8; 3]) -> bool {
+    let [r, g, b] = p.map(i32::from);
+    b > 150 && b > r + 50 && b > g + 50
+}
+
+fn read_sample(
+    png: &[u8],
+    sample: (u32, u32),
+    scale: f32,
+    by_lightness: bool,
+) -> Result<Seen, BoxError> {
     let img = image::load_from_memory(png)?.to_rgb8();
     // The locator's bottom-left blue pixel: the lowest row of the first blue column.
     let mut corner: Option<(u32, u32)> = None;
@@ -181,7 +207,12 @@ fn read_sample(png: &[u8], sample: (u32, u32), scale: f32) -> Result<Seen, BoxEr
         return Ok(Seen::Other([255, 255, 255]));
     }
     let p = img.get_pixel(sx, sy).0;
-    Ok(classify(p).map_or(Seen::Other(p), Seen::Colour))
+    let seen = if by_lightness {
+        classify_lightness(p)
+    } else {
+        classify(p)
+    };
+    Ok(seen.map_or(Seen::Other(p), Seen::Colour))
 }
 
 struct Point {
@@ -341,11 +372,12 @@ async fn shoot(
 ) -> Result<Point, BoxError> {
     let transformed = emulate::transform_variant(&html, &client, &book, shot.variant)?;
     let rule_set = transformed.rule_set.clone();
-    let req = jobs::render_request(&client, shot.variant, transformed);
+    let req = jobs::prepared_request(&renderer, &client, shot.variant, transformed).await?;
     // Auto fit draws at a smaller scale than the profile's: read the sample at the one used.
     let scale = req.scale;
     let rendered = renderer.render(req).await?;
-    let seen = read_sample(&rendered.png, shot.sample, scale)?;
+    let by_lightness = matches!(shot.ours, ProbeColour::Dark | ProbeColour::Light);
+    let seen = read_sample(&rendered.png, shot.sample, scale, by_lightness)?;
     Ok(Point {
         client: client.id,
         probe: shot.probe,

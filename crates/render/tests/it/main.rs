@@ -3,8 +3,10 @@
 //! One renderer with all three engines is shared by every test in this binary (starting browsers
 //! is the slow part); it runs on one shared runtime so its background tasks outlive each test.
 
+mod dark;
 mod hostile;
 mod network;
+
 mod probe;
 mod recovery;
 mod startup;
