@@ -79,6 +79,12 @@ pub enum Implementation {
     /// With images blocked, the engine's own drawing of a blocked image is kept: nothing is
     /// rewritten. For clients whose sources disagree on what they show.
     BlockedImageEngineDefault,
+    /// Remote images are not loaded until the reader asks. Screenshots still show the email with
+    /// images (the `default` variant, as the services our users compare with draw it; the
+    /// `no_images` variant shows the blocked state); what it changes is what a tracking image
+    /// meets: the analytics matrix draws these profiles with images blocked for "opened as
+    /// delivered".
+    RemoteImagesBlockedByDefault,
     /// Dark mode, Apple opt-in: `prefers-color-scheme` rules apply only when the CSS declares
     /// `color-scheme` (or `supported-color-schemes`) with `dark`; otherwise styled HTML is shown
     /// as sent and unstyled HTML gets the engine's dark default colours.
@@ -119,6 +125,7 @@ impl Implementation {
             Implementation::BlockedImagePlaceholder => "blocked-image-placeholder",
             Implementation::BlockedImageAltText => "blocked-image-alt-text",
             Implementation::BlockedImageEngineDefault => "blocked-image-engine-default",
+            Implementation::RemoteImagesBlockedByDefault => "remote-images-blocked-by-default",
             Implementation::DarkAppleOptIn => "dark-apple-opt-in",
             Implementation::DarkOutlookPartial => "dark-outlook-partial",
             Implementation::DarkBlinkForceDark => "dark-blink-force-dark",

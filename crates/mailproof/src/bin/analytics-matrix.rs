@@ -8,7 +8,8 @@
 //! - `analytics-matrix check <data dir> <client id>...`: re-measures those profiles and fails
 //!   when a signal differs from the file.
 //!
-//! Per profile: (1) images as the profile shows them by default → open counted or blocked;
+//! Per profile: (1) images as the profile shows them by default (blocked where data/behaviours.toml
+//! says `remote-images-blocked-by-default`) → open counted or blocked;
 //! (2) images shown, the open image held open 3.5 s by the recorder (so the engine keeps the page
 //! loading, as a reader keeps it open) → open, and reading time: the animation's `r2.gif` (at
 //! 2 s), or the held-open image `h.gif` requested (the service times that one itself);
@@ -31,7 +32,7 @@ use axum::extract::{Path as UrlPath, State};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use domain::{Catalog, Client, ColorScheme, Engine, Variant};
-use emulate::RuleBook;
+use emulate::{Implementation, RuleBook};
 use render::{RenderConfig, RenderRequest, Renderer};
 
 /// How long the recorder holds the open image in the reading-time condition: past the first
@@ -41,7 +42,7 @@ const HOLD: Duration = Duration::from_millis(3500);
 const METHOD: &str = "analytics-matrix (crates/mailproof/src/bin/analytics-matrix.rs): each profile's \
 emulate transform of an email carrying the tracking code, drawn by the profile's engine through the \
 render proxy as a screenshot is, a loopback recorder noting the hit URLs requested. open: images as the \
-profile shows them by default, then shown. read: images shown, the open image held 3.5 s; r2.gif \
+profile shows them by default (blocked where data/behaviours.toml says remote-images-blocked-by-default), then shown. read: images shown, the open image held 3.5 s; r2.gif \
 fetched (the animation) or h.gif requested (the held-open image the service times). dark: the profile with a dark colour scheme through the same emulation. forward: the email \
 inside the forward wrapper of the profile's family. print: the emulated document's stylesheets in \
 Chromium (no print media on the screenshot path): a print rule giving the beacon the print image. \
@@ -191,9 +192,14 @@ impl Measurer {
 
     async fn measure(&self, client: &Client) -> anyhow::Result<ClientSignals> {
         let open = HitKind::Open.file();
-        let by_default = self
-            .draw(client, email, client.image_blocking, false)
-            .await?;
+        // The client's documented default (data/behaviours.toml), not the catalog's
+        // `image_blocking`, which says only that a no_images screenshot exists.
+        let blocks_by_default = self
+            .rules
+            .behaviours()
+            .of(client)
+            .has(Implementation::RemoteImagesBlockedByDefault);
+        let by_default = self.draw(client, email, blocks_by_default, false).await?;
         let shown = self.draw(client, email, false, true).await?;
         if shown.contains(&HitKind::Print.file()) || shown.contains(&HitKind::Forward.file()) {
             bail!(
