@@ -104,19 +104,27 @@ impl Launch {
         self
     }
 
-    /// Starts the process without waiting for it to be ready.
-    pub fn spawn(self) -> Result<Starting, Error> {
-        let mut child = Command::new(&self.bin)
-            .args(["serve", "--http", &self.http])
+    /// The command, not started: for a test that watches a process meant to fail, or reads its
+    /// log (set `stderr` to piped), instead of waiting for it to serve.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(["serve", "--http", &self.http])
             .args(&self.args)
             .env("MAILPROOF_API_KEY", ADMIN_KEY)
             .env("MAILPROOF_PASSWORD", ADMIN_PASS)
             .env("RUST_LOG", "warn")
             .env_remove("MAILPROOF_ROLE")
-            .envs(self.env)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .process_group(0)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        cmd
+    }
+
+    /// Starts the process without waiting for it to be ready.
+    pub fn spawn(self) -> Result<Starting, Error> {
+        let mut child = self
+            .command()
             .spawn()
             .map_err(|e| format!("start {} serve ({}): {e}", self.bin.display(), self.name))?;
         let stdout = child.stdout.take().ok_or("no stdout")?;

@@ -761,17 +761,20 @@ async fn the_first_account_follows_the_password_rule() {
     std::fs::write(&config, "[render]\nengines = []\n[spam]\ndaemons = false\n").expect("config");
     let out = tokio::time::timeout(
         WAIT,
-        tokio::process::Command::new(BIN)
-            .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--config")
-            .arg(&config)
-            .env_remove("MAILPROOF_DATABASE_URL")
-            .env("MAILPROOF_API_KEY", "first-key")
-            .env("MAILPROOF_PASSWORD", "six-ch")
-            .kill_on_drop(true)
-            .output(),
+        tokio::process::Command::from(
+            testkit::service::Launch::serve(std::path::Path::new(BIN), "short password")
+                .args(["--smtp", "127.0.0.1:0", "--data-dir"])
+                .arg(dir.path().join("data"))
+                .arg("--config")
+                .arg(&config)
+                .env("MAILPROOF_API_KEY", "first-key")
+                .env("MAILPROOF_PASSWORD", "six-ch")
+                .command(),
+        )
+        .env_remove("MAILPROOF_DATABASE_URL")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .output(),
     )
     .await
     .expect("serve must stop at once on a short first password")
