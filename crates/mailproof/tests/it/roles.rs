@@ -559,9 +559,8 @@ async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer(
         Some(BLINK_CLIENTS.len()),
         "every client completes after the kill: {info}"
     );
-    let api_server = ApiView(&api);
     for test in [&seed_id, &svc_id] {
-        let verdicts = api_server.spam_verdicts(test).await;
+        let verdicts = spam_verdicts_at(&api, test, Duration::from_secs(180)).await;
         assert!(
             verdicts.len() >= 3,
             "spam test {test}: a verdict from every filter: {verdicts:#?}"
@@ -598,44 +597,11 @@ async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer(
 }
 
 pub(crate) async fn wait_processed(p: &Proc, id: &str, limit: Duration) -> Value {
-    let start = std::time::Instant::now();
-    loop {
-        let info = p
-            .call("GET", &format!("/v5/email/tests/{id}"), None)
-            .await
-            .ok()
-            .clone();
-        if info["processing"].as_array().map_or(0, Vec::len) == 0 {
-            return info;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "test {id} still processing after {limit:?}: {info}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    wait_processed_at(p, id, limit).await
 }
 
-/// `support::spam_verdicts` speaks to a `Server`; this is the same wait against a `Proc`.
-struct ApiView<'a>(&'a Proc);
-
-impl ApiView<'_> {
-    async fn spam_verdicts(&self, id: &str) -> Vec<Value> {
-        let started = std::time::Instant::now();
-        loop {
-            let r = self
-                .0
-                .call("GET", &format!("/v5/spam/tests/{id}"), None)
-                .await;
-            let entries = r.ok().as_array().cloned().unwrap_or_default();
-            if !entries.is_empty() && entries.iter().all(|e| !e["spam"].is_null()) {
-                return entries;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(180),
-                "not every spam filter answered for test {id} within 180 s (are spamd and rspamd installed? install them with scripts/setup.sh): {entries:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+impl ApiGet for Proc {
+    async fn api_get(&self, path: &str) -> Reply {
+        self.call("GET", path, None).await
     }
 }

@@ -173,22 +173,7 @@ impl Server {
     /// Waits until no client of email test `id` is processing (each Complete or Bounced) and
     /// returns the test info.
     pub async fn wait_processed(&self, id: &str, limit: Duration) -> Value {
-        let start = std::time::Instant::now();
-        loop {
-            let info = self
-                .get(&format!("/v5/email/tests/{id}"))
-                .await
-                .ok()
-                .clone();
-            if info["processing"].as_array().map_or(0, Vec::len) == 0 {
-                return info;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "test {id} still processing after {limit:?}: {info}"
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+        wait_processed_at(self, id, limit).await
     }
 
     pub async fn delete(&self, path: &str) -> Reply {
@@ -530,11 +515,54 @@ pub fn dot_stuffed(message: &[u8]) -> Vec<u8> {
 /// Polls `GET /v5/spam/tests/<id>` (as `auth`) until every filter has answered, for at most
 /// `wait`; returns the entries.
 pub async fn spam_verdicts(s: &Server, auth: (&str, &str), id: &str, wait: Duration) -> Vec<Value> {
+    spam_verdicts_at(&(s, auth), id, wait).await
+}
+
+/// A GET to the API of one running service (a `Server`, a role process) as one caller, so that
+/// the waits below are written once for both.
+pub trait ApiGet {
+    fn api_get(&self, path: &str) -> impl std::future::Future<Output = Reply>;
+}
+
+impl ApiGet for Server {
+    async fn api_get(&self, path: &str) -> Reply {
+        self.get(path).await
+    }
+}
+
+impl ApiGet for (&Server, (&str, &str)) {
+    async fn api_get(&self, path: &str) -> Reply {
+        self.0.call("GET", path, Some(self.1), None).await
+    }
+}
+
+/// Waits until no client of email test `id` is processing (each Complete or Bounced) and
+/// returns the test info.
+pub async fn wait_processed_at(api: &impl ApiGet, id: &str, limit: Duration) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let info = api
+            .api_get(&format!("/v5/email/tests/{id}"))
+            .await
+            .ok()
+            .clone();
+        if info["processing"].as_array().map_or(0, Vec::len) == 0 {
+            return info;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "test {id} still processing after {limit:?}: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Polls `GET /v5/spam/tests/<id>` until every filter has answered, for at most `wait`; returns
+/// the entries.
+pub async fn spam_verdicts_at(api: &impl ApiGet, id: &str, wait: Duration) -> Vec<Value> {
     let started = std::time::Instant::now();
     loop {
-        let r = s
-            .call("GET", &format!("/v5/spam/tests/{id}"), Some(auth), None)
-            .await;
+        let r = api.api_get(&format!("/v5/spam/tests/{id}")).await;
         let entries = r.ok().as_array().cloned().unwrap_or_default();
         if !entries.is_empty() && entries.iter().all(|e| !e["spam"].is_null()) {
             return entries;
