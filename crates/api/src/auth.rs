@@ -76,12 +76,7 @@ fn verify_password(password: &str, phc: &str, memory: &mut Vec<Block>) -> Result
         .hash_password_into_with_memory(password.as_bytes(), salt, &mut out, &mut memory[..blocks])
         .map_err(|e| format!("argon2: {e}"))?;
     // Constant time, as password_hash's own comparison.
-    Ok(out.len() == expected.as_bytes().len()
-        && out
-            .iter()
-            .zip(expected.as_bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0)
+    Ok(domain::signing::constant_time_eq(&out, expected.as_bytes()))
 }
 
 /// `(user, password)` from an `Authorization: Basic` header, if there is a well-formed one.

@@ -3,10 +3,8 @@
 //! summary from stored rows with [`Summary::build`], signs the exact bytes with [`signature`] and
 //! posts them through the network policy.
 
-use hmac::{Hmac, Mac};
 use rand::Rng;
 use serde::Serialize;
-use sha2::Sha256;
 use store::{ClaimedCallback, ClientRow, SpamRow, TestRow};
 
 /// The header carrying `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`.
@@ -31,17 +29,9 @@ pub fn new_secret() -> String {
 /// The value of [`SIGNATURE_HEADER`] for `body` sent at `timestamp`. The timestamp is signed with
 /// the body so that a captured request cannot be replayed later under a fresh time.
 pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    // HMAC takes keys of any length, so this cannot fail; the fallback keeps it panic-free.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret.as_bytes()) else {
-        return format!("t={timestamp},v1=");
-    };
-    mac.update(timestamp.to_string().as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    format!(
-        "t={timestamp},v1={}",
-        hex::encode(mac.finalize().into_bytes())
-    )
+    let t = timestamp.to_string();
+    let mac = domain::signing::hmac_sha256_hex(secret.as_bytes(), &[t.as_bytes(), b".", body]);
+    format!("t={timestamp},v1={mac}")
 }
 
 /// The body of a completion callback.

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod ids;
 pub mod plan;
 pub mod seed;
+pub mod signing;
 pub mod test;
 pub mod timespec;
 

@@ -49,16 +49,7 @@ fn basic(user: &str, pass: &str) -> String {
 }
 
 fn rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map(|kb| kb / 1024.0)
-        .unwrap_or(f64::NAN)
+    procs::rss_bytes(&[pid]) as f64 / (1024.0 * 1024.0)
 }
 
 /// The storm's n-th client address: 127.1.x.y, never the tenant's 127.0.0.1.

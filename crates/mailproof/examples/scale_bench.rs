@@ -17,18 +17,16 @@
 mod bench_service;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bench_service::{add_account_in, mailproof_binary, BoxError};
+use bench_service::{unlimited_account, BoxError};
 use domain::{TestKind, Variant};
 
 use serde_json::{json, Value};
 use store::testing::database;
 use store::{Backend, JobOutcome, NewTest, NewTestClient, Store};
+use testkit::service::{sibling_binary, Deployment, Service};
 
 const KEY: &str = "scale-bench";
 const PASSWORD: &str = "scale-bench-password";
@@ -67,69 +65,14 @@ fn options() -> Result<Options, BoxError> {
     Ok(o)
 }
 
-/// One `mailproof serve` process in its own process group (its browser goes with it).
-struct Proc {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
-        let _ = self.child.wait();
-    }
-}
-
-struct Shared {
-    root: tempfile::TempDir,
-    database_url: String,
-}
-
-impl Shared {
-    fn data_dir(&self) -> PathBuf {
-        self.root.path().join("data")
-    }
-
-    fn start(&self, role: &str, engines: &str) -> Result<Proc, BoxError> {
-        let n = std::fs::read_dir(self.root.path())?.count();
-        let config = self.root.path().join(format!("{role}-{n}.toml"));
-        std::fs::write(
-            &config,
-            format!(
-                "role = \"{role}\"\ndatabase_url = \"{}\"\n[keys]\nurl_signing_key_file = {:?}\n\
-                 [render]\nengines = {engines}\n[spam]\ndaemons = false\n",
-                self.database_url,
-                self.root.path().join("url.key").display().to_string(),
-            ),
-        )?;
-        let mut child = Command::new(mailproof_binary()?)
-            .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(self.data_dir())
-            .arg("--config")
-            .arg(&config)
-            .env("MAILPROOF_API_KEY", "admin")
-            .env("MAILPROOF_PASSWORD", "admin-password")
-            .env("RUST_LOG", "warn")
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("mailproof: listening on ") {
-                    let _ = tx.send(url.to_string());
-                }
-            }
-        });
-        let base = rx
-            .recv_timeout(Duration::from_secs(120))
-            .map_err(|_| format!("a {role} process did not start within 120 s"))?;
-        Ok(Proc { child, base })
-    }
+/// One process of `role` with `engines` (a TOML list), SIGTERM'd with its browser when dropped.
+fn start(shared: &Deployment, role: &str, engines: &str) -> Result<Service, BoxError> {
+    let n = std::fs::read_dir(shared.root.path())?.count();
+    let config = shared.process_config(role, &format!("[render]\nengines = {engines}\n"));
+    shared
+        .launch(&format!("{role}-{n}"), &config, &["--smtp", "127.0.0.1:0"])
+        .stop_with(procs::Signal::TERM)
+        .start()
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -153,26 +96,17 @@ struct RunFigures {
 async fn run(o: &Options, renderers: usize, html: &str) -> Result<RunFigures, BoxError> {
     let db = database(Backend::Postgres).await;
     eprintln!("scale_bench: database ready; starting 1 api and {renderers} render process(es)");
-    let root = tempfile::tempdir()?;
-    std::fs::write(root.path().join("url.key"), rand::random::<[u8; 32]>())?;
-    let shared = Shared {
-        root,
-        database_url: db.url.clone(),
-    };
-    let api = shared.start("api", "[]")?;
+    let db_url = db.url.clone();
+    let shared = Deployment::with(&sibling_binary()?, Some(db), None);
+    let api = start(&shared, "api", "[]")?;
     let mut render = Vec::new();
     for _ in 0..renderers {
-        render.push(shared.start("render", "[\"blink\"]")?);
+        render.push(start(&shared, "render", "[\"blink\"]")?);
     }
     // No practical rate limit: the batch is polled hard, and the benchmark measures the service.
-    add_account_in(
-        &shared.data_dir(),
-        Some(&shared.database_url),
-        KEY,
-        PASSWORD,
-    )?;
+    shared.add_account(&unlimited_account(KEY, PASSWORD))?;
     eprintln!("scale_bench: processes up; submitting {} tests", o.tests);
-    let store = Store::connect(&db.url).await?;
+    let store = Store::connect(&db_url).await?;
     let http = reqwest::Client::new();
     let started = Instant::now();
     let mut ids = Vec::new();

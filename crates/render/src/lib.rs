@@ -330,13 +330,13 @@ impl Renderer {
     pub fn engine_rss_bytes(&self) -> u64 {
         let mut all: Vec<u32> = Vec::new();
         for (_, pid) in self.engine_pids() {
-            for p in process::process_tree(pid) {
+            for p in procs::tree(pid) {
                 if !all.contains(&p) {
                     all.push(p);
                 }
             }
         }
-        process::rss_bytes(&all)
+        procs::rss_bytes(&all)
     }
 
     /// Renders `req` and returns the whole-document PNG and its thumbnails.

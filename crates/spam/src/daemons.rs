@@ -216,7 +216,7 @@ fn remove_abandoned(parent: &Path, ours: &Path) {
         let Ok(pid) = fs::read_to_string(path.join("owner.pid")) else {
             continue;
         };
-        let alive = Path::new("/proc").join(pid.trim()).exists();
+        let alive = pid.trim().parse().is_ok_and(procs::alive);
         if !alive && !pid.trim().is_empty() {
             remove_run_dir(&path);
         }
@@ -469,11 +469,7 @@ impl Drop for FilterDaemons {
 
 fn terminate(child: &Child) {
     if let Some(pid) = child.id() {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        procs::signal(pid, procs::Signal::TERM);
     }
 }
 

@@ -9,7 +9,6 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Redirect, Response};
-use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -35,24 +34,13 @@ pub fn secret_hash(secret: &str) -> String {
 
 /// The CSRF token of a session.
 pub fn csrf_for(key: &[u8], session: &str) -> String {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
-        return String::new();
-    };
-    mac.update(b"web-csrf\0");
-    mac.update(session.as_bytes());
-    hex::encode(mac.finalize().into_bytes())
+    domain::signing::hmac_sha256_hex(key, &[b"web-csrf\0", session.as_bytes()])
 }
 
 /// Constant-time comparison of a submitted token with the expected one; an empty token never
 /// matches.
 pub fn token_matches(expected: &str, given: &str) -> bool {
-    !expected.is_empty()
-        && expected.len() == given.len()
-        && expected
-            .bytes()
-            .zip(given.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0
+    domain::signing::secret_eq(expected, given)
 }
 
 pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -83,12 +71,7 @@ pub fn sandbox_session(key: &[u8], expires: i64) -> String {
 }
 
 fn sandbox_mac(key: &[u8], body: &str) -> String {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
-        return String::new();
-    };
-    mac.update(b"web-sandbox\0");
-    mac.update(body.as_bytes());
-    hex::encode(mac.finalize().into_bytes())
+    domain::signing::hmac_sha256_hex(key, &[b"web-sandbox\0", body.as_bytes()])
 }
 
 /// Is `id` a sandbox session cookie made with `key` that has not expired?

@@ -66,11 +66,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             last.load_ms, last.snapshot_ms, last.encode_ms
         );
     }
-    let rss_kib: u64 = engine.pids().iter().filter_map(|pid| rss_kib(*pid)).sum();
     println!(
         "processes {:?}, summed RSS {} MiB",
         engine.pids(),
-        rss_kib / 1024
+        procs::rss_bytes(&engine.pids()) / (1024 * 1024)
     );
     engine.shutdown().await;
     Ok(())
@@ -84,10 +83,4 @@ fn closed_port() -> std::io::Result<u16> {
 
 fn ms(d: Duration) -> u128 {
     d.as_millis()
-}
-
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }

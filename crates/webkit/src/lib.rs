@@ -170,7 +170,7 @@ impl WebkitEngine {
             Err(_) => Vec::new(),
         };
         let mut all = own.clone();
-        all.extend(descendants(&own));
+        all.extend(procs::descendants(&own));
         all
     }
 
@@ -365,46 +365,6 @@ fn png_size(png: &[u8]) -> Option<(u32, u32)> {
     Some((width, height))
 }
 
-/// All processes below `roots` (WebKit's web and network processes), found through /proc.
-fn descendants(roots: &[u32]) -> Vec<u32> {
-    let mut parent_of = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if let Some(ppid) = std::fs::read_to_string(entry.path().join("stat"))
-                .ok()
-                .and_then(|s| parse_ppid(&s))
-            {
-                parent_of.push((pid, ppid));
-            }
-        }
-    }
-    let mut found = Vec::new();
-    let mut frontier = roots.to_vec();
-    while let Some(parent) = frontier.pop() {
-        for &(pid, ppid) in &parent_of {
-            if ppid == parent && !found.contains(&pid) && !roots.contains(&pid) {
-                found.push(pid);
-                frontier.push(pid);
-            }
-        }
-    }
-    found
-}
-
-/// The parent pid from `/proc/PID/stat`; the command name in parentheses may itself hold spaces
-/// and parentheses, so fields are counted after the last `)`.
-fn parse_ppid(stat: &str) -> Option<u32> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(1)?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,14 +416,5 @@ mod tests {
         png.extend_from_slice(&9057u32.to_be_bytes());
         assert_eq!(png_size(&png), Some((1170, 9057)));
         assert_eq!(png_size(b"GIF89a not a png at all, no"), None);
-    }
-
-    #[test]
-    fn parent_pid_is_read_after_a_command_name_with_spaces_and_parentheses() {
-        assert_eq!(
-            parse_ppid("1234 (Web (Content) x) S 42 1234 1234 0 -1"),
-            Some(42)
-        );
-        assert_eq!(parse_ppid("garbage"), None);
     }
 }

@@ -6,8 +6,6 @@ use axum::body::Body as HttpBody;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 
 use crate::auth::{authenticate, Caller};
 use crate::error::{ApiError, ErrorName};
@@ -36,12 +34,8 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn signature(key: &[u8], test: &str, client: &str, name: &str, expires: i64) -> String {
-    // HMAC accepts keys of any length, so this cannot fail; fall back to an impossible signature.
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
-        return String::new();
-    };
-    mac.update(format!("{test}/{client}/{name}/{expires}").as_bytes());
-    hex::encode(mac.finalize().into_bytes())
+    let signed = format!("{test}/{client}/{name}/{expires}");
+    domain::signing::hmac_sha256_hex(key, &[signed.as_bytes()])
 }
 
 /// A fresh URL for a screenshot, presigned for 24 hours from `now`.
@@ -131,7 +125,7 @@ pub async fn serve(
         None => match (q.expires, q.signature.as_deref()) {
             (Some(expires), Some(sig)) if expires >= now => {
                 let want = signature(&state.settings.signing_key, &test, &client, name, expires);
-                constant_time_eq(want.as_bytes(), sig.as_bytes())
+                domain::signing::secret_eq(&want, sig)
             }
             _ => false,
         },
@@ -164,8 +158,4 @@ pub async fn png(state: &AppState, test: &str, client: &str, name: &str) -> Resp
         ),
         Err(e) => ApiError::internal("reading a screenshot failed", e).into_response(),
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

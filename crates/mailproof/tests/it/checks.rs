@@ -3,11 +3,11 @@
 //! judged (on the right source line), the weight of an image served from an allow-listed loopback
 //! address, a corpus email with known findings, and the errors.
 
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use testkit::http::{counting_listener, HttpStub, OnAccept, Request, Response};
 
 use crate::support::*;
 
@@ -17,33 +17,21 @@ const PHOTO_BYTES: usize = 600 * 1024;
 /// A web server on 127.0.0.2 answering `/photo.jpg` with [`PHOTO_BYTES`] bytes after a second, so
 /// that the check is surely still pending when first asked for.
 async fn image_server() -> String {
-    let listener = TcpListener::bind("127.0.0.2:0")
-        .await
-        .expect("bind 127.0.0.2 (Linux routes all of 127/8 to loopback)");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let n = sock.read(&mut buf).await.unwrap_or(0);
-                let request = String::from_utf8_lossy(&buf[..n]).to_string();
-                let found = request.split_whitespace().nth(1) == Some("/photo.jpg");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                let (status, body) = if found {
-                    ("200 OK", vec![0xffu8; PHOTO_BYTES])
-                } else {
-                    ("404 Not Found", b"no".to_vec())
-                };
-                let head = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: image/jpeg\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = sock.write_all(head.as_bytes()).await;
-                let _ = sock.write_all(&body).await;
-            });
-        }
-    });
-    format!("http://{addr}")
+    let stub = HttpStub::start(
+        Ipv4Addr::new(127, 0, 0, 2).into(),
+        |r: Request| async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if r.target == "/photo.jpg" {
+                Response::ok("image/jpeg", vec![0xffu8; PHOTO_BYTES])
+            } else {
+                Response::status(404)
+                    .header("Content-Type", "image/jpeg")
+                    .body(&b"no"[..])
+            }
+        },
+    )
+    .await;
+    stub.base()
 }
 
 async fn create(s: &Server, html: &str) -> String {
@@ -322,21 +310,12 @@ async fn mail_to_the_auto_inbox_is_judged_for_its_plain_text_part() {
 /// A loopback server on 127.0.0.2 (allow-listed for the test) that only counts: nothing in the
 /// hostile email below references it except its scripts and its meta refresh, so any request
 /// arriving means something of the email ran or navigated.
-async fn counting_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU64>) {
-    let listener = TcpListener::bind("127.0.0.2:0")
-        .await
-        .expect("bind 127.0.0.2 (Linux routes all of 127/8 to loopback)");
-    let addr = listener.local_addr().expect("addr");
-    let hits = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let counted = hits.clone();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let _ = sock
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                .await;
-        }
-    });
+async fn counting_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let (addr, hits) = counting_listener(
+        Ipv4Addr::new(127, 0, 0, 2).into(),
+        OnAccept::Reply(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
     (format!("http://{addr}"), hits)
 }
 

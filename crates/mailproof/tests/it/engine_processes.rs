@@ -3,19 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::*;
+use procs::live_command;
 
-/// The command name of `pid` (`/proc/PID/comm`), `None` once it is gone or a zombie.
-fn live_command(pid: u32) -> Option<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
-    if state == "Z" || state == "X" {
-        return None;
-    }
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .ok()
-        .map(|c| c.trim().to_owned())
-}
+use crate::support::*;
 
 #[tokio::test]
 async fn engines_and_xvfb_die_with_a_killed_service() {
@@ -28,7 +18,7 @@ async fn engines_and_xvfb_die_with_a_killed_service() {
     // The engines start in the background: wait until all three kinds of process are there.
     let started = Instant::now();
     let tree = loop {
-        let tree: Vec<(u32, String)> = render::process::process_tree(service)
+        let tree: Vec<(u32, String)> = procs::tree(service)
             .into_iter()
             .skip(1)
             .filter_map(|pid| live_command(pid).map(|c| (pid, c)))

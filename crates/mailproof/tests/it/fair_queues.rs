@@ -2,30 +2,20 @@
 //! order of events decides (the other account's check is complete while every slow one is still
 //! pending), not a measured time.
 
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
+use testkit::http::{counting_listener, OnAccept};
 
 use crate::support::*;
 
 /// A host on 127.0.0.3 that accepts connections and never answers; counts them.
 async fn silent_host() -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.3:0")
-        .await
-        .expect("bind 127.0.0.3 (Linux routes all of 127/8 to loopback)");
-    let addr = listener.local_addr().expect("addr");
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((conn, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            held.push(conn);
-        }
-    });
+    let (addr, accepted) =
+        counting_listener(Ipv4Addr::new(127, 0, 0, 3).into(), OnAccept::Hold).await;
     (format!("http://{addr}"), accepted)
 }
 

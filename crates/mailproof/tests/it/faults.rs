@@ -433,19 +433,15 @@ fn api_start(
     extra: &[&str],
 ) -> Result<(), String> {
     use std::io::{BufRead, BufReader};
-    let mut child = Command::new(BIN)
-        .args(["serve", "--role", "api", "--http", "127.0.0.1:0"])
-        .arg("--data-dir")
+    let mut child = testkit::service::Launch::serve(std::path::Path::new(BIN), "api")
+        .args(["--role", "api", "--data-dir"])
         .arg(data_dir)
         .arg("--url-signing-key-file")
         .arg(key)
         .args(extra)
-        .env_remove("MAILPROOF_ROLE")
+        .command()
         .env_remove("MAILPROOF_DATABASE_URL")
         .env_remove("MAILPROOF_CONFIG")
-        .env("MAILPROOF_API_KEY", ADMIN_KEY)
-        .env("MAILPROOF_PASSWORD", ADMIN_PASS)
-        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start mailproof serve");

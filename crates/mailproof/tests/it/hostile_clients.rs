@@ -440,27 +440,12 @@ async fn a_locked_key_still_admits_its_owner_from_a_quiet_address() {
 
 /// A loopback HTTP server that counts the connections made to it.
 async fn counting_origin() -> (String, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counted = hits.clone();
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            counted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let _ = sock.read(&mut buf).await;
-                let body = "<html><body><p>fetched</p></body></html>";
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(resp.as_bytes()).await;
-            });
-        }
-    });
+    const PAGE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 40\r\nConnection: close\r\n\r\n<html><body><p>fetched</p></body></html>";
+    let (addr, hits) = testkit::http::counting_listener(
+        std::net::Ipv4Addr::LOCALHOST.into(),
+        testkit::http::OnAccept::Reply(PAGE),
+    )
+    .await;
     (format!("http://{addr}/email.html"), hits)
 }
 
@@ -776,17 +761,20 @@ async fn the_first_account_follows_the_password_rule() {
     std::fs::write(&config, "[render]\nengines = []\n[spam]\ndaemons = false\n").expect("config");
     let out = tokio::time::timeout(
         WAIT,
-        tokio::process::Command::new(BIN)
-            .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--config")
-            .arg(&config)
-            .env_remove("MAILPROOF_DATABASE_URL")
-            .env("MAILPROOF_API_KEY", "first-key")
-            .env("MAILPROOF_PASSWORD", "six-ch")
-            .kill_on_drop(true)
-            .output(),
+        tokio::process::Command::from(
+            testkit::service::Launch::serve(std::path::Path::new(BIN), "short password")
+                .args(["--smtp", "127.0.0.1:0", "--data-dir"])
+                .arg(dir.path().join("data"))
+                .arg("--config")
+                .arg(&config)
+                .env("MAILPROOF_API_KEY", "first-key")
+                .env("MAILPROOF_PASSWORD", "six-ch")
+                .command(),
+        )
+        .env_remove("MAILPROOF_DATABASE_URL")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .output(),
     )
     .await
     .expect("serve must stop at once on a short first password")

@@ -9,68 +9,38 @@ use std::time::{Duration, Instant};
 
 use content::uribl::test_dns::BlocklistDns;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use testkit::http::{HttpStub, OnAccept, Request, Response};
 
 use crate::support::*;
 
 /// A tiny web server on 127.0.0.2: `/redirect` → 301 → `/final` (HTML), `/missing` → 404,
 /// `/logo.png` → a PNG. Answers `HEAD` without a body.
 async fn web_server() -> String {
-    let listener = TcpListener::bind("127.0.0.2:0")
-        .await
-        .expect("bind 127.0.0.2 (Linux routes all of 127/8 to loopback)");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let n = sock.read(&mut buf).await.unwrap_or(0);
-                let request = String::from_utf8_lossy(&buf[..n]).to_string();
-                let mut words = request.split_whitespace();
-                let method = words.next().unwrap_or("").to_owned();
-                let target = words.next().unwrap_or("");
-                let path = target.split('?').next().unwrap_or("").to_owned();
-                let (status, extra, ctype, body): (&str, &str, &str, &[u8]) = match path.as_str() {
-                    "/redirect" => (
-                        "301 Moved Permanently",
-                        "Location: /final\r\n",
-                        "text/plain",
-                        b"moved",
-                    ),
-                    "/final" => ("200 OK", "", "text/html; charset=utf-8", b"<p>landing</p>"),
-                    "/logo.png" => ("200 OK", "", "image/png", b"\x89PNG\r\n\x1a\n"),
-                    _ => ("404 Not Found", "", "text/plain", b"no such page"),
-                };
-                let head = format!(
-                    "HTTP/1.1 {status}\r\n{extra}Content-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = sock.write_all(head.as_bytes()).await;
-                if method != "HEAD" {
-                    let _ = sock.write_all(body).await;
-                }
-            });
-        }
-    });
-    format!("http://{addr}")
+    let stub = HttpStub::start(
+        Ipv4Addr::new(127, 0, 0, 2).into(),
+        |r: Request| async move {
+            match r.path.split('?').next().unwrap_or("") {
+                "/redirect" => Response::status(301)
+                    .header("Location", "/final")
+                    .header("Content-Type", "text/plain")
+                    .body(&b"moved"[..]),
+                "/final" => Response::ok("text/html; charset=utf-8", &b"<p>landing</p>"[..]),
+                "/logo.png" => Response::ok("image/png", &b"\x89PNG\r\n\x1a\n"[..]),
+                _ => Response::status(404)
+                    .header("Content-Type", "text/plain")
+                    .body(&b"no such page"[..]),
+            }
+        },
+    )
+    .await;
+    stub.base()
 }
 
 /// A listener on 127.0.0.1 (not allow-listed) that counts connections.
 async fn counting_listener() -> (u16, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1");
-    let port = listener.local_addr().expect("addr").port();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        while let Ok((conn, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            drop(conn);
-        }
-    });
-    (port, accepted)
+    let (addr, accepted) =
+        testkit::http::counting_listener(Ipv4Addr::LOCALHOST.into(), OnAccept::Close).await;
+    (addr.port(), accepted)
 }
 
 fn find<'a>(report: &'a Value, url: &str) -> &'a Value {

@@ -82,21 +82,21 @@ async fn metrics_move_when_tests_run_and_mail_arrives() {
 #[test]
 fn json_logs_are_one_object_per_line() {
     use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
+    use std::path::Path;
+    use std::process::Stdio;
+    use testkit::service::Launch;
 
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("mailproof.toml");
     std::fs::write(&config, "[render]\nengines = []\n[spam]\ndaemons = false\n").expect("config");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-        .arg("--data-dir")
+    let mut child = Launch::serve(Path::new(BIN), "json logs")
+        .args(["--smtp", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path().join("data"))
         .arg("--config")
         .arg(&config)
         .env("MAILPROOF_LOG_FORMAT", "json")
-        .env("MAILPROOF_API_KEY", ADMIN_KEY)
-        .env("MAILPROOF_PASSWORD", ADMIN_PASS)
         .env("RUST_LOG", "info")
+        .command()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -12,35 +12,14 @@ const CLIENTS: [&str; 3] = ["gmail_chrome_web", "thunderbird_win", "iphone15_ios
 
 /// A loopback server answering every request with a solid red 64x64 PNG, counting requests.
 async fn red_image_server() -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut png = Vec::new();
     let img = image::RgbImage::from_pixel(64, 64, image::Rgb([255, 0, 0]));
     image::DynamicImage::ImageRgb8(img)
         .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
         .expect("encode png");
-    let png: &'static [u8] = Box::leak(png.into_boxed_slice());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    testkit::http::HttpStub::fixed("image/png", png)
         .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let _ = sock.read(&mut buf).await;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-                    png.len()
-                );
-                let _ = sock.write_all(head.as_bytes()).await;
-                let _ = sock.write_all(png).await;
-            });
-        }
-    });
-    format!("http://{addr}/red.png")
+        .url("/red.png")
 }
 
 fn email(img: &str) -> String {
@@ -206,28 +185,10 @@ async fn a_test_survives_a_killed_service_and_completes_after_restart() {
 /// Kills every process whose command line mentions `needle` (the server's data directory names
 /// each engine's profile directory), as a crash would.
 fn kill_processes_mentioning(needle: &str, name_part: &str) -> usize {
-    let mut killed = 0;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    for e in entries.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-        if cmd.contains(needle) && cmd.contains(name_part) {
-            let status = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .status();
-            if status.is_ok_and(|s| s.success()) {
-                killed += 1;
-            }
-        }
-    }
-    killed
+    procs::with_command_line(&[needle, name_part])
+        .into_iter()
+        .filter(|&pid| procs::signal(pid, procs::Signal::KILL))
+        .count()
 }
 
 #[tokio::test]

@@ -2,156 +2,82 @@
 //! running only its part, several processes sharing one database, one blob store and the keys of
 //! `[keys]`.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::ops::{Deref, DerefMut};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use testkit::http::{HttpStub, Response};
+use testkit::service::{Deployment, Service};
 
 use crate::support::*;
 
-/// What every process of one test service shares: one database, one blob store, the key files.
-/// Only `process_config`, `store` and `blobs` read it.
-pub(crate) struct Shared {
-    pub(crate) root: tempfile::TempDir,
-    /// One data directory for all processes: the embedded SQLite database when there is no
-    /// `database` (WAL mode serves several processes on one machine) and local blobs when there
-    /// is no `s3`.
-    data_dir: PathBuf,
-    /// A PostgreSQL database all processes use (kept alive with the test).
-    database: Option<store::testing::TestDb>,
-    /// An S3-compatible server holding every process's screenshots.
-    pub(crate) s3: Option<store::test_s3::S3Server>,
-    pub(crate) url_key: PathBuf,
-    dkim_key: PathBuf,
-}
+/// What every process of one test service shares (`testkit::service::Deployment`), started from
+/// this build's binary.
+pub(crate) struct Shared(Deployment);
 
 impl Shared {
     /// The harness's database (`MAILPROOF_TEST_DB`) and local blobs.
     async fn new() -> Shared {
-        let database = match store::Backend::from_env() {
-            store::Backend::Postgres => {
-                Some(store::testing::database(store::Backend::Postgres).await)
-            }
-            store::Backend::Sqlite => None,
-        };
-        Shared::with(database, None)
+        Shared(Deployment::new(Path::new(BIN)).await)
     }
 
-    /// PostgreSQL and an S3-compatible server, whatever the harness runs on: the deployment
-    /// with several machines that roles are for.
+    /// PostgreSQL and an S3-compatible server, whatever the harness runs on.
     pub(crate) async fn on_postgres_and_s3() -> Shared {
-        let database = store::testing::database(store::Backend::Postgres).await;
-        let s3 = store::test_s3::S3Server::start().await;
-        Shared::with(Some(database), Some(s3))
+        Shared(Deployment::on_postgres_and_s3(Path::new(BIN)).await)
     }
 
     pub(crate) fn with(
         database: Option<store::testing::TestDb>,
         s3: Option<store::test_s3::S3Server>,
     ) -> Shared {
-        let root = tempfile::tempdir().expect("temp dir");
-        let data_dir = root.path().join("data");
-        let keys = root.path().join("keys");
-        std::fs::create_dir_all(&keys).expect("keys dir");
-        let url_key = keys.join("url-signing.key");
-        std::fs::write(&url_key, rand::random::<[u8; 32]>()).expect("write url key");
-        Shared {
-            data_dir,
-            database,
-            s3,
-            url_key,
-            dkim_key: keys.join("dkim.pem"),
-            root,
-        }
+        Shared(Deployment::with(Path::new(BIN), database, s3))
     }
+}
 
-    /// The shared database, as the processes see it.
-    pub(crate) async fn store(&self) -> store::Store {
-        match &self.database {
-            Some(db) => store::Store::connect(&db.url).await,
-            None => store::Store::open(&self.data_dir).await,
-        }
-        .expect("open the shared store")
+impl Deref for Shared {
+    type Target = Deployment;
+    fn deref(&self) -> &Deployment {
+        &self.0
     }
+}
 
-    /// The shared blob store, as the processes see it.
-    pub(crate) fn blobs(&self) -> store::Blobs {
-        let config = self
-            .s3
-            .as_ref()
-            .map_or(store::BlobsConfig::Local, |s3| s3.config());
-        store::Blobs::open(&config, &self.data_dir).expect("open the shared blobs")
-    }
-
-    /// Makes the DKIM key once, as an operator would with openssl, for every mail process.
-    fn make_dkim_key(&self) {
-        let out = Command::new("openssl")
-            .args(["genrsa", "-traditional", "-out"])
-            .arg(&self.dkim_key)
-            .arg("2048")
-            .output()
-            .expect("openssl runs (install it with scripts/setup.sh)");
-        assert!(
-            out.status.success(),
-            "openssl genrsa: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+impl DerefMut for Shared {
+    fn deref_mut(&mut self) -> &mut Deployment {
+        &mut self.0
     }
 }
 
 /// The configuration file of one process of `role`, with `extra` TOML appended.
 pub(crate) fn process_config(shared: &Shared, role: &str, extra: &str) -> String {
-    let mut text = format!(
-        "role = \"{role}\"\ndata_dir = {:?}\n",
-        shared.data_dir.display().to_string()
-    );
-    if let Some(db) = &shared.database {
-        text.push_str(&format!("database_url = {:?}\n", db.url));
-    }
-    text.push_str(&format!(
-        "[keys]\nurl_signing_key_file = {:?}\n",
-        shared.url_key.display().to_string()
-    ));
-    if shared.dkim_key.exists() {
-        text.push_str(&format!(
-            "dkim_key_file = {:?}\n",
-            shared.dkim_key.display().to_string()
-        ));
-    }
-    text.push_str(extra);
-    if let Some(s3) = &shared.s3 {
-        text.push('\n');
-        text.push_str(&s3.config_toml());
-    }
-    if !text.contains("[render]") {
-        text.push_str("\n[render]\nengines = []\n");
-    }
-    if !text.contains("[spam]") {
-        text.push_str("\n[spam]\ndaemons = false\n");
-    }
-    text
+    shared.process_config(role, extra)
 }
 
-/// One `mailproof serve` process, in its own process group so that a kill also ends the
-/// browsers and filter daemons it started.
+/// One `mailproof serve` process with an HTTP client speaking to it as the admin account.
 pub(crate) struct Proc {
-    child: Child,
+    service: Service,
     pub(crate) base: String,
-    smtp: Option<SocketAddr>,
+    smtp: Option<std::net::SocketAddr>,
     pub(crate) http: reqwest::Client,
 }
 
 /// A started `mailproof serve` whose address lines are still to be read.
-pub(crate) struct Starting {
-    pub(crate) child: Child,
-    pub(crate) name: String,
-    /// Its `mailproof: ...` stdout lines, without the prefix.
-    pub(crate) lines: std::sync::mpsc::Receiver<String>,
+pub(crate) struct Starting(testkit::service::Starting);
+
+impl Deref for Starting {
+    type Target = testkit::service::Starting;
+    fn deref(&self) -> &testkit::service::Starting {
+        &self.0
+    }
+}
+
+impl DerefMut for Starting {
+    fn deref_mut(&mut self) -> &mut testkit::service::Starting {
+        &mut self.0
+    }
 }
 
 impl Proc {
@@ -162,44 +88,17 @@ impl Proc {
 
     /// Starts a process without waiting for it to be ready.
     pub(crate) fn spawn(shared: &Shared, name: &str, config: &str, args: &[&str]) -> Starting {
-        use std::os::unix::process::CommandExt as _;
-        let path = shared.root.path().join(format!("{name}.toml"));
-        std::fs::write(&path, config).expect("write config");
-        let mut child = Command::new(BIN)
-            .args(["serve", "--http", "127.0.0.1:0"])
-            .args(args)
-            .arg("--config")
-            .arg(&path)
-            .env("MAILPROOF_API_KEY", ADMIN_KEY)
-            .env("MAILPROOF_PASSWORD", ADMIN_PASS)
-            .env("RUST_LOG", "warn")
-            .env_remove("MAILPROOF_ROLE")
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start mailproof serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix("mailproof: ") {
-                    let _ = tx.send(rest.to_string());
-                }
-            }
-        });
-        Starting {
-            child,
-            name: name.to_string(),
-            lines,
-        }
+        Starting(
+            shared
+                .launch(name, config, args)
+                .spawn()
+                .expect("start mailproof serve"),
+        )
     }
 
     /// SIGKILL to the whole group: the service and its engines or daemons die at once.
     pub(crate) fn kill9(&mut self) {
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-        let _ = self.child.wait();
+        self.service.kill_group();
     }
 
     pub(crate) async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Reply {
@@ -233,34 +132,21 @@ impl Proc {
 impl Starting {
     /// Waits for the process's "listening on" line (its roles are running).
     pub(crate) fn ready(self) -> Proc {
-        let Starting { child, name, lines } = self;
-        let mut smtp = None;
-        let base = loop {
-            let line = lines
-                .recv_timeout(Duration::from_secs(120))
-                .unwrap_or_else(|_| panic!("{name} did not report its address within 120 s"));
-            if let Some(addr) = line.strip_prefix("smtp on ") {
-                smtp = Some(addr.parse().expect("an SMTP socket address"));
-            } else if let Some(url) = line.strip_prefix("listening on ") {
-                break url.to_string();
-            }
-        };
+        let name = self.0.name.clone();
+        let service = self
+            .0
+            .ready()
+            .unwrap_or_else(|e| panic!("{name} did not start: {e}"));
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
             .build()
             .expect("http client");
         Proc {
-            child,
-            base,
-            smtp,
+            base: service.base.clone(),
+            smtp: service.smtp,
+            service,
             http,
         }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill9();
     }
 }
 
@@ -527,54 +413,34 @@ fn a_configured_key_file_that_is_missing_or_short_stops_the_start() {
     }
 }
 
-/// A loopback image server that holds requests unanswered while `hold` is set, counting them.
+/// A loopback image server that holds requests unanswered while `hold` is set.
 struct SlowImage {
     url: String,
-    requests: Arc<AtomicUsize>,
+    stub: HttpStub,
     hold: Arc<AtomicBool>,
 }
 
 async fn slow_image() -> SlowImage {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut png = Vec::new();
     image::DynamicImage::ImageRgb8(image::RgbImage::from_pixel(32, 32, image::Rgb([0, 0, 255])))
         .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
         .expect("encode png");
     let png: Arc<[u8]> = png.into();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let requests = Arc::new(AtomicUsize::new(0));
     let hold = Arc::new(AtomicBool::new(true));
-    let (count, held) = (requests.clone(), hold.clone());
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            let (count, held, png) = (count.clone(), held.clone(), png.clone());
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                if sock.read(&mut buf).await.unwrap_or(0) == 0 {
-                    return;
-                }
-                count.fetch_add(1, Ordering::SeqCst);
-                while held.load(Ordering::SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-                    png.len()
-                );
-                let _ = sock.write_all(head.as_bytes()).await;
-                let _ = sock.write_all(&png).await;
-            });
+    let held = hold.clone();
+    let stub = HttpStub::start(std::net::Ipv4Addr::LOCALHOST.into(), move |_| {
+        let (held, png) = (held.clone(), png.clone());
+        async move {
+            while held.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Response::ok("image/png", png.to_vec()).header("Cache-Control", "no-store")
         }
-    });
+    })
+    .await;
     SlowImage {
-        url: format!("http://{addr}/blue.png"),
-        requests,
+        url: stub.url("/blue.png"),
+        stub,
         hold,
     }
 }
@@ -627,7 +493,7 @@ async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer(
 
     // Mid-render: the engine asked for the image, which is not answered yet.
     let started = std::time::Instant::now();
-    while image.requests.load(Ordering::SeqCst) == 0 {
+    while image.stub.requests().is_empty() {
         assert!(
             started.elapsed() < Duration::from_secs(120),
             "render process A never started drawing test {id}"
@@ -693,9 +559,8 @@ async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer(
         Some(BLINK_CLIENTS.len()),
         "every client completes after the kill: {info}"
     );
-    let api_server = ApiView(&api);
     for test in [&seed_id, &svc_id] {
-        let verdicts = api_server.spam_verdicts(test).await;
+        let verdicts = spam_verdicts_at(&api, test, Duration::from_secs(180)).await;
         assert!(
             verdicts.len() >= 3,
             "spam test {test}: a verdict from every filter: {verdicts:#?}"
@@ -732,44 +597,11 @@ async fn api_render_and_mail_processes_complete_tests_through_a_killed_renderer(
 }
 
 pub(crate) async fn wait_processed(p: &Proc, id: &str, limit: Duration) -> Value {
-    let start = std::time::Instant::now();
-    loop {
-        let info = p
-            .call("GET", &format!("/v5/email/tests/{id}"), None)
-            .await
-            .ok()
-            .clone();
-        if info["processing"].as_array().map_or(0, Vec::len) == 0 {
-            return info;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "test {id} still processing after {limit:?}: {info}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    wait_processed_at(p, id, limit).await
 }
 
-/// `support::spam_verdicts` speaks to a `Server`; this is the same wait against a `Proc`.
-struct ApiView<'a>(&'a Proc);
-
-impl ApiView<'_> {
-    async fn spam_verdicts(&self, id: &str) -> Vec<Value> {
-        let started = std::time::Instant::now();
-        loop {
-            let r = self
-                .0
-                .call("GET", &format!("/v5/spam/tests/{id}"), None)
-                .await;
-            let entries = r.ok().as_array().cloned().unwrap_or_default();
-            if !entries.is_empty() && entries.iter().all(|e| !e["spam"].is_null()) {
-                return entries;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(180),
-                "not every spam filter answered for test {id} within 180 s (are spamd and rspamd installed? install them with scripts/setup.sh): {entries:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+impl ApiGet for Proc {
+    async fn api_get(&self, path: &str) -> Reply {
+        self.call("GET", path, None).await
     }
 }

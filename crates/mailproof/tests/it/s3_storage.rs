@@ -3,7 +3,7 @@
 //! deleting the test removes them, and a missing bucket stops the service at start.
 
 use std::io::Read as _;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -126,12 +126,12 @@ async fn a_missing_bucket_stops_the_service_at_start_naming_bucket_and_endpoint(
         .replace(&bucket_line, "bucket = \"no-such-bucket\"")
         + "[render]\nengines = []\n[spam]\ndaemons = false\n";
     std::fs::write(&config, toml).expect("write config");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-        .arg("--data-dir")
+    let mut child = testkit::service::Launch::serve(std::path::Path::new(BIN), "missing bucket")
+        .args(["--smtp", "127.0.0.1:0", "--data-dir"])
         .arg(dir.path().join("data"))
         .arg("--config")
         .arg(&config)
+        .command()
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,26 +1,25 @@
-//! Test harness: runs the real `mailproof serve` binary on an ephemeral port with a temporary data
-//! directory, creates accounts through the real CLI, and speaks HTTP to it.
+//! Test harness: runs the real `mailproof serve` binary (through `testkit::service`) on an
+//! ephemeral port with a temporary data directory, creates accounts through the real CLI, and
+//! speaks HTTP to it.
 //!
 //! The database is SQLite in the data directory, or with `MAILPROOF_TEST_DB=postgres` a fresh
 //! PostgreSQL database per test (in one cluster per test binary, from `store::testing`). Its URL is
 //! kept beside the data directory, so a server restarted on the same directory finds it again.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::Value;
+use testkit::service::{Launch, Service};
+pub use testkit::service::{ADMIN_KEY, ADMIN_PASS};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_mailproof");
-pub const ADMIN_KEY: &str = "admin-key";
-pub const ADMIN_PASS: &str = "admin-password";
 
 pub struct Server {
     pub dir: tempfile::TempDir,
     pub base: String,
-    child: Child,
+    service: Service,
     pub http: reqwest::Client,
 }
 
@@ -52,8 +51,6 @@ impl Server {
     }
 
     async fn start_at(dir: tempfile::TempDir, opts: Options, http: &str) -> Server {
-        prepare_database(dir.path()).await;
-        let config = dir.path().join("mailproof.toml");
         // Tests that do not ask for rendering run without engines: starting three browsers for
         // every API test would only slow the suite down.
         let mut text = opts.config.clone();
@@ -63,43 +60,7 @@ impl Server {
         if !text.contains("[spam]") {
             text.push_str("\n[spam]\ndaemons = false\n");
         }
-        std::fs::write(&config, text).expect("write config");
-        let mut child = Command::new(BIN)
-            .args(["serve", "--http", http, "--smtp", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--config")
-            .arg(&config)
-            .envs(database_env(dir.path()))
-            .env("MAILPROOF_API_KEY", ADMIN_KEY)
-            .env("MAILPROOF_PASSWORD", ADMIN_PASS)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start mailproof serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("mailproof: listening on ") {
-                    let _ = tx.send(url.to_string());
-                }
-            }
-        });
-        let base = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("mailproof serve did not report its address within 60 s");
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()
-            .expect("http client");
-        let server = Server {
-            dir,
-            base,
-            child,
-            http,
-        };
+        let server = Server::launch(dir, &text, http).await;
         let health = server
             .http
             .get(format!("{}/healthz", server.base))
@@ -110,38 +71,57 @@ impl Server {
         server
     }
 
+    /// `mailproof serve` on `dir` (its database prepared) with `config`, once it has announced
+    /// its addresses.
+    async fn launch(dir: tempfile::TempDir, config: &str, http: &str) -> Server {
+        prepare_database(dir.path()).await;
+        let config_path = dir.path().join("mailproof.toml");
+        std::fs::write(&config_path, config).expect("write config");
+        let service = Launch::serve(Path::new(BIN), "mailproof serve")
+            .http(http)
+            .args(["--smtp", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .arg("--config")
+            .arg(config_path)
+            .envs(database_env(dir.path()))
+            .start()
+            .unwrap_or_else(|e| panic!("mailproof serve did not start: {e}"));
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()
+            .expect("http client");
+        Server {
+            dir,
+            base: service.base.clone(),
+            service,
+            http,
+        }
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
     /// The service's process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.service.pid()
     }
 
     /// Kills the process at once (SIGKILL), keeping the data directory.
-    pub fn kill(mut self) -> tempfile::TempDir {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"))
+    pub fn kill(self) -> tempfile::TempDir {
+        let Server {
+            dir, mut service, ..
+        } = self;
+        service.kill();
+        dir
     }
 
     /// Sends SIGTERM and waits for the process to exit; returns whether it exited successfully.
-    pub fn terminate(mut self) -> (bool, tempfile::TempDir) {
-        let pid = self.child.id().to_string();
-        let sent = Command::new("kill").args(["-TERM", &pid]).status();
-        assert!(sent.is_ok_and(|s| s.success()), "kill -TERM {pid}");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                break Some(status);
-            }
-            if std::time::Instant::now() > deadline {
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let dir = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("temp dir"));
+    pub fn terminate(self) -> (bool, tempfile::TempDir) {
+        let Server {
+            dir, mut service, ..
+        } = self;
+        let status = service.terminate(Duration::from_secs(30));
         (status.is_some_and(|s| s.success()), dir)
     }
 
@@ -193,34 +173,12 @@ impl Server {
     /// Waits until no client of email test `id` is processing (each Complete or Bounced) and
     /// returns the test info.
     pub async fn wait_processed(&self, id: &str, limit: Duration) -> Value {
-        let start = std::time::Instant::now();
-        loop {
-            let info = self
-                .get(&format!("/v5/email/tests/{id}"))
-                .await
-                .ok()
-                .clone();
-            if info["processing"].as_array().map_or(0, Vec::len) == 0 {
-                return info;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "test {id} still processing after {limit:?}: {info}"
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+        wait_processed_at(self, id, limit).await
     }
 
     pub async fn delete(&self, path: &str) -> Reply {
         self.call("DELETE", path, Some((ADMIN_KEY, ADMIN_PASS)), None)
             .await
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -249,28 +207,11 @@ pub fn database_env(dir: &Path) -> Option<(&'static str, String)> {
 }
 
 pub fn accounts_cli(data_dir: &Path, key: &str, plan: &str, extra: &[&str]) {
-    let out = Command::new(BIN)
-        .args([
-            "accounts",
-            "add",
-            "--api-key",
-            key,
-            "--password",
-            "password-1",
-            "--plan",
-            plan,
-        ])
-        .arg("--data-dir")
-        .arg(data_dir)
-        .envs(data_dir.parent().and_then(database_env))
-        .args(extra)
-        .output()
-        .expect("run mailproof accounts add");
-    assert!(
-        out.status.success(),
-        "accounts add failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let url = data_dir.parent().and_then(database_url);
+    let mut args = vec!["--api-key", key, "--password", "password-1", "--plan", plan];
+    args.extend_from_slice(extra);
+    testkit::service::add_account(Path::new(BIN), data_dir, url.as_deref(), &args)
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// The seed addresses of a creation response (`address_list`, spec §2.2).
@@ -430,35 +371,15 @@ pub async fn web_sign_in(
 
 /// A minimal HTTP server on loopback answering every request with `body`, for `url` sources.
 pub async fn serve_static(body: &'static str, content_type: &'static str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    testkit::http::HttpStub::fixed(content_type, body)
         .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let _ = sock.read(&mut buf).await;
-                let resp = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(resp.as_bytes()).await;
-            });
-        }
-    });
-    format!("http://{addr}")
+        .base()
 }
 
 // The mail helpers below serve `spam_e2e` and `auto_inbox` (issue 4); until those modules are
 // listed in main.rs they are unused.
-/// A server with its SMTP listener's address. It runs in its own process group so that dropping
-/// it also stops the spam filter daemons it started (a SIGKILL of the service alone would leave
-/// them running).
+/// A server with its SMTP listener's address. Dropping it also stops the spam filter daemons it
+/// started (the service runs in its own process group, which `testkit` kills whole).
 pub struct MailServer {
     pub server: Server,
     pub smtp: std::net::SocketAddr,
@@ -483,9 +404,6 @@ impl MailServer {
 
     /// In `dir` (the data dir is `dir/data`), with `extra` appended to the config file.
     pub async fn start_in(dir: tempfile::TempDir, extra: &str) -> MailServer {
-        use std::os::unix::process::CommandExt as _;
-        prepare_database(dir.path()).await;
-        let config = dir.path().join("mailproof.toml");
         // Spam tests need the filters, not the browsers (unless `extra` asks for some). The `smtp`
         // method's test relay listens on loopback, which the network policy admits only when
         // allow-listed.
@@ -494,68 +412,13 @@ impl MailServer {
         } else {
             "[render]\nengines = []\n"
         };
-        std::fs::write(
-            &config,
-            format!("{render}[fetch]\nallow = [\"127.0.0.1/32\"]\n{extra}"),
-        )
-        .expect("write config");
-        let mut child = Command::new(BIN)
-            .args(["serve", "--http", "127.0.0.1:0", "--smtp", "127.0.0.1:0"])
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .arg("--config")
-            .arg(&config)
-            .envs(database_env(dir.path()))
-            .env("MAILPROOF_API_KEY", ADMIN_KEY)
-            .env("MAILPROOF_PASSWORD", ADMIN_PASS)
-            .env("RUST_LOG", "warn")
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start mailproof serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix("mailproof: ") {
-                    let _ = tx.send(rest.to_string());
-                }
-            }
-        });
-        let mut smtp = None;
-        let base = loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(90))
-                .expect("mailproof serve did not report its addresses within 90 s");
-            if let Some(addr) = line.strip_prefix("smtp on ") {
-                smtp = Some(addr.parse().expect("an SMTP socket address"));
-            } else if let Some(url) = line.strip_prefix("listening on ") {
-                break url.to_string();
-            }
-        };
-        let smtp =
-            smtp.expect("mailproof serve printed `mailproof: smtp on <addr>` before the HTTP line");
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()
-            .expect("http client");
-        MailServer {
-            server: Server {
-                dir,
-                base,
-                child,
-                http,
-            },
-            smtp,
-        }
-    }
-}
-
-impl Drop for MailServer {
-    fn drop(&mut self) {
-        let group = format!("-{}", self.server.child.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let config = format!("{render}[fetch]\nallow = [\"127.0.0.1/32\"]\n{extra}");
+        let server = Server::launch(dir, &config, "127.0.0.1:0").await;
+        let smtp = server
+            .service
+            .smtp
+            .expect("mailproof serve printed `mailproof: smtp on <addr>` before the HTTP line");
+        MailServer { server, smtp }
     }
 }
 
@@ -652,11 +515,54 @@ pub fn dot_stuffed(message: &[u8]) -> Vec<u8> {
 /// Polls `GET /v5/spam/tests/<id>` (as `auth`) until every filter has answered, for at most
 /// `wait`; returns the entries.
 pub async fn spam_verdicts(s: &Server, auth: (&str, &str), id: &str, wait: Duration) -> Vec<Value> {
+    spam_verdicts_at(&(s, auth), id, wait).await
+}
+
+/// A GET to the API of one running service (a `Server`, a role process) as one caller, so that
+/// the waits below are written once for both.
+pub trait ApiGet {
+    fn api_get(&self, path: &str) -> impl std::future::Future<Output = Reply>;
+}
+
+impl ApiGet for Server {
+    async fn api_get(&self, path: &str) -> Reply {
+        self.get(path).await
+    }
+}
+
+impl ApiGet for (&Server, (&str, &str)) {
+    async fn api_get(&self, path: &str) -> Reply {
+        self.0.call("GET", path, Some(self.1), None).await
+    }
+}
+
+/// Waits until no client of email test `id` is processing (each Complete or Bounced) and
+/// returns the test info.
+pub async fn wait_processed_at(api: &impl ApiGet, id: &str, limit: Duration) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let info = api
+            .api_get(&format!("/v5/email/tests/{id}"))
+            .await
+            .ok()
+            .clone();
+        if info["processing"].as_array().map_or(0, Vec::len) == 0 {
+            return info;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "test {id} still processing after {limit:?}: {info}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Polls `GET /v5/spam/tests/<id>` until every filter has answered, for at most `wait`; returns
+/// the entries.
+pub async fn spam_verdicts_at(api: &impl ApiGet, id: &str, wait: Duration) -> Vec<Value> {
     let started = std::time::Instant::now();
     loop {
-        let r = s
-            .call("GET", &format!("/v5/spam/tests/{id}"), Some(auth), None)
-            .await;
+        let r = api.api_get(&format!("/v5/spam/tests/{id}")).await;
         let entries = r.ok().as_array().cloned().unwrap_or_default();
         if !entries.is_empty() && entries.iter().all(|e| !e["spam"].is_null()) {
             return entries;

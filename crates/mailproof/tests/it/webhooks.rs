@@ -4,15 +4,14 @@
 //! sees a connection and the callback is recorded as refused by the network policy. A spam test is
 //! called back once its last filter has answered.
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use testkit::http::{counting_listener, HttpStub, OnAccept, Request, Response};
 
 use crate::support::*;
 
@@ -62,70 +61,38 @@ impl Receiver {
     }
 
     async fn start_on(ip: &str, mode: u8) -> Receiver {
-        let listener = TcpListener::bind((ip, 0))
-            .await
-            .unwrap_or_else(|e| panic!("bind {ip}: {e}"));
-        let addr = listener.local_addr().expect("addr");
-        let receiver = Receiver {
-            url: format!("http://{addr}/hook"),
-            mode: Arc::new(AtomicU8::new(mode)),
-            received: Arc::new(Mutex::new(Vec::new())),
-        };
-        let r = receiver.clone();
-        tokio::spawn(async move {
-            while let Ok((sock, _)) = listener.accept().await {
-                let r = r.clone();
-                tokio::spawn(async move { r.serve(sock).await });
+        let ip: std::net::IpAddr = ip.parse().expect("an IP address");
+        let mode = Arc::new(AtomicU8::new(mode));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let (now, log) = (mode.clone(), received.clone());
+        let stub = HttpStub::start(ip, move |r: Request| {
+            let hold = now.load(Ordering::SeqCst) == HOLD;
+            let headers = r
+                .head
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.split_once(':'))
+                .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+                .collect();
+            log.lock().expect("lock").push(Received {
+                headers,
+                body: r.body,
+                answered: (!hold).then_some(200),
+            });
+            async move {
+                if hold {
+                    // Never answered: the service hangs up when it is killed.
+                    std::future::pending::<()>().await;
+                }
+                Response::status(200)
             }
-        });
-        receiver
-    }
-
-    async fn serve(&self, mut sock: tokio::net::TcpStream) {
-        let mut data = Vec::new();
-        let mut buf = [0u8; 4096];
-        let head_end = loop {
-            if let Some(at) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                break at + 4;
-            }
-            match sock.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => data.extend_from_slice(&buf[..n]),
-            }
-        };
-        let head = String::from_utf8_lossy(&data[..head_end]).to_string();
-        let headers: Vec<(String, String)> = head
-            .lines()
-            .skip(1)
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
-            .collect();
-        let length: usize = headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0);
-        while data.len() < head_end + length {
-            match sock.read(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => data.extend_from_slice(&buf[..n]),
-            }
+        })
+        .await;
+        Receiver {
+            url: stub.url("/hook"),
+            mode,
+            received,
         }
-        let body = data[head_end..head_end + length].to_vec();
-        let hold = self.mode.load(Ordering::SeqCst) == HOLD;
-        self.received.lock().expect("lock").push(Received {
-            headers,
-            body,
-            answered: (!hold).then_some(200),
-        });
-        if hold {
-            // Until the service hangs up (it is killed).
-            let _ = sock.read(&mut buf).await;
-            return;
-        }
-        let _ = sock
-            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .await;
     }
 
     fn received(&self) -> Vec<Received> {
@@ -297,18 +264,9 @@ async fn a_callback_in_flight_survives_sigkill_and_arrives_once() {
 
 #[tokio::test]
 async fn a_loopback_target_that_is_not_allow_listed_gets_no_connection() {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1");
-    let port = listener.local_addr().expect("addr").port();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let count = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        while let Ok((conn, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            drop(conn);
-        }
-    });
+    let (addr, accepted) =
+        counting_listener(std::net::Ipv4Addr::LOCALHOST.into(), OnAccept::Close).await;
+    let port = addr.port();
     let s = Server::start_with(config("")).await;
     // An address literal the policy refuses is refused at once, in both kinds of test and as the
     // account's default.

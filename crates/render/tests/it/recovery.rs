@@ -5,11 +5,7 @@ use domain::Engine;
 use crate::support::{page, render, renderer, request, run};
 
 fn kill(pid: u32) {
-    let status = std::process::Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill {pid}");
+    assert!(procs::signal(pid, procs::Signal::KILL), "kill {pid}");
 }
 
 #[test]

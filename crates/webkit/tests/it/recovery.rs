@@ -1,7 +1,6 @@
 //! A killed helper, web process or Xvfb is replaced by the next capture, on a warm engine.
 
 use crate::support::{request, runtime, start_engine};
-use std::process::Command;
 use std::time::Duration;
 use webkit::WebkitEngine;
 
@@ -9,21 +8,14 @@ const PAGE: &str = "<!doctype html><html><body><p>still here</p></body></html>";
 
 /// Sends `signal` to every process of the engine whose command name starts with `name`,
 /// returning how many.
-fn signal_named(engine: &WebkitEngine, name: &str, signal: &str) -> usize {
+fn signal_named(engine: &WebkitEngine, name: &str, signal: procs::Signal) -> usize {
     let victims: Vec<u32> = engine
         .pids()
         .into_iter()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|comm| comm.starts_with(name))
-        })
+        .filter(|&pid| procs::live_command(pid).is_some_and(|comm| comm.starts_with(name)))
         .collect();
-    for pid in &victims {
-        let status = Command::new("kill")
-            .args([signal, &pid.to_string()])
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {pid}");
+    for &pid in &victims {
+        assert!(procs::signal(pid, signal), "kill {pid}");
     }
     victims.len()
 }
@@ -35,7 +27,7 @@ fn survives_killing(name: &str) {
             .capture(&request(PAGE, 600, 1.0))
             .await
             .expect("capture before the kill");
-        let killed = signal_named(&engine, name, "-KILL");
+        let killed = signal_named(&engine, name, procs::Signal::KILL);
         assert!(
             killed >= 1,
             "the engine runs a {name} process: {:?}",
@@ -56,7 +48,7 @@ fn survives_killing(name: &str) {
         // WebKit's child processes leave on their own once the helper's IPC channel closes.
         let mut alive = pids.clone();
         for _ in 0..50 {
-            alive.retain(|&pid| is_running(pid));
+            alive.retain(|&pid| procs::alive(pid));
             if alive.is_empty() {
                 break;
             }
@@ -86,17 +78,8 @@ fn a_killed_xvfb_is_replaced_by_the_next_capture() {
     survives_killing("Xvfb");
 }
 
-/// Running means present and not a zombie waiting to be reaped.
-fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-    })
-}
-
 fn describe(pid: u32) -> String {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    format!("{pid}: {}", stat.trim())
+    format!("{pid}: {:?}", procs::live_command(pid))
 }
 
 #[test]
@@ -109,7 +92,7 @@ fn a_hung_helper_times_out_and_the_capture_is_retried_on_a_fresh_one() {
             .await
             .expect("capture before the hang");
         // A stopped process neither answers nor exits: exactly what a hung WebView looks like.
-        let stopped = signal_named(&engine, "mailproof-webki", "-STOP");
+        let stopped = signal_named(&engine, "mailproof-webki", procs::Signal::STOP);
         assert_eq!(stopped, 1, "one helper at scale 1: {:?}", engine.pids());
         let started = std::time::Instant::now();
         let capture = engine

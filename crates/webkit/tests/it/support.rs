@@ -3,12 +3,11 @@
 //! The engine and its helpers' pipes belong to one tokio runtime, so every test drives its async
 //! code on this shared runtime instead of a per-test one from `#[tokio::test]`.
 
-use std::collections::HashMap;
 use std::io::Cursor;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::net::Ipv4Addr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use testkit::http::{HttpStub, Response};
 use webkit::{Capture, CaptureRequest, WebkitConfig, WebkitEngine};
 
 /// The colour of every image the proxy serves.
@@ -103,95 +102,39 @@ pub fn rgb_at(image: &image::RgbaImage, x: u32, y: u32) -> [u8; 3] {
 #[derive(Clone)]
 pub struct ImageProxy {
     pub addr: std::net::SocketAddr,
-    hits: Arc<Mutex<HashMap<String, usize>>>,
+    stub: HttpStub,
 }
 
 impl ImageProxy {
     pub async fn start() -> ImageProxy {
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a loopback port");
-        let addr = listener.local_addr().expect("local address");
-        let hits = Arc::new(Mutex::new(HashMap::new()));
-        let pngs = Arc::new(Pngs {
-            small: solid_png(40),
-            large: solid_png(2400),
-        });
-        let proxy = ImageProxy {
-            addr,
-            hits: hits.clone(),
-        };
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, hits.clone(), pngs.clone()));
+        let pngs = Arc::new((solid_png(40), solid_png(2400)));
+        let stub = HttpStub::start(Ipv4Addr::LOCALHOST.into(), move |request| {
+            let pngs = pngs.clone();
+            async move {
+                if request.path.starts_with("/slow") {
+                    tokio::time::sleep(SLOW_RESPONSE).await;
+                }
+                // Paths starting with /large get a 2400x2400 image, big enough for WebKit to
+                // decode it asynchronously (which once left large images out of WebDriver
+                // screenshots).
+                let png = if request.path.starts_with("/large") {
+                    &pngs.1
+                } else {
+                    &pngs.0
+                };
+                Response::ok("image/png", png.clone()).header("Cache-Control", "no-store")
             }
-        });
-        proxy
+        })
+        .await;
+        ImageProxy {
+            addr: stub.addr,
+            stub,
+        }
     }
 
     pub fn hits(&self, path: &str) -> usize {
-        self.hits
-            .lock()
-            .expect("hits lock")
-            .get(path)
-            .copied()
-            .unwrap_or(0)
+        self.stub.hits(path)
     }
-}
-
-struct Pngs {
-    small: Vec<u8>,
-    large: Vec<u8>,
-}
-
-async fn serve(
-    mut stream: tokio::net::TcpStream,
-    hits: Arc<Mutex<HashMap<String, usize>>>,
-    pngs: Arc<Pngs>,
-) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    // One request per connection is enough for these pages; headers end at the blank line.
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-        if buf.len() > 64 * 1024 {
-            return;
-        }
-    }
-    let head = String::from_utf8_lossy(&buf);
-    let target = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
-    // A proxy request names the absolute URL; keep only its path for counting.
-    let path = match target.split_once("://") {
-        Some((_, rest)) => rest
-            .find('/')
-            .map_or("/".to_owned(), |i| rest[i..].to_owned()),
-        None => target,
-    };
-    *hits
-        .lock()
-        .expect("hits lock")
-        .entry(path.clone())
-        .or_default() += 1;
-    if path.starts_with("/slow") {
-        tokio::time::sleep(SLOW_RESPONSE).await;
-    }
-    // Paths starting with /large get a 2400x2400 image, big enough for WebKit to decode it
-    // asynchronously (which once left large images out of WebDriver screenshots).
-    let png = if path.starts_with("/large") {
-        &pngs.large
-    } else {
-        &pngs.small
-    };
-    let header = format!(
-        "HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-        png.len()
-    );
-    let _ = stream.write_all(header.as_bytes()).await;
-    let _ = stream.write_all(png).await;
-    let _ = stream.shutdown().await;
 }
 
 fn solid_png(side: u32) -> Vec<u8> {

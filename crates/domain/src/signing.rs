@@ -1,0 +1,69 @@
+//! The one place that signs and compares secrets: HMAC-SHA256 in hex (presigned screenshot URLs,
+//! CSRF tokens, sandbox sessions, webhook signatures) and a constant-time comparison (signatures,
+//! password hashes, bearer tokens). Pure computation, so it lives with the vocabulary and every
+//! crate that signs or checks uses it instead of writing its own.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+/// Hex HMAC-SHA256 with `key` over the concatenation of `parts`; the parts are fed in order, so
+/// callers add their own separators or domain labels (`b"web-csrf\0"`) to keep two uses of one key
+/// from ever producing the same MAC.
+pub fn hmac_sha256_hex(key: &[u8], parts: &[&[u8]]) -> String {
+    // HMAC accepts keys of any length, so `new_from_slice` cannot fail; an empty string is a
+    // signature no valid one equals, and `secret_eq` refuses empty expectations.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+        return String::new();
+    };
+    for part in parts {
+        mac.update(part);
+    }
+    hex::encode(mac.finalize().into_bytes())
+}
+
+/// Whether `a` equals `b`, taking the same time whatever the first differing byte, so that a
+/// guess cannot be refined by timing. Only a length difference returns early: lengths of
+/// signatures and tokens are public.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.ct_eq(b).into()
+}
+
+/// Whether a submitted secret `given` matches the `expected` one, in constant time; an empty
+/// expectation (a MAC that could not be computed, a token never issued) matches nothing.
+pub fn secret_eq(expected: &str, given: &str) -> bool {
+    !expected.is_empty() && constant_time_eq(expected.as_bytes(), given.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmac_matches_rfc_4231_case_2() {
+        // RFC 4231 test case 2, split across parts to prove the parts are concatenated.
+        assert_eq!(
+            hmac_sha256_hex(b"Jefe", &[b"what do ya want ", b"for nothing?"]),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn hmac_depends_on_key_and_every_part() {
+        let base = hmac_sha256_hex(b"k", &[b"a", b"b"]);
+        assert_ne!(base, hmac_sha256_hex(b"K", &[b"a", b"b"]));
+        assert_ne!(base, hmac_sha256_hex(b"k", &[b"a", b"c"]));
+        assert_eq!(base.len(), 64);
+    }
+
+    #[test]
+    fn comparison_is_exact() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(constant_time_eq(b"", b""));
+        assert!(secret_eq("abc", "abc"));
+        assert!(!secret_eq("abc", "abC"));
+        assert!(!secret_eq("", ""), "an empty expectation matches nothing");
+    }
+}
