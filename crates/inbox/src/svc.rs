@@ -6,18 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use smtp::DkimSigner;
-use store::{PendingSend, Store};
+use store::{Outcome, PendingSend, Store, SVC_SENDS};
 use tokio::sync::{watch, Notify};
 
 use crate::InboxError;
 
-/// Attempts per test before its send is given up (the error stays on the test).
-const MAX_SEND_ATTEMPTS: i64 = 5;
 /// How long a claimed send is ours: far longer than one SMTP delivery to our own listener. A
 /// process that dies after sending but before recording it makes the next claimer send again (at
 /// least once, never lost).
 const LEASE: Duration = Duration::from_secs(120);
-const RETRY: Duration = Duration::from_secs(30);
 /// The API wakes us on new tests, but without keeping a permit; rescan to catch missed ones.
 const RESCAN: Duration = Duration::from_secs(2);
 
@@ -58,7 +55,6 @@ impl SvcSender {
                 &self.worker,
                 chrono::Utc::now().timestamp(),
                 LEASE.as_secs() as i64,
-                MAX_SEND_ATTEMPTS,
             )
             .await?
         else {
@@ -70,7 +66,7 @@ impl SvcSender {
             Ok(()) => {
                 if !self
                     .store
-                    .finish_svc_send(&send.test_id, &self.worker, now, Ok(()))
+                    .finish_svc_send(&send.test_id, &self.worker, now, &Outcome::Done)
                     .await?
                 {
                     tracing::warn!(test_id = send.test_id, "svc send lease lost before it was recorded; another sender may send it again");
@@ -80,11 +76,11 @@ impl SvcSender {
             }
             Err(e) => {
                 let message = e.to_string();
-                let retry_at = now + RETRY.as_secs() as i64;
+                let outcome = SVC_SENDS.failed(send.attempts, now, message.clone());
                 self.store
-                    .finish_svc_send(&send.test_id, &self.worker, now, Err((&message, retry_at)))
+                    .finish_svc_send(&send.test_id, &self.worker, now, &outcome)
                     .await?;
-                if send.attempts >= MAX_SEND_ATTEMPTS {
+                if matches!(outcome, Outcome::GiveUp { .. }) {
                     tracing::error!(
                         test_id = send.test_id,
                         error = message,

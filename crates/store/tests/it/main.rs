@@ -301,6 +301,7 @@ mod checks;
 mod fair;
 mod faults;
 mod links;
+mod queue;
 mod queue_stats;
 mod queues;
 mod web;
