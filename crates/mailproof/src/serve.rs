@@ -35,9 +35,9 @@ async fn start_rendering(
     catalog: &Arc<Catalog>,
     rules: Arc<emulate::RuleBook>,
     work_ready: Arc<Notify>,
-    stop: watch::Receiver<bool>,
+    runtime: &background::Runtime,
     health: &api::health::Health,
-) -> anyhow::Result<Option<(Arc<render::Renderer>, tokio::task::JoinHandle<()>)>> {
+) -> anyhow::Result<Option<Arc<render::Renderer>>> {
     use api::health::{Component, State};
     let r = &settings.render;
     if r.engines.is_empty() {
@@ -94,7 +94,7 @@ async fn start_rendering(
         rules,
         renderer.clone(),
         jobs::RenderWorkerConfig {
-            worker_id: worker_id("render"),
+            worker_id: background::lease_owner("render"),
             concurrency: slots,
             // Short, and renewed every few seconds while a job is worked on: a dead process's
             // jobs are taken over within about the lease, a live one keeps its jobs through a
@@ -107,7 +107,8 @@ async fn start_rendering(
             engines,
         },
     );
-    Ok(Some((renderer, tokio::spawn(worker.run(work_ready, stop)))))
+    runtime.spawn(worker.run(work_ready, runtime.cancel_token()));
+    Ok(Some(renderer))
 }
 
 /// How long a render job is a worker's without renewal, and how often the worker renews it.
@@ -484,6 +485,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         metrics_port_public: !settings.http.ip().is_loopback(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
+    // The background workers of this process; the mail side's SMTP tasks still stop by `stop_rx`.
+    let runtime = background::Runtime::new();
     let health = Arc::new(api::health::Health::default());
     // Only a mail process binds SMTP: another one on the same machine could not otherwise start.
     let mail = if roles.has(Role::Mail) {
@@ -573,7 +576,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             &catalog,
             rules,
             work_ready.clone(),
-            stop_rx.clone(),
+            &runtime,
             &health,
         )
         .await
@@ -629,7 +632,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             crate::checks::Worker {
                 store: store.clone(),
                 policy: settings.fetch.clone(),
-                renderer: rendering.as_ref().map(|(renderer, _)| renderer.clone()),
+                renderer: rendering.clone(),
                 lease_secs: crate::checks::lease_secs(
                     &settings.fetch,
                     Duration::from_secs(settings.render.render_timeout.max(1)),
@@ -673,8 +676,9 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     if let Some((mail, _)) = mail {
         mail.shutdown().await;
     }
-    if let Some((renderer, worker)) = rendering {
-        let _ = worker.await;
+    // Every worker has stopped, and with them their references to the renderer.
+    runtime.shutdown().await;
+    if let Some(renderer) = rendering {
         match Arc::try_unwrap(renderer) {
             Ok(r) => r.shutdown().await,
             Err(_) => {
