@@ -256,3 +256,33 @@ impl Drop for Heartbeat {
         self.0.abort();
     }
 }
+
+/// How often retention looks for tests past the retention period.
+pub const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+/// One retention pass (spec §8): content and results of tests created more than `days` days ago
+/// go, in batches, with their screenshot blobs; metadata stays ([`Store::purge_before`]).
+pub async fn retention_pass(
+    store: Store,
+    blobs: store::Blobs,
+    days: i64,
+) -> Result<(), store::StoreError> {
+    let now = chrono::Utc::now().timestamp();
+    loop {
+        let ids = store
+            .purge_before(now.saturating_sub(days.saturating_mul(86_400)), now, 100)
+            .await?;
+        if ids.is_empty() {
+            return Ok(());
+        }
+        for id in &ids {
+            if let Err(e) = blobs.delete_test(id).await {
+                tracing::warn!(test_id = %id, error = %e, "retention: could not delete screenshots");
+            }
+        }
+        tracing::info!(
+            count = ids.len(),
+            "retention: removed content and results of old tests"
+        );
+    }
+}
