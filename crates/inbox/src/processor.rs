@@ -6,10 +6,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use background::Loops;
 use domain::Catalog;
 use spam::{Envelope, SpamError, SpamFilters};
 use store::{InboundRow, Outcome, SpamUpdate, Store, StoreError, INBOUND};
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::address::Recipient;
 use crate::auto_inbox;
@@ -66,7 +68,7 @@ impl InboundProcessor {
             catalog,
             filters,
             work_ready,
-            worker: crate::worker_id("inbox"),
+            worker: crate::lease_owner(&INBOUND),
         }
     }
 
@@ -105,30 +107,13 @@ impl InboundProcessor {
         Ok(count)
     }
 
-    /// Processes mail until `stop`, woken by `wake` (the SMTP sink) or by a periodic rescan.
-    pub async fn run(self, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+    /// Processes mail until `cancel`, woken by `wake` (the SMTP sink) or by a periodic rescan.
+    pub async fn run(self, wake: Arc<Notify>, cancel: CancellationToken) {
         tracing::info!("inbound processor started");
-        loop {
-            while !*stop.borrow() {
-                // Small batches: a stop request waits for at most one batch.
-                match self.run_batch(8).await {
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::error!(error = %e, "inbound processing failed; retrying later");
-                        break;
-                    }
-                }
-            }
-            tokio::select! {
-                () = wake.notified() => {}
-                () = tokio::time::sleep(RESCAN) => {}
-                changed = stop.changed() => if changed.is_err() || *stop.borrow() {
-                    tracing::info!("inbound processor stopped");
-                    return;
-                },
-            }
-        }
+        Loops::new(INBOUND.name, 1, Some(wake), RESCAN)
+            .run(cancel, |_| self.run_one())
+            .await;
+        tracing::info!("inbound processor stopped");
     }
 
     /// One pass over a claimed message. `done` holds the recipients that have their outcome (from

@@ -5,9 +5,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use background::Loops;
 use smtp::DkimSigner;
 use store::{Outcome, PendingSend, Store, SVC_SENDS};
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::InboxError;
 
@@ -42,7 +44,7 @@ impl SvcSender {
             signer: Arc::new(signer),
             deliver_to,
             seed_domain,
-            worker: crate::worker_id("svc"),
+            worker: crate::lease_owner(&SVC_SENDS),
         }
     }
 
@@ -92,26 +94,13 @@ impl SvcSender {
         }
     }
 
-    /// Sends until `stop`, woken by `wake` (new tests) or a short periodic rescan.
-    pub async fn run(self, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+    /// Sends until `cancel`, woken by `wake` (new tests) or a short periodic rescan.
+    pub async fn run(self, wake: Arc<Notify>, cancel: CancellationToken) {
         tracing::info!(dkim = %self.signer.dns_name(), "svc sender started");
-        loop {
-            while !*stop.borrow() {
-                match self.run_one().await {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(e) => tracing::warn!(error = %e, "svc send failed; retrying later"),
-                }
-            }
-            tokio::select! {
-                () = wake.notified() => {}
-                () = tokio::time::sleep(RESCAN) => {}
-                changed = stop.changed() => if changed.is_err() || *stop.borrow() {
-                    tracing::info!("svc sender stopped");
-                    return;
-                },
-            }
-        }
+        Loops::new(SVC_SENDS.name, 1, Some(wake), RESCAN)
+            .run(cancel, |_| self.run_one())
+            .await;
+        tracing::info!("svc sender stopped");
     }
 
     async fn send(&self, send: &PendingSend) -> Result<(), InboxError> {
