@@ -80,6 +80,7 @@ pub use queue::{
     Backoff, Claim, Claimed, Key, Outcome, Queue, QueueStat, States, CALLBACKS, CONTENT_CHECKS,
     INBOUND, LINK_CHECKS, QUEUES, RENDER, SVC_SENDS,
 };
+pub use retention::{CONTENT_TABLES, KEPT_PER_TEST};
 pub use spam::{PendingSend, SpamRow, SpamUpdate};
 pub use tests::{
     ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, TestRow,

@@ -13,7 +13,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
 use crate::sql::{Arg, Query};
-use crate::{Result, Store};
+use crate::{Backend, Result, Store};
 
 /// How long a failed attempt waits before the next: `first_secs` after the first failure,
 /// doubling per further failure up to `max_secs`, less a random share of up to `jitter` (0 to 1)
@@ -613,6 +613,25 @@ impl Store {
     ) -> Result<bool> {
         let mut conn = self.pool.acquire().await?;
         queue.finish_in(&mut conn, key, worker, outcome, &[]).await
+    }
+
+    /// The tables of the schema with a column whose name is `LIKE column`, sorted: for tests that
+    /// hold the lists of queues and of content tables to the schema.
+    pub async fn tables_with_column(&self, column: &str) -> Result<Vec<String>> {
+        let sql = match self.backend {
+            Backend::Sqlite => {
+                "SELECT DISTINCT m.name FROM sqlite_master m JOIN pragma_table_info(m.name) c
+                 WHERE m.type = 'table' AND c.name LIKE $1 ORDER BY m.name"
+            }
+            Backend::Postgres => {
+                "SELECT DISTINCT CAST(table_name AS TEXT) FROM information_schema.columns
+                 WHERE table_schema = current_schema() AND column_name LIKE $1 ORDER BY 1"
+            }
+        };
+        Ok(sqlx::query_scalar(sql)
+            .bind(column)
+            .fetch_all(&self.pool)
+            .await?)
     }
 
     /// Figures for every queue of [`QUEUES`] at `now` (unix seconds).
