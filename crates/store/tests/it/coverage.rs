@@ -16,7 +16,7 @@ async fn every_leased_table_is_a_queue_that_metrics_reports(backend: Backend) {
     assert!(leased.contains(&"render_jobs".to_string()), "{leased:?}");
     for table in &leased {
         assert!(
-            QUEUES.iter().any(|q| &q.table == table),
+            QUEUES.iter().any(|q| q.table == table),
             "table {table} has a lease column but is no queue of store::QUEUES: describe it there \
              (store/src/queue.rs), so that /metrics reports it"
         );
