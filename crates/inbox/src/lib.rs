@@ -26,13 +26,9 @@ pub use processor::InboundProcessor;
 pub use sink::InboxSink;
 pub use svc::{bare_address, SvcSender};
 
-/// A lease owner's name: the role, the process id and the start time in nanoseconds, so that two
-/// processes (or one restarted) never share a name.
-fn worker_id(role: &str) -> String {
-    let started = chrono::Utc::now()
-        .timestamp_nanos_opt()
-        .unwrap_or_else(|| chrono::Utc::now().timestamp());
-    format!("{role}-{}-{started}", std::process::id())
+/// The lease owner of a processor or sender: its queue's loop 0 in the runtime's one format.
+fn lease_owner(queue: &store::Queue) -> String {
+    format!("{}-0", background::lease_owner(queue.name))
 }
 
 /// What the inbound side needs to know about the deployment.

@@ -6,10 +6,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use background::Loops;
 use domain::Catalog;
 use spam::{Envelope, SpamError, SpamFilters};
-use store::{InboundOutcome, InboundRow, SpamUpdate, Store, StoreError};
-use tokio::sync::{watch, Notify};
+use store::{InboundRow, Outcome, SpamUpdate, Store, StoreError, INBOUND};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::address::Recipient;
 use crate::auto_inbox;
@@ -21,11 +23,6 @@ use crate::{InboxConfig, InboxError};
 const LEASE: Duration = Duration::from_secs(600);
 /// How long mail for a reserved seed key waits for the test that binds it.
 const UNBOUND_KEY_WAIT: Duration = Duration::from_secs(3600);
-/// Failed (or abandoned) passes before a message is set aside; with the backoff cap that is over a
-/// day.
-const MAX_ATTEMPTS: i64 = 300;
-const FIRST_RETRY: Duration = Duration::from_secs(5);
-const MAX_RETRY: Duration = Duration::from_secs(300);
 /// A message waiting for its seed key to be bound is looked at again this often.
 const KEY_WAIT_RETRY: Duration = Duration::from_secs(2);
 /// Rescan even without a wake-up, so that a missed notification only delays work; short, because
@@ -71,7 +68,7 @@ impl InboundProcessor {
             catalog,
             filters,
             work_ready,
-            worker: crate::worker_id("inbox"),
+            worker: crate::lease_owner(&INBOUND),
         }
     }
 
@@ -96,15 +93,10 @@ impl InboundProcessor {
             if let Err(e) = self.process(&row, &mut done).await {
                 // Keep what is done and look again shortly. If even this fails (the database is
                 // gone), the lease expires and the message is taken up again then.
-                let outcome = InboundOutcome::Retry {
-                    error: e.to_string(),
-                    retry_at: unix_now() + FIRST_RETRY.as_secs() as i64,
-                    max_attempts: MAX_ATTEMPTS,
-                    done_rcpts: done,
-                };
+                let outcome = INBOUND.failed(row.attempts, unix_now(), e.to_string());
                 if let Err(e2) = self
                     .store
-                    .finish_inbound(row.id, &self.worker, &outcome)
+                    .finish_inbound(row.id, &self.worker, &outcome, &done)
                     .await
                 {
                     tracing::warn!(inbound_id = row.id, error = %e2, "could not record the failed pass; the message is taken up again when its lease expires");
@@ -115,30 +107,13 @@ impl InboundProcessor {
         Ok(count)
     }
 
-    /// Processes mail until `stop`, woken by `wake` (the SMTP sink) or by a periodic rescan.
-    pub async fn run(self, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+    /// Processes mail until `cancel`, woken by `wake` (the SMTP sink) or by a periodic rescan.
+    pub async fn run(self, wake: Arc<Notify>, cancel: CancellationToken) {
         tracing::info!("inbound processor started");
-        loop {
-            while !*stop.borrow() {
-                // Small batches: a stop request waits for at most one batch.
-                match self.run_batch(8).await {
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(e) => {
-                        tracing::error!(error = %e, "inbound processing failed; retrying later");
-                        break;
-                    }
-                }
-            }
-            tokio::select! {
-                () = wake.notified() => {}
-                () = tokio::time::sleep(RESCAN) => {}
-                changed = stop.changed() => if changed.is_err() || *stop.borrow() {
-                    tracing::info!("inbound processor stopped");
-                    return;
-                },
-            }
-        }
+        Loops::new(INBOUND.name, 1, Some(wake), RESCAN)
+            .run(cancel, |_| self.run_one())
+            .await;
+        tracing::info!("inbound processor stopped");
     }
 
     /// One pass over a claimed message. `done` holds the recipients that have their outcome (from
@@ -181,46 +156,43 @@ impl InboundProcessor {
         let outcome = if !retry.is_empty() {
             let error = retry.join("; ");
             let attempts = row.attempts;
-            if attempts >= MAX_ATTEMPTS {
-                tracing::error!(
+            let outcome = INBOUND.failed(attempts, now, error.clone());
+            match &outcome {
+                Outcome::Retry { not_before, .. } => tracing::warn!(
+                    inbound_id = row.id,
+                    attempts,
+                    retry_in_s = not_before - now,
+                    error,
+                    "inbound message kept for a later scan"
+                ),
+                _ => tracing::error!(
                     inbound_id = row.id,
                     attempts,
                     error,
                     "giving up on an inbound message; it stays stored as failed"
-                );
-            } else {
-                tracing::warn!(
-                    inbound_id = row.id,
-                    attempts,
-                    retry_in_s = retry_wait(attempts).as_secs(),
-                    error,
-                    "inbound message kept for a later scan"
-                );
+                ),
             }
-            InboundOutcome::Retry {
-                error,
-                retry_at: now + retry_wait(attempts).as_secs() as i64,
-                max_attempts: MAX_ATTEMPTS,
-                done_rcpts,
-            }
+            outcome
         } else if waiting {
-            InboundOutcome::Wait {
-                retry_at: now + KEY_WAIT_RETRY.as_secs() as i64,
-                done_rcpts,
+            // Waiting is not a failure: the pass gives its attempt back.
+            Outcome::Retry {
+                error: None,
+                not_before: now + KEY_WAIT_RETRY.as_secs() as i64,
+                counted: false,
             }
         } else {
-            InboundOutcome::Done
+            Outcome::Done
         };
         if !self
             .store
-            .finish_inbound(row.id, &self.worker, &outcome)
+            .finish_inbound(row.id, &self.worker, &outcome, &done_rcpts)
             .await?
         {
             tracing::warn!(
                 inbound_id = row.id,
                 "lease on an inbound message lost (the pass took longer than the lease); another processor has it now"
             );
-        } else if matches!(outcome, InboundOutcome::Done) {
+        } else if matches!(outcome, Outcome::Done) {
             tracing::info!(inbound_id = row.id, "inbound message processed");
         }
         Ok(())
@@ -373,13 +345,6 @@ impl InboundProcessor {
             Err(e) => Err(e.into()),
         }
     }
-}
-
-/// The wait before the next pass over a message whose `attempts`-th pass failed.
-fn retry_wait(attempts: i64) -> Duration {
-    FIRST_RETRY
-        .saturating_mul(1 << (attempts - 1).clamp(0, 10) as u32)
-        .min(MAX_RETRY)
 }
 
 fn unix_now() -> i64 {

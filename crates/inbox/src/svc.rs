@@ -5,19 +5,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use background::Loops;
 use smtp::DkimSigner;
-use store::{PendingSend, Store};
-use tokio::sync::{watch, Notify};
+use store::{Outcome, PendingSend, Store, SVC_SENDS};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::InboxError;
 
-/// Attempts per test before its send is given up (the error stays on the test).
-const MAX_SEND_ATTEMPTS: i64 = 5;
 /// How long a claimed send is ours: far longer than one SMTP delivery to our own listener. A
 /// process that dies after sending but before recording it makes the next claimer send again (at
 /// least once, never lost).
 const LEASE: Duration = Duration::from_secs(120);
-const RETRY: Duration = Duration::from_secs(30);
 /// The API wakes us on new tests, but without keeping a permit; rescan to catch missed ones.
 const RESCAN: Duration = Duration::from_secs(2);
 
@@ -45,7 +44,7 @@ impl SvcSender {
             signer: Arc::new(signer),
             deliver_to,
             seed_domain,
-            worker: crate::worker_id("svc"),
+            worker: crate::lease_owner(&SVC_SENDS),
         }
     }
 
@@ -58,7 +57,6 @@ impl SvcSender {
                 &self.worker,
                 chrono::Utc::now().timestamp(),
                 LEASE.as_secs() as i64,
-                MAX_SEND_ATTEMPTS,
             )
             .await?
         else {
@@ -70,7 +68,7 @@ impl SvcSender {
             Ok(()) => {
                 if !self
                     .store
-                    .finish_svc_send(&send.test_id, &self.worker, now, Ok(()))
+                    .finish_svc_send(&send.test_id, &self.worker, now, &Outcome::Done)
                     .await?
                 {
                     tracing::warn!(test_id = send.test_id, "svc send lease lost before it was recorded; another sender may send it again");
@@ -80,11 +78,11 @@ impl SvcSender {
             }
             Err(e) => {
                 let message = e.to_string();
-                let retry_at = now + RETRY.as_secs() as i64;
+                let outcome = SVC_SENDS.failed(send.attempts, now, message.clone());
                 self.store
-                    .finish_svc_send(&send.test_id, &self.worker, now, Err((&message, retry_at)))
+                    .finish_svc_send(&send.test_id, &self.worker, now, &outcome)
                     .await?;
-                if send.attempts >= MAX_SEND_ATTEMPTS {
+                if matches!(outcome, Outcome::GiveUp { .. }) {
                     tracing::error!(
                         test_id = send.test_id,
                         error = message,
@@ -96,26 +94,13 @@ impl SvcSender {
         }
     }
 
-    /// Sends until `stop`, woken by `wake` (new tests) or a short periodic rescan.
-    pub async fn run(self, wake: Arc<Notify>, mut stop: watch::Receiver<bool>) {
+    /// Sends until `cancel`, woken by `wake` (new tests) or a short periodic rescan.
+    pub async fn run(self, wake: Arc<Notify>, cancel: CancellationToken) {
         tracing::info!(dkim = %self.signer.dns_name(), "svc sender started");
-        loop {
-            while !*stop.borrow() {
-                match self.run_one().await {
-                    Ok(true) => {}
-                    Ok(false) => break,
-                    Err(e) => tracing::warn!(error = %e, "svc send failed; retrying later"),
-                }
-            }
-            tokio::select! {
-                () = wake.notified() => {}
-                () = tokio::time::sleep(RESCAN) => {}
-                changed = stop.changed() => if changed.is_err() || *stop.borrow() {
-                    tracing::info!("svc sender stopped");
-                    return;
-                },
-            }
-        }
+        Loops::new(SVC_SENDS.name, 1, Some(wake), RESCAN)
+            .run(cancel, |_| self.run_one())
+            .await;
+        tracing::info!("svc sender stopped");
     }
 
     async fn send(&self, send: &PendingSend) -> Result<(), InboxError> {

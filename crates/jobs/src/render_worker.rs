@@ -4,18 +4,20 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use background::{Heartbeat, Loops, Slot};
 use domain::catalog::Viewport;
 use domain::{Catalog, Variant};
 use emulate::RuleBook;
 use rand::Rng;
 use render::{RenderRequest, Renderer};
-use store::{screenshot_key, Blobs, ClaimedJob, JobOutcome, Store};
-use tokio::sync::{watch, Notify};
+use store::{screenshot_key, Blobs, ClaimedJob, JobOutcome, Key, Store, RENDER};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Debug)]
 pub struct RenderWorkerConfig {
-    /// Names this worker's leases: unique per process (host name and a random part), so several
-    /// processes, on one machine or many, can share a queue.
+    /// Names the leases of [`RenderWorker::run_one`] (called directly, by tests); the loops of
+    /// [`RenderWorker::run`] name theirs with `background::lease_owner`.
     pub worker_id: String,
     /// Jobs in flight at once.
     pub concurrency: usize,
@@ -151,15 +153,6 @@ async fn refusal(store: &Store, job: &ClaimedJob) -> String {
     }
 }
 
-/// Aborts the heartbeat when the job is over, whichever way `run_one` leaves.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 impl RenderWorker {
     /// A worker with no fault seen yet.
     pub fn new(
@@ -208,65 +201,35 @@ impl RenderWorker {
     /// with jitter so that the jobs released during one outage do not all return at once.
     fn fault_retry_at(&self) -> i64 {
         let faults = self.faults_in_a_row.fetch_add(1, Ordering::Relaxed);
-        let cap = self.config.max_fault_backoff.as_secs_f64().max(1.0);
-        let backoff = 2_f64.powi(faults.min(16) as i32).min(cap);
-        let jittered = backoff * rand::thread_rng().gen_range(0.5..=1.0);
-        chrono::Utc::now().timestamp() + jittered.ceil() as i64
-    }
-
-    /// Renews the lease of `job` every heartbeat until dropped.
-    fn heartbeat(&self, job: &ClaimedJob) -> AbortOnDrop {
-        let store = self.store.clone();
-        let job = job.clone();
-        let worker = self.config.worker_id.clone();
-        let (every, lease) = (self.config.heartbeat, self.config.lease.as_secs() as i64);
-        AbortOnDrop(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            // The first tick is immediate; the claim itself just set the lease.
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let until = chrono::Utc::now().timestamp() + lease;
-                match store.renew_job_lease(&job, &worker, until).await {
-                    Ok(true) => telemetry::global().lease_renewal("render"),
-                    Ok(false) => {
-                        let why = refusal(&store, &job).await;
-                        tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
-                            "render lease not renewed: {why}");
-                        return;
-                    }
-                    Err(e) => {
-                        telemetry::global().dependency_error("database", "render");
-                        tracing::warn!(test_id = %job.test_id, client = %job.client_id, error = %e,
-                            "database error renewing a render lease; trying again at the next heartbeat");
-                    }
-                }
-            }
-        }))
+        let cap = i64::try_from(self.config.max_fault_backoff.as_secs()).unwrap_or(i64::MAX);
+        store::Backoff::doubling(1, cap)
+            .retry_at(chrono::Utc::now().timestamp(), i64::from(faults) + 1)
     }
 
     /// Claims and runs one job. Returns false when nothing was due. Public so tests can drain the
     /// queue deterministically.
     pub async fn run_one(&self) -> Result<bool, store::StoreError> {
-        let (_keep, never) = watch::channel(false);
-        self.run_one_until(never).await
+        let slot = Slot {
+            owner: self.config.worker_id.clone(),
+            cancel: CancellationToken::new(),
+        };
+        self.run_one_in(&slot).await
     }
 
-    /// [`RenderWorker::run_one`]; a database fault while recording the outcome is retried until it
-    /// is recorded, refused, or `stop` turns true.
-    async fn run_one_until(&self, stop: watch::Receiver<bool>) -> Result<bool, store::StoreError> {
+    /// [`RenderWorker::run_one`] as `slot`'s lease owner; a database fault while recording the
+    /// outcome is retried until it is recorded, refused, or the slot is cancelled.
+    async fn run_one_in(&self, slot: &Slot) -> Result<bool, store::StoreError> {
         let now = chrono::Utc::now().timestamp();
         let lease = self.config.lease.as_secs() as i64;
         let clients = self.claimable_clients();
         let Some(job) = self
             .store
-            .claim_job_for(&self.config.worker_id, now, lease, clients.as_deref())
+            .claim_job_for(&slot.owner, now, lease, clients.as_deref())
             .await?
         else {
             return Ok(false);
         };
-        if job.taken_over_from.as_deref() == Some(self.config.worker_id.as_str()) {
+        if job.taken_over_from.as_deref() == Some(slot.owner.as_str()) {
             tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
                 "claimed again a render job whose first claim was lost to a database fault");
         } else if let Some(previous) = &job.taken_over_from {
@@ -274,7 +237,14 @@ impl RenderWorker {
             tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
                 previous_owner = %previous, "took over a render job whose lease expired");
         }
-        let heartbeat = self.heartbeat(&job);
+        let heartbeat = Heartbeat::start(
+            &self.store,
+            &RENDER,
+            Key::Int(job.id),
+            &slot.owner,
+            self.config.lease,
+            self.config.heartbeat,
+        );
         let started = std::time::Instant::now();
         let outcome = match self.render(&job).await {
             Ok((engine, rule_set)) => JobOutcome::Done { engine, rule_set },
@@ -298,12 +268,13 @@ impl RenderWorker {
                 cause: Cause::Email { retryable: true },
                 ..
             }) if job.attempts < self.config.max_attempts => {
-                let backoff = 2_i64.pow(job.attempts.clamp(0, 6) as u32);
+                let now = chrono::Utc::now().timestamp();
+                let retry_at = RENDER.backoff.retry_at(now, job.attempts);
                 tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
-                    attempt = job.attempts, error = %message, retry_in_s = backoff, "render failed; will retry");
+                    attempt = job.attempts, error = %message, retry_in_s = retry_at - now, "render failed; will retry");
                 JobOutcome::Retry {
                     error: message,
-                    retry_at: chrono::Utc::now().timestamp() + backoff,
+                    retry_at,
                 }
             }
             Err(Failure { code, message, .. }) => {
@@ -316,7 +287,7 @@ impl RenderWorker {
                 }
             }
         };
-        let recorded = self.finish(&job, &outcome, stop).await;
+        let recorded = self.finish(&job, &outcome, slot).await;
         drop(heartbeat);
         if recorded == Some(true) {
             if let JobOutcome::Done { engine, .. } = &outcome {
@@ -333,20 +304,11 @@ impl RenderWorker {
     /// meanwhile): a blip must not strand the job for a whole lease nor have it drawn twice.
     /// `Some(false)` when refused because the lease is someone else's now; `None` when stopped
     /// before the database came back (the lease then expires and another claim takes the job).
-    async fn finish(
-        &self,
-        job: &ClaimedJob,
-        outcome: &JobOutcome,
-        mut stop: watch::Receiver<bool>,
-    ) -> Option<bool> {
+    async fn finish(&self, job: &ClaimedJob, outcome: &JobOutcome, slot: &Slot) -> Option<bool> {
         let mut wait = Duration::from_millis(250);
         loop {
             let now = chrono::Utc::now().timestamp();
-            match self
-                .store
-                .finish_job(job, &self.config.worker_id, now, outcome)
-                .await
-            {
+            match self.store.finish_job(job, &slot.owner, now, outcome).await {
                 Ok(true) => return Some(true),
                 Ok(false) => {
                     let why = refusal(&self.store, job).await;
@@ -364,7 +326,7 @@ impl RenderWorker {
             let jittered = wait.mul_f64(rand::thread_rng().gen_range(0.5..=1.0));
             tokio::select! {
                 _ = tokio::time::sleep(jittered) => {}
-                _ = stop.changed() => return None,
+                () = slot.cancel.cancelled() => return None,
             }
             wait = (wait * 2).min(Duration::from_secs(2));
         }
@@ -459,37 +421,24 @@ impl RenderWorker {
         Ok((client.engine.as_str().to_string(), rule_set))
     }
 
-    /// Runs `concurrency` loops until `stop` turns true. Each loop drains due jobs, then sleeps
-    /// until woken or until the rescan interval passes.
-    pub async fn run(self, wake: Arc<Notify>, stop: watch::Receiver<bool>) {
-        let mut loops = Vec::new();
-        for n in 0..self.config.concurrency.max(1) {
-            let w = self.clone();
-            let wake = wake.clone();
-            let mut stop = stop.clone();
-            loops.push(tokio::spawn(async move {
-                loop {
-                    if *stop.borrow() {
-                        return;
-                    }
-                    match w.run_one_until(stop.clone()).await {
-                        Ok(true) => continue,
-                        Ok(false) => {}
-                        Err(e) => {
-                            telemetry::global().dependency_error("database", "render");
-                            tracing::error!(worker = n, error = %e, "database error claiming a render job; retrying")
-                        }
-                    }
-                    tokio::select! {
-                        _ = wake.notified() => {}
-                        _ = tokio::time::sleep(w.config.rescan) => {}
-                        _ = stop.changed() => return,
-                    }
+    /// Runs `concurrency` loops until `cancel`. Each loop drains due jobs, then sleeps until woken
+    /// or until the rescan interval passes.
+    pub async fn run(self, wake: Arc<Notify>, cancel: CancellationToken) {
+        let loops = Loops::new(
+            RENDER.name,
+            self.config.concurrency,
+            Some(wake),
+            self.config.rescan,
+        );
+        let this = &self;
+        loops
+            .run(cancel, |slot| async move {
+                let done = this.run_one_in(&slot).await;
+                if done.is_err() {
+                    telemetry::global().dependency_error("database", "render");
                 }
-            }));
-        }
-        for l in loops {
-            let _ = l.await;
-        }
+                done
+            })
+            .await;
     }
 }

@@ -6,23 +6,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use background::Loops;
 use content::checks::{self, CheckReport, Finding, Severity};
 use content::NetPolicy;
 use domain::catalog::Viewport;
 use domain::{ColorScheme, Engine};
 use render::{RenderError, RenderRequest, Renderer};
 use store::Store;
-use tokio::sync::{watch, Notify};
-
-use crate::workers::Loops;
+use store::CONTENT_CHECKS;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// How often the queue is looked at without a wake-up: picks up expired leases, retries that
 /// came due, and checks requested through another process sharing the database.
 const POLL: Duration = Duration::from_secs(2);
-/// Attempts at the engine pass before the report is stored without it.
-pub const MAX_ATTEMPTS: i64 = 3;
-/// Pause before a failed attempt is tried again.
-const RETRY_AFTER_SECS: i64 = 5;
 
 /// Everything one check may take: every image at its timeout a few at a time, and the engine
 /// pass with its own retry, with room to spare.
@@ -44,19 +41,13 @@ pub struct Worker {
 impl Worker {
     /// Runs `workers` claim loops at once, so that one account's slow check (images from hosts
     /// that never answer) leaves a worker for another account's.
-    pub async fn run(self, ready: Arc<Notify>, stop: watch::Receiver<bool>, workers: usize) {
-        let loops = Loops {
-            name: "checks",
-            workers,
-            ready: Some(&ready),
-            poll: POLL,
-        };
+    pub async fn run(self, ready: Arc<Notify>, cancel: CancellationToken, workers: usize) {
+        let loops = Loops::new(CONTENT_CHECKS.name, workers, Some(ready.clone()), POLL);
         let (this, ready) = (&self, &*ready);
         loops
-            .run(
-                stop,
-                |worker| async move { this.run_one(&worker, ready).await },
-            )
+            .run(cancel, |slot| async move {
+                this.run_one(&slot.owner, ready).await
+            })
             .await;
     }
 
@@ -87,12 +78,17 @@ impl Worker {
         match self.contrast(&html).await {
             Ok(contrast) => findings.extend(contrast),
             Err(Failure::Final(reason)) => findings.push(not_judged(&reason)),
-            Err(Failure::Retry(reason)) if attempt >= MAX_ATTEMPTS => findings.push(not_judged(
-                &format!("the engine failed {attempt} times, last: {reason}"),
-            )),
+            // After the last attempt the report is stored without the engine's part.
+            Err(Failure::Retry(reason)) if CONTENT_CHECKS.gives_up(attempt) => {
+                findings.push(not_judged(&format!(
+                    "the engine failed {attempt} times, last: {reason}"
+                )))
+            }
             Err(Failure::Retry(reason)) => {
                 tracing::warn!(%test_id, attempt, %reason, "contrast check failed; retrying");
-                let later = chrono::Utc::now().timestamp() + RETRY_AFTER_SECS;
+                let later = CONTENT_CHECKS
+                    .backoff
+                    .retry_at(chrono::Utc::now().timestamp(), attempt);
                 self.store
                     .retry_content_check(&test_id, worker, &reason, later)
                     .await?;

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use background::Loops;
 use content::uribl::UriblLookup;
 use content::NetPolicy;
 use store::Store;
-use tokio::sync::{watch, Notify};
-
-use crate::workers::Loops;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// How often the queue is looked at without a wake-up: picks up expired leases and checks
 /// requested through another process sharing the database.
@@ -31,19 +31,14 @@ pub async fn run(
     policy: NetPolicy,
     uribl: UriblLookup,
     ready: Arc<Notify>,
-    stop: watch::Receiver<bool>,
+    cancel: CancellationToken,
     workers: usize,
 ) {
-    let loops = Loops {
-        name: "links",
-        workers,
-        ready: Some(&ready),
-        poll: POLL,
-    };
+    let loops = Loops::new(store::LINK_CHECKS.name, workers, Some(ready.clone()), POLL);
     let (store, policy, uribl, ready) = (&store, &policy, &uribl, &*ready);
     loops
-        .run(stop, |worker| async move {
-            run_one(store, policy, uribl, ready, &worker).await
+        .run(cancel, |slot| async move {
+            run_one(store, policy, uribl, ready, &slot.owner).await
         })
         .await;
 }

@@ -222,7 +222,7 @@ impl MailService {
                         filters,
                         processor_ready,
                     )
-                    .run(inbound_ready, processor_stop)
+                    .run(inbound_ready, background::cancelled_by(processor_stop))
                     .await;
                 }
                 if let Some(supervisor) = supervisor {
@@ -244,7 +244,7 @@ impl MailService {
                     },
                 };
                 SvcSender::new(store, signer, loopback(bound), seed_domain)
-                    .run(work_ready, stop_rx)
+                    .run(work_ready, background::cancelled_by(stop_rx))
                     .await;
             }),
         ));

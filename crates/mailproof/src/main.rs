@@ -10,7 +10,6 @@ mod links;
 mod mail;
 mod serve;
 mod webhooks;
-mod workers;
 
 use clap::{Parser, Subcommand};
 

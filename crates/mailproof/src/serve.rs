@@ -35,9 +35,9 @@ async fn start_rendering(
     catalog: &Arc<Catalog>,
     rules: Arc<emulate::RuleBook>,
     work_ready: Arc<Notify>,
-    stop: watch::Receiver<bool>,
+    runtime: &background::Runtime,
     health: &api::health::Health,
-) -> anyhow::Result<Option<(Arc<render::Renderer>, tokio::task::JoinHandle<()>)>> {
+) -> anyhow::Result<Option<Arc<render::Renderer>>> {
     use api::health::{Component, State};
     let r = &settings.render;
     if r.engines.is_empty() {
@@ -94,7 +94,7 @@ async fn start_rendering(
         rules,
         renderer.clone(),
         jobs::RenderWorkerConfig {
-            worker_id: worker_id("render"),
+            worker_id: background::lease_owner("render"),
             concurrency: slots,
             // Short, and renewed every few seconds while a job is worked on: a dead process's
             // jobs are taken over within about the lease, a live one keeps its jobs through a
@@ -107,29 +107,13 @@ async fn start_rendering(
             engines,
         },
     );
-    Ok(Some((renderer, tokio::spawn(worker.run(work_ready, stop)))))
+    runtime.spawn(worker.run(work_ready, runtime.cancel_token()));
+    Ok(Some(renderer))
 }
 
 /// How long a render job is a worker's without renewal, and how often the worker renews it.
 const RENDER_LEASE: Duration = Duration::from_secs(10);
 const RENDER_HEARTBEAT: Duration = Duration::from_secs(3);
-
-/// A worker id unique per process, on one machine or many: the host name (a container's is its
-/// id), the process id and a random part (two replicas may have the same pid, and may start in the
-/// same second).
-pub(crate) fn worker_id(role: &str) -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "host".into());
-    format!(
-        "{role}-{host}-{}-{:08x}",
-        std::process::id(),
-        rand::thread_rng().gen::<u32>()
-    )
-}
 
 pub fn load_catalog(resources: &Path) -> anyhow::Result<Catalog> {
     let path = resources.join("clients.toml");
@@ -412,38 +396,6 @@ async fn shutdown_signal() {
     }
 }
 
-/// Retention (spec §8): hourly, content and results of tests older than the retention period go;
-/// metadata stays.
-async fn retention_loop(store: Store, blobs: Blobs, days: i64, mut stop: watch::Receiver<bool>) {
-    loop {
-        let now = chrono::Utc::now().timestamp();
-        loop {
-            match store.purge_before(now - days * 86_400, now, 100).await {
-                Ok(ids) if ids.is_empty() => break,
-                Ok(ids) => {
-                    for id in &ids {
-                        if let Err(e) = blobs.delete_test(id).await {
-                            tracing::warn!(test_id = %id, error = %e, "retention: could not delete screenshots");
-                        }
-                    }
-                    tracing::info!(
-                        count = ids.len(),
-                        "retention: removed content and results of old tests"
-                    );
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "retention pass failed; will retry");
-                    break;
-                }
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(3600)) => {}
-            _ = stop.changed() => return,
-        }
-    }
-}
-
 pub async fn run(o: Overrides) -> anyhow::Result<()> {
     let settings = Settings::resolve(&o)?;
     let roles = settings.roles;
@@ -510,6 +462,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         hits: settings.hits.settings(),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
+    // The background workers of this process; the mail side's SMTP tasks still stop by `stop_rx`.
+    let runtime = background::Runtime::new();
     let health = Arc::new(api::health::Health::default());
     // Only a mail process binds SMTP: another one on the same machine could not otherwise start.
     let mail = if roles.has(Role::Mail) {
@@ -604,7 +558,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             &catalog,
             rules,
             work_ready.clone(),
-            stop_rx.clone(),
+            &runtime,
             &health,
         )
         .await
@@ -622,57 +576,51 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     };
     // Link checks follow links on the network and need no engine: background work of the mail
     // role, beside the filters' own URI blocklist lookups (and, like them, off the API's hosts).
-    let links = mail.as_ref().map(|(mail, _)| {
-        tokio::spawn(crate::links::run(
+    if let Some((mail, _)) = &mail {
+        runtime.spawn(crate::links::run(
             store.clone(),
             settings.fetch.clone(),
             mail.uribl.clone(),
             links_ready,
-            stop_rx.clone(),
+            runtime.cancel_token(),
             settings.queues.link_check_workers,
-        ))
-    });
-    // Retention runs in every api process: its deletes are idempotent (a test already purged is
-    // not picked again; deleting screenshots already gone succeeds), so several api processes
-    // only repeat a cheap query.
-    let retention = roles.has(Role::Api).then(|| {
-        tokio::spawn(retention_loop(
-            store.clone(),
-            blobs.clone(),
-            settings.retention_days,
-            stop_rx.clone(),
-        ))
-    });
-    // Callbacks are outbound background work, like the link checks: the mail role's.
-    let webhooks = mail.as_ref().map(|_| {
-        tokio::spawn(crate::webhooks::run(
+        ));
+        // Callbacks are outbound background work, like the link checks: the mail role's.
+        runtime.spawn(crate::webhooks::run(
             store.clone(),
             settings.fetch.clone(),
             settings.webhooks.clone(),
-            stop_rx.clone(),
+            runtime.cancel_token(),
             settings.queues.callback_workers,
-        ))
-    });
+        ));
+    }
+    // Retention runs in every api process: its deletes are idempotent (a test already purged is
+    // not picked again; deleting screenshots already gone succeeds), so several api processes
+    // only repeat a cheap query.
+    if roles.has(Role::Api) {
+        let (store, blobs, days) = (store.clone(), blobs.clone(), settings.retention_days);
+        runtime.periodic("retention", background::RETENTION_EVERY, move || {
+            background::retention_pass(store.clone(), blobs.clone(), days)
+        });
+    }
     // Content checks judge contrast in the engine: the render role's, where the engines are (with
     // `[render] engines = []` the reports say contrast was not judged, and why).
-    let content_checks = roles.has(Role::Render).then(|| {
-        tokio::spawn(
-            crate::checks::Worker {
-                store: store.clone(),
-                policy: settings.fetch.clone(),
-                renderer: rendering.as_ref().map(|(renderer, _)| renderer.clone()),
-                lease_secs: crate::checks::lease_secs(
-                    &settings.fetch,
-                    Duration::from_secs(settings.render.render_timeout.max(1)),
-                ),
-            }
-            .run(
-                checks_ready,
-                stop_rx.clone(),
-                settings.queues.content_check_workers,
+    if roles.has(Role::Render) {
+        let worker = crate::checks::Worker {
+            store: store.clone(),
+            policy: settings.fetch.clone(),
+            renderer: rendering.clone(),
+            lease_secs: crate::checks::lease_secs(
+                &settings.fetch,
+                Duration::from_secs(settings.render.render_timeout.max(1)),
             ),
-        )
-    });
+        };
+        runtime.spawn(worker.run(
+            checks_ready,
+            runtime.cancel_token(),
+            settings.queues.content_check_workers,
+        ));
+    }
 
     tracing::info!(http = %bound, roles = %roles, clients = catalog.clients().len(), data_dir = %settings.data_dir.display(), "mailproof is ready");
     // Lines on stdout that scripts (and the tests) can wait for.
@@ -688,24 +636,13 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     }
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
-    if let Some(retention) = retention {
-        let _ = retention.await;
-    }
-    if let Some(links) = links {
-        let _ = links.await;
-    }
-    if let Some(webhooks) = webhooks {
-        let _ = webhooks.await;
-    }
-    // Before the renderer is unwrapped below: the worker holds a reference to it.
-    if let Some(checks) = content_checks {
-        let _ = checks.await;
-    }
+    // Every worker stops (each finishes the row it is on), and with them their references to the
+    // renderer.
+    runtime.shutdown().await;
     if let Some((mail, _)) = mail {
         mail.shutdown().await;
     }
-    if let Some((renderer, worker)) = rendering {
-        let _ = worker.await;
+    if let Some(renderer) = rendering {
         match Arc::try_unwrap(renderer) {
             Ok(r) => r.shutdown().await,
             Err(_) => {

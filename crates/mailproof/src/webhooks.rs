@@ -9,14 +9,14 @@
 use std::time::Duration;
 
 use api::webhook::{self, Summary};
+use background::Loops;
 use content::fetch::FetchError;
 use content::NetPolicy;
 use rand::Rng;
 use store::{CallbackOutcome, ClaimedCallback, Store};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::WebhookSettings;
-use crate::workers::Loops;
 
 /// How often the queue is looked at: callbacks are queued by other tasks' transactions (the
 /// render worker, the inbox processor), and retries fall due as time passes.
@@ -28,17 +28,15 @@ fn lease_secs(policy: &NetPolicy) -> i64 {
     i64::try_from(policy.timeout.as_secs() + 10).unwrap_or(i64::MAX)
 }
 
-/// Seconds to wait before attempt `attempt + 1`, after `attempt` failed: the base delay doubled
-/// per attempt, capped at `max_delay`, of which a random share up to half is taken off
-/// (`jitter` in [0, 1)) so that receivers coming back up are not hit by every retry at once.
-pub fn backoff(attempt: i64, settings: &WebhookSettings, jitter: f64) -> u64 {
-    let doublings = u32::try_from(attempt.saturating_sub(1).clamp(0, 32)).unwrap_or(32);
-    let full = settings
-        .base_delay
-        .saturating_mul(2u64.saturating_pow(doublings))
-        .min(settings.max_delay);
-    let off = (full as f64 / 2.0 * jitter.clamp(0.0, 1.0)) as u64;
-    (full - off).max(1)
+/// The callback queue with the configured backoff (doubling from `base_delay` up to `max_delay`,
+/// up to half taken off at random so that receivers coming back up are not hit by every retry at
+/// once) and attempts.
+fn queue(settings: &WebhookSettings) -> store::Queue {
+    let secs = |s: u64| i64::try_from(s).unwrap_or(i64::MAX);
+    store::CALLBACKS.with_backoff(
+        store::Backoff::doubling(secs(settings.base_delay), secs(settings.max_delay)),
+        settings.max_attempts,
+    )
 }
 
 /// Runs `workers` delivery loops at once, so that while one account's receiver is slow another
@@ -48,19 +46,14 @@ pub async fn run(
     store: Store,
     policy: NetPolicy,
     settings: WebhookSettings,
-    stop: watch::Receiver<bool>,
+    cancel: CancellationToken,
     workers: usize,
 ) {
-    let loops = Loops {
-        name: "webhooks",
-        workers,
-        ready: None,
-        poll: POLL,
-    };
+    let loops = Loops::new(store::CALLBACKS.name, workers, None, POLL);
     let (store, policy, settings) = (&store, &policy, &settings);
     loops
-        .run(stop, |worker| async move {
-            run_one(store, policy, settings, &worker).await
+        .run(cancel, |slot| async move {
+            run_one(store, policy, settings, &slot.owner).await
         })
         .await;
 }
@@ -142,7 +135,8 @@ fn outcome(
         }
         Err(e) => (e.to_string(), None),
     };
-    if callback.attempts >= settings.max_attempts {
+    let queue = queue(settings);
+    if queue.gives_up(callback.attempts) {
         return CallbackOutcome::Failed {
             error: format!(
                 "gave up after {} attempts; the last: {error}",
@@ -151,13 +145,11 @@ fn outcome(
             status,
         };
     }
-    let wait = backoff(callback.attempts, settings, jitter);
+    let wait = queue.backoff.delay_secs(callback.attempts, jitter);
     CallbackOutcome::Retry {
         error,
         status,
-        retry_at: chrono::Utc::now()
-            .timestamp()
-            .saturating_add(i64::try_from(wait).unwrap_or(i64::MAX)),
+        retry_at: chrono::Utc::now().timestamp().saturating_add(wait),
     }
 }
 
@@ -204,33 +196,6 @@ mod tests {
             completed_at: 0,
             attempts,
         }
-    }
-
-    #[test]
-    fn the_backoff_doubles_up_to_the_cap_and_jitter_takes_off_at_most_half() {
-        let s = settings();
-        let without_jitter: Vec<u64> = (1..=6).map(|a| backoff(a, &s, 0.0)).collect();
-        assert_eq!(without_jitter, [10, 20, 40, 60, 60, 60]);
-        let most_jitter: Vec<u64> = (1..=6).map(|a| backoff(a, &s, 0.999_999)).collect();
-        assert_eq!(most_jitter, [6, 11, 21, 31, 31, 31]);
-        for attempt in 1..=6 {
-            let full = without_jitter[attempt as usize - 1];
-            for jitter in [0.1, 0.5, 0.9] {
-                let wait = backoff(attempt, &s, jitter);
-                assert!(
-                    wait <= full && wait >= full / 2,
-                    "{attempt} {jitter}: {wait}"
-                );
-            }
-        }
-        // A huge attempt count neither overflows nor exceeds the cap.
-        assert_eq!(backoff(i64::MAX, &s, 0.0), 60);
-        let tiny = WebhookSettings {
-            base_delay: 1,
-            max_delay: 1,
-            ..s
-        };
-        assert_eq!(backoff(1, &tiny, 0.99), 1, "never zero");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 
 use sqlx::{AnyConnection, Row};
 
-use crate::{Backend, Result, Store};
+use crate::sql::Arg;
+use crate::{Backend, Claim, Key, Outcome, Result, Store, CALLBACKS};
 
 /// A callback claimed for delivery.
 #[derive(Clone, Debug, PartialEq)]
@@ -127,47 +128,27 @@ impl Store {
         lease_secs: i64,
     ) -> Result<Option<ClaimedCallback>> {
         let mut tx = self.pool.begin().await?;
-        let fair = self.fair(crate::fair::Queue::Callbacks);
-        fair.lock(&mut tx).await?;
-        // One statement picks and leases the row, so two workers never claim the same callback.
-        let sql = format!(
-            "UPDATE callbacks
-             SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
-             WHERE test_id = (
-                SELECT q.test_id FROM {}
-                WHERE ((q.state = 'queued' AND q.not_before <= $3) OR (q.state = 'leased' AND q.lease_expires < $3))
-                  AND {}
-                ORDER BY {} q.not_before, q.test_id LIMIT 1 {})
-             RETURNING test_id, delivery_id, url, completed_at, attempts,
-                (SELECT account_id FROM tests WHERE id = callbacks.test_id) AS account_id",
-            fair.from("$3"),
-            fair.filter(),
-            fair.order(),
-            fair.skip_locked()
-        );
-        let row = sqlx::query(&sql)
-            .bind(worker)
-            .bind(now + lease_secs)
-            .bind(now)
-            .fetch_optional(&mut *tx)
+        let claimed = CALLBACKS
+            .claim_in(
+                self,
+                &mut tx,
+                &Claim::new(worker, now, lease_secs),
+                "delivery_id, url, completed_at,
+                 (SELECT account_id FROM tests WHERE id = callbacks.test_id) AS account_id",
+            )
             .await?;
-        let claimed = row
-            .map(|r| {
-                Ok::<_, crate::StoreError>(ClaimedCallback {
-                    test_id: r.try_get("test_id")?,
-                    account_id: r.try_get("account_id")?,
-                    delivery_id: r.try_get("delivery_id")?,
-                    url: r.try_get("url")?,
-                    completed_at: r.try_get("completed_at")?,
-                    attempts: r.try_get("attempts")?,
-                })
-            })
-            .transpose()?;
-        if let Some(c) = &claimed {
-            fair.served(&mut tx, &c.test_id).await?;
-        }
         tx.commit().await?;
-        Ok(claimed)
+        let Some((claimed, r)) = claimed else {
+            return Ok(None);
+        };
+        Ok(Some(ClaimedCallback {
+            test_id: r.try_get("test_id")?,
+            account_id: r.try_get("account_id")?,
+            delivery_id: r.try_get("delivery_id")?,
+            url: r.try_get("url")?,
+            completed_at: r.try_get("completed_at")?,
+            attempts: claimed.attempts,
+        }))
     }
 
     /// Records how an attempt ended. Ignored (false) when the lease was lost meanwhile: another
@@ -179,34 +160,42 @@ impl Store {
         now: i64,
         outcome: &CallbackOutcome,
     ) -> Result<bool> {
-        let (state, not_before, error, status, finished) = match outcome {
-            CallbackOutcome::Delivered { status } => {
-                ("delivered", now, None, Some(*status), Some(now))
-            }
+        let (generic, status, finished) = match outcome {
+            CallbackOutcome::Delivered { status } => (Outcome::Done, Some(*status), Some(now)),
             CallbackOutcome::Retry {
                 error,
                 status,
                 retry_at,
-            } => ("queued", *retry_at, Some(error.as_str()), *status, None),
-            CallbackOutcome::Failed { error, status } => {
-                ("failed", now, Some(error.as_str()), *status, Some(now))
-            }
+            } => (
+                Outcome::Retry {
+                    error: Some(error.clone()),
+                    not_before: *retry_at,
+                    counted: true,
+                },
+                *status,
+                None,
+            ),
+            CallbackOutcome::Failed { error, status } => (
+                Outcome::GiveUp {
+                    error: Some(error.clone()),
+                },
+                *status,
+                Some(now),
+            ),
         };
-        let res = sqlx::query(
-            "UPDATE callbacks SET state = $1, not_before = $2, last_error = $3, last_status = $4,
-                finished_at = $5, lease_owner = NULL, lease_expires = NULL
-             WHERE test_id = $6 AND state = 'leased' AND lease_owner = $7",
-        )
-        .bind(state)
-        .bind(not_before)
-        .bind(error)
-        .bind(status.map(i64::from))
-        .bind(finished)
-        .bind(&claimed.test_id)
-        .bind(worker)
-        .execute(&self.pool)
-        .await?;
-        Ok(res.rows_affected() > 0)
+        let mut conn = self.pool.acquire().await?;
+        CALLBACKS
+            .finish_in(
+                &mut conn,
+                &Key::Text(claimed.test_id.clone()),
+                worker,
+                &generic,
+                &[
+                    ("last_status", Arg::opt_int(status.map(i64::from))),
+                    ("finished_at", Arg::opt_int(finished)),
+                ],
+            )
+            .await
     }
 
     /// The callback URL a test will be (or was) called back at: its own, else its account's

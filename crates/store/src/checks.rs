@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use crate::{Result, Store};
+use crate::{Claim, Key, Outcome, Result, Store, CONTENT_CHECKS};
 
 /// A content check as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,23 +34,17 @@ impl Store {
         Ok(res.rows_affected() > 0)
     }
 
-    /// Claims the oldest due check (queued and past its `not_before`, or leased with an expired
-    /// lease) for `worker` until `now + lease_secs`. Returns the test id and the attempt number
-    /// (this one included).
+    /// Claims the next due check in fair order (queued and past its `not_before`, or leased with
+    /// an expired lease) for `worker` until `now + lease_secs`. Returns the test id and the
+    /// attempt number (this one included).
     pub async fn claim_content_check(
         &self,
         worker: &str,
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<(String, i64)>> {
-        self.claim_test_queue_row(
-            crate::fair::Queue::ContentChecks,
-            "q.state = 'queued' AND q.not_before <= $3",
-            worker,
-            now,
-            lease_secs,
-        )
-        .await
+        self.claim_by_test(&CONTENT_CHECKS, &Claim::new(worker, now, lease_secs))
+            .await
     }
 
     /// Stores the result of a claimed check. Ignored (false) when the lease was lost meanwhile.
@@ -61,18 +55,8 @@ impl Store {
         result: &str,
         now: i64,
     ) -> Result<bool> {
-        let res = sqlx::query(
-            "UPDATE content_checks SET state = 'done', result = $1, completed_at = $2,
-                lease_owner = NULL, lease_expires = NULL, last_error = NULL
-             WHERE test_id = $3 AND state = 'leased' AND lease_owner = $4",
-        )
-        .bind(result)
-        .bind(now)
-        .bind(test_id)
-        .bind(worker)
-        .execute(&self.pool)
-        .await?;
-        Ok(res.rows_affected() > 0)
+        self.finish_with_report(&CONTENT_CHECKS, test_id, worker, result, now)
+            .await
     }
 
     /// Gives a claimed check back after a failed attempt, to be claimed again from `not_before`.
@@ -83,18 +67,18 @@ impl Store {
         error: &str,
         not_before: i64,
     ) -> Result<bool> {
-        let res = sqlx::query(
-            "UPDATE content_checks SET state = 'queued', not_before = $1, last_error = $2,
-                lease_owner = NULL, lease_expires = NULL
-             WHERE test_id = $3 AND state = 'leased' AND lease_owner = $4",
+        let outcome = Outcome::Retry {
+            error: Some(error.into()),
+            not_before,
+            counted: true,
+        };
+        self.finish(
+            &CONTENT_CHECKS,
+            &Key::Text(test_id.into()),
+            worker,
+            &outcome,
         )
-        .bind(not_before)
-        .bind(error)
-        .bind(test_id)
-        .bind(worker)
-        .execute(&self.pool)
-        .await?;
-        Ok(res.rows_affected() > 0)
+        .await
     }
 
     pub async fn content_check(&self, test_id: &str) -> Result<Option<ContentCheckRow>> {

@@ -15,7 +15,7 @@
 use sqlx::AnyConnection;
 
 use crate::sql::Query;
-use crate::{Backend, Result};
+use crate::{Backend, Queue, Result};
 
 /// Per queue, how many rows one account may hold under a live lease at once; `None` leaves only
 /// the number of workers as the limit (the fair order still applies).
@@ -41,59 +41,23 @@ impl Default for AccountCaps {
     }
 }
 
-/// A queue shared fairly. Every queue table has a `test_id` (the account is the test's).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Queue {
-    Render,
-    LinkChecks,
-    ContentChecks,
-    Callbacks,
-}
-
-impl Queue {
-    fn name(self) -> &'static str {
-        match self {
-            Queue::Render => "render",
-            Queue::LinkChecks => "link_checks",
-            Queue::ContentChecks => "content_checks",
-            Queue::Callbacks => "callbacks",
-        }
-    }
-
-    pub(crate) fn table(self) -> &'static str {
-        match self {
-            Queue::Render => "render_jobs",
-            Queue::LinkChecks => "link_checks",
-            Queue::ContentChecks => "content_checks",
-            Queue::Callbacks => "callbacks",
-        }
-    }
-
-    /// The PostgreSQL advisory lock key of the queue's claims (an arbitrary constant per queue).
-    fn lock_key(self) -> i64 {
-        0x6d61_696c_0000
-            + match self {
-                Queue::Render => 1,
-                Queue::LinkChecks => 2,
-                Queue::ContentChecks => 3,
-                Queue::Callbacks => 4,
-            }
-    }
-
-    pub(crate) fn cap(self, caps: &AccountCaps) -> Option<u32> {
-        match self {
-            Queue::Render => caps.render,
-            Queue::LinkChecks => caps.link_checks,
-            Queue::ContentChecks => caps.content_checks,
-            Queue::Callbacks => caps.callbacks,
+impl AccountCaps {
+    /// The cap of the queue named `queue` ([`crate::Queue::name`]).
+    pub(crate) fn cap(&self, queue: &str) -> Option<u32> {
+        match queue {
+            "render" => self.render,
+            "link_checks" => self.link_checks,
+            "content_checks" => self.content_checks,
+            "callbacks" => self.callbacks,
+            _ => None,
         }
     }
 }
 
-/// The fair part of one claim on `queue`. The claim's inner `SELECT` reads from [`Fair::from`]
+/// The fair part of one claim on `queue`. The claim's inner `SELECT` reads from [`Fair::push_from`]
 /// (the queue table as `q`, with its account's live leases and turn beside each row; the claim
 /// qualifies its own columns with `q.`), ANDs [`Fair::filter`] into its `WHERE`, starts its
-/// `ORDER BY` with [`Fair::order`] and ends with [`Fair::skip_locked`]. The leases are counted once
+/// `ORDER BY` with [`Fair::order`] and ends with [`Backend::skip_locked`]. The leases are counted once
 /// per account in a derived table, not once per candidate row, so a claim stays one pass over the
 /// due rows however long the queue.
 pub(crate) struct Fair {
@@ -103,23 +67,17 @@ pub(crate) struct Fair {
 }
 
 impl Fair {
-    pub(crate) fn new(queue: Queue, caps: &AccountCaps, backend: Backend) -> Fair {
+    pub(crate) fn new(queue: &Queue, caps: &AccountCaps, backend: Backend) -> Fair {
         Fair {
-            queue,
-            cap: queue.cap(caps),
+            queue: *queue,
+            cap: caps.cap(queue.name),
             backend,
         }
     }
 
-    /// The claim's `FROM`, with `now` the placeholder of the claim's time: `q` the queue row,
-    /// `fl.n` its account's rows under a lease still live at `now` (NULL: none), `fq.turn` the
-    /// account's turn (NULL: never served).
-    pub(crate) fn from(&self, now: &str) -> String {
-        let (before, after) = self.sources_around_now();
-        format!("{before}{now}{after}")
-    }
-
-    /// [`Fair::from`] for a dynamic query, binding `now` itself.
+    /// The claim's `FROM`, binding the claim's time `now`: `q` the queue row, `fl.n` its
+    /// account's rows under a lease still live at `now` (NULL: none), `fq.turn` the account's turn
+    /// (NULL: never served).
     pub(crate) fn push_from(&self, q: &mut Query, now: i64) {
         let (before, after) = self.sources_around_now();
         q.push(&before).bind(now).push(&after);
@@ -127,7 +85,7 @@ impl Fair {
 
     /// The `FROM` text before and after its one placeholder of the claim's time.
     fn sources_around_now(&self) -> (String, String) {
-        let table = self.queue.table();
+        let table = self.queue.table;
         (
             format!(
                 "{table} q JOIN tests fa ON fa.id = q.test_id
@@ -138,7 +96,7 @@ impl Fair {
             format!(
                 " GROUP BY lt.account_id) fl ON fl.account_id = fa.account_id
                  LEFT JOIN queue_turns fq ON fq.queue = '{}' AND fq.account_id = fa.account_id",
-                self.queue.name()
+                self.queue.name
             ),
         )
     }
@@ -157,21 +115,12 @@ impl Fair {
         "COALESCE(fl.n, 0), COALESCE(fq.turn, 0), "
     }
 
-    /// Ends the claim's inner `SELECT`: [`Backend::skip_locked`] for the queue row alone (the
-    /// joined rows are only read).
-    pub(crate) fn skip_locked(&self) -> &'static str {
-        match self.backend {
-            Backend::Sqlite => "",
-            Backend::Postgres => "FOR UPDATE OF q SKIP LOCKED",
-        }
-    }
-
     /// Takes the queue's claim lock (PostgreSQL; until the transaction ends). First statement of
     /// the claim's transaction.
     pub(crate) async fn lock(&self, conn: &mut AnyConnection) -> Result<()> {
         if let Some(sql) = self.backend.claim_lock() {
             sqlx::query(sql)
-                .bind(self.queue.lock_key())
+                .bind(self.queue.lock_key)
                 .execute(&mut *conn)
                 .await?;
         }
@@ -180,7 +129,7 @@ impl Fair {
 
     /// Records that the account of `test_id` was just served: its turn becomes the newest.
     pub(crate) async fn served(&self, conn: &mut AnyConnection, test_id: &str) -> Result<()> {
-        let queue = self.queue.name();
+        let queue = self.queue.name;
         sqlx::query(&format!(
             "INSERT INTO queue_turns (queue, account_id, turn)
              SELECT '{queue}', t.account_id,

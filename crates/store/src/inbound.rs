@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use crate::{json_vec, parse_json_vec, Result, Store};
+use crate::{json_vec, parse_json_vec, Claim, Key, Outcome, Result, Store, INBOUND};
 
 #[derive(Clone, Debug)]
 pub struct NewInbound {
@@ -28,27 +28,6 @@ pub struct InboundRow {
     pub attempts: i64,
     /// Recipients that already had their outcome in an earlier pass.
     pub done_rcpts: Vec<String>,
-}
-
-/// How a claimed inbound message's pass ended.
-#[derive(Clone, Debug)]
-pub enum InboundOutcome {
-    /// Every recipient is handled.
-    Done,
-    /// Something failed (`error`); look at the message again from `retry_at`, or set it aside as
-    /// failed once it has had `max_attempts` claims.
-    Retry {
-        error: String,
-        retry_at: i64,
-        max_attempts: i64,
-        done_rcpts: Vec<String>,
-    },
-    /// Nothing failed but the message must wait (for the test that binds its seed key); the pass
-    /// is not counted as an attempt.
-    Wait {
-        retry_at: i64,
-        done_rcpts: Vec<String>,
-    },
 }
 
 fn inbound_from_row(r: &sqlx::any::AnyRow) -> Result<InboundRow> {
@@ -92,83 +71,40 @@ impl Store {
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<InboundRow>> {
-        let sql = format!(
-            "UPDATE inbound_messages
-             SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
-             WHERE id = (
-                SELECT id FROM inbound_messages
-                WHERE (state = 'new' AND not_before <= $3) OR (state = 'leased' AND lease_expires < $3)
-                ORDER BY id LIMIT 1 {})
-             RETURNING *",
-            self.backend.skip_locked()
-        );
-        let row = sqlx::query(&sql)
-            .bind(worker)
-            .bind(now + lease_secs)
-            .bind(now)
-            .fetch_optional(&self.pool)
+        let mut tx = self.pool.begin().await?;
+        let claimed = INBOUND
+            .claim_in(
+                self,
+                &mut tx,
+                &Claim::new(worker, now, lease_secs),
+                "received_at, mail_from, rcpt_to, peer, helo, data, done_rcpts",
+            )
             .await?;
-        row.as_ref().map(inbound_from_row).transpose()
+        tx.commit().await?;
+        claimed.map(|(_, row)| inbound_from_row(&row)).transpose()
     }
 
-    /// Records how `worker`'s pass over a claimed message ended. Ignored (false) when the lease was
-    /// lost meanwhile: another process has taken the message over.
+    /// Records how `worker`'s pass over a claimed message ended, with the recipients that have
+    /// their outcome so far (a pass that only waited for a test gives its attempt back:
+    /// `counted: false`). Ignored (false) when the lease was lost meanwhile: another process has
+    /// taken the message over.
     pub async fn finish_inbound(
         &self,
         id: i64,
         worker: &str,
-        outcome: &InboundOutcome,
+        outcome: &Outcome,
+        done_rcpts: &[String],
     ) -> Result<bool> {
-        let res =
-            match outcome {
-                InboundOutcome::Done => {
-                    sqlx::query(
-                        "UPDATE inbound_messages SET state = 'done', last_error = NULL,
-                        lease_owner = NULL, lease_expires = NULL
-                     WHERE id = $1 AND state = 'leased' AND lease_owner = $2",
-                    )
-                    .bind(id)
-                    .bind(worker)
-                    .execute(&self.pool)
-                    .await?
-                }
-                InboundOutcome::Retry {
-                    error,
-                    retry_at,
-                    max_attempts,
-                    done_rcpts,
-                } => sqlx::query(
-                    "UPDATE inbound_messages SET last_error = $3, not_before = $4, done_rcpts = $5,
-                        state = CASE WHEN attempts >= $6 THEN 'failed' ELSE 'new' END,
-                        lease_owner = NULL, lease_expires = NULL
-                     WHERE id = $1 AND state = 'leased' AND lease_owner = $2",
-                )
-                .bind(id)
-                .bind(worker)
-                .bind(error)
-                .bind(retry_at)
-                .bind(json_vec(done_rcpts))
-                .bind(max_attempts)
-                .execute(&self.pool)
-                .await?,
-                InboundOutcome::Wait {
-                    retry_at,
-                    done_rcpts,
-                } => {
-                    sqlx::query(
-                        "UPDATE inbound_messages SET state = 'new', attempts = attempts - 1,
-                        not_before = $3, done_rcpts = $4, lease_owner = NULL, lease_expires = NULL
-                     WHERE id = $1 AND state = 'leased' AND lease_owner = $2",
-                    )
-                    .bind(id)
-                    .bind(worker)
-                    .bind(retry_at)
-                    .bind(json_vec(done_rcpts))
-                    .execute(&self.pool)
-                    .await?
-                }
-            };
-        Ok(res.rows_affected() > 0)
+        let mut conn = self.pool.acquire().await?;
+        INBOUND
+            .finish_in(
+                &mut conn,
+                &Key::Int(id),
+                worker,
+                outcome,
+                &[("done_rcpts", json_vec(done_rcpts).into())],
+            )
+            .await
     }
 
     /// Messages not yet done or set aside: for progress logs and tests.

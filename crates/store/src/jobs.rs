@@ -5,8 +5,7 @@
 use domain::Variant;
 use sqlx::Row;
 
-use crate::sql::Query;
-use crate::{Result, Store, StoreError};
+use crate::{Claim, Key, Outcome, Result, Store, StoreError, RENDER};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimedJob {
@@ -56,63 +55,36 @@ impl Store {
         lease_secs: i64,
         clients: Option<&[String]>,
     ) -> Result<Option<ClaimedJob>> {
-        if clients.is_some_and(<[String]>::is_empty) {
-            return Ok(None);
-        }
         let mut tx = self.pool.begin().await?;
-        let fair = self.fair(crate::fair::Queue::Render);
-        fair.lock(&mut tx).await?;
-        // One statement picks and leases the job, so two workers can never claim the same one.
-        // `taken_over_from` keeps the owner of an expired lease (SET reads the row as it was). A
-        // worker taking back its own expired lease lost the answer to its claim to a database
-        // fault (worker ids are unique per process, and a crashed process never comes back under
-        // its id): not an attempt.
-        let mut q = Query::new(
-            "UPDATE render_jobs
-             SET state = 'leased', taken_over_from = lease_owner, lease_owner = ",
-        );
-        q.bind(worker)
-            .push(", lease_expires = ")
-            .bind(now + lease_secs)
-            .push(", attempts = attempts + CASE WHEN lease_owner = ")
-            .bind(worker)
-            .push(
-                " THEN 0 ELSE 1 END
-             WHERE id = (
-                SELECT q.id FROM ",
-            );
-        fair.push_from(&mut q, now);
-        q.push(" WHERE ((q.state = 'queued' AND q.not_before <= ")
-            .bind(now)
-            .push(") OR (q.state = 'leased' AND q.lease_expires < ")
-            .bind(now)
-            .push(")) AND ")
-            .push(&fair.filter());
-        if let Some(clients) = clients {
-            q.push(" AND q.client_id IN (").bind_list(clients).push(")");
-        }
-        q.push(&format!(
-            " ORDER BY {} q.not_before, q.id LIMIT 1 {})
-             RETURNING id, test_id, client_id, variant, attempts, taken_over_from",
-            fair.order(),
-            fair.skip_locked()
-        ));
-        let row = q.build().fetch_optional(&mut *tx).await?;
-        let Some(row) = row else {
+        let mut claim = Claim::new(worker, now, lease_secs);
+        claim.only = clients.map(|c| ("client_id", c));
+        let claimed = RENDER
+            .claim_in(
+                self,
+                &mut tx,
+                &claim,
+                "test_id, client_id, variant, taken_over_from",
+            )
+            .await?;
+        let Some((claimed, row)) = claimed else {
             tx.commit().await?;
             return Ok(None);
         };
+        let Key::Int(id) = claimed.key else {
+            return Err(StoreError::Corrupt(
+                "a render job's id is not a number".into(),
+            ));
+        };
         let variant: String = row.try_get("variant")?;
         let job = ClaimedJob {
-            id: row.try_get("id")?,
+            id,
             test_id: row.try_get("test_id")?,
             client_id: row.try_get("client_id")?,
             variant: Variant::parse(&variant)
                 .ok_or_else(|| StoreError::Corrupt(format!("variant {variant:?}")))?,
-            attempts: row.try_get("attempts")?,
+            attempts: claimed.attempts,
             taken_over_from: row.try_get("taken_over_from")?,
         };
-        fair.served(&mut tx, &job.test_id).await?;
         sqlx::query(
             "UPDATE test_clients
              SET status = 'Processing', processing_at = COALESCE(processing_at, $1),
@@ -138,16 +110,8 @@ impl Store {
         worker: &str,
         until: i64,
     ) -> Result<bool> {
-        let res = sqlx::query(
-            "UPDATE render_jobs SET lease_expires = $1
-             WHERE id = $2 AND state = 'leased' AND lease_owner = $3",
-        )
-        .bind(until)
-        .bind(job.id)
-        .bind(worker)
-        .execute(&self.pool)
-        .await?;
-        Ok(res.rows_affected() > 0)
+        self.renew_lease(&RENDER, &Key::Int(job.id), worker, until)
+            .await
     }
 
     /// Records how a claimed job ended. Ignored (returns false) when the lease was lost meanwhile,
@@ -161,29 +125,26 @@ impl Store {
     ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         crate::callbacks::lock_test_first(&mut tx, self.backend, &job.test_id).await?;
-        let (state, not_before, error, given_back) = match outcome {
-            JobOutcome::Done { .. } => ("done", now, None, 0_i64),
-            JobOutcome::Retry { error, retry_at } => ("queued", *retry_at, Some(error.clone()), 0),
-            JobOutcome::Bounce { message, .. } => ("failed", now, Some(message.clone()), 0),
-            JobOutcome::Release { error, retry_at } => {
-                ("queued", *retry_at, Some(error.clone()), 1)
-            }
+        let generic = match outcome {
+            JobOutcome::Done { .. } => Outcome::Done,
+            JobOutcome::Retry { error, retry_at } => Outcome::Retry {
+                error: Some(error.clone()),
+                not_before: *retry_at,
+                counted: true,
+            },
+            JobOutcome::Bounce { message, .. } => Outcome::GiveUp {
+                error: Some(message.clone()),
+            },
+            JobOutcome::Release { error, retry_at } => Outcome::Retry {
+                error: Some(error.clone()),
+                not_before: *retry_at,
+                counted: false,
+            },
         };
-        let res = sqlx::query(
-            "UPDATE render_jobs SET state = $1, not_before = $2, last_error = $3, lease_owner = NULL,
-                lease_expires = NULL,
-                attempts = CASE WHEN attempts > $4 THEN attempts - $4 ELSE 0 END
-             WHERE id = $5 AND state = 'leased' AND lease_owner = $6",
-        )
-        .bind(state)
-        .bind(not_before)
-        .bind(error)
-        .bind(given_back)
-        .bind(job.id)
-        .bind(worker)
-        .execute(&mut *tx)
-        .await?;
-        if res.rows_affected() == 0 {
+        let finished = RENDER
+            .finish_in(&mut tx, &Key::Int(job.id), worker, &generic, &[])
+            .await?;
+        if !finished {
             tx.commit().await?;
             return Ok(false);
         }

@@ -10,8 +10,8 @@
 //!   are written in one transaction before the API answers; an SMTP message before `250`.
 //! - SQLite runs in WAL mode with `synchronous=NORMAL`: a committed transaction survives the process
 //!   being killed (it may not survive power loss, which `synchronous=FULL` would add).
-//! - Every queue (render jobs, link checks, inbound mail, svc sends) is claimed by one statement
-//!   under a lease, so any number of processes can drain it and a dead process's work is taken
+//! - Every queue ([`QUEUES`]: render jobs, link and content checks, callbacks, inbound mail, svc
+//!   sends) is claimed by one statement under a lease, so any number of processes can drain it and a dead process's work is taken
 //!   over once its lease expires. The per-test queues (render jobs, link and content checks,
 //!   callbacks) pick the row through [`fair`]: the account with the fewest live leases, then the
 //!   least recently served, skipping accounts at their cap ([`AccountCaps`]).
@@ -29,8 +29,8 @@
 //!   table's own columns with the table (`SET n = t.n + 1`: PostgreSQL finds a bare `n` ambiguous). The few fragments that
 //!   must differ are methods of [`Backend`] (`skip_locked`, `lock_row`, `insertion_order`), spliced in with
 //!   `format!`; add one there rather than branching in a query.
-//! - Queue claims are `UPDATE ... WHERE id = (SELECT id ... LIMIT 1 {skip_locked}) RETURNING ...`;
-//!   the fair ones read `FROM {fair.from}` and end with `fair.skip_locked()` (see [`fair`]).
+//! - Queue claims, renewals and finishes are written once, in [`queue`], for every queue described
+//!   there ([`Queue`]); a new queue is a new description, not new claim SQL.
 //! - Migrations: SQLite's in `migrations/`, PostgreSQL's in `migrations/postgres/`, with the same
 //!   number for the same change (`postgres/0001` is the schema of SQLite's 0001–0005). A new
 //!   migration is written twice, once per dialect (a test checks every SQLite migration has its
@@ -47,7 +47,7 @@ mod fair;
 mod inbound;
 mod jobs;
 mod links;
-mod queues;
+mod queue;
 mod retention;
 mod spam;
 pub(crate) mod sql;
@@ -77,10 +77,14 @@ pub use blobs::{
 pub use callbacks::{CallbackOutcome, CallbackRow, ClaimedCallback};
 pub use checks::ContentCheckRow;
 pub use fair::AccountCaps;
-pub use inbound::{InboundOutcome, InboundRow, NewInbound};
+pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;
-pub use queues::QueueStat;
+pub use queue::{
+    Backoff, Claim, Claimed, Key, Outcome, Queue, QueueStat, States, CALLBACKS, CONTENT_CHECKS,
+    INBOUND, LINK_CHECKS, QUEUES, RENDER, SVC_SENDS,
+};
+pub use retention::{CONTENT_TABLES, KEPT_PER_TEST};
 pub use spam::{PendingSend, SpamRow, SpamUpdate};
 pub use tests::{
     ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, TestRow,
@@ -130,14 +134,14 @@ impl Backend {
         }
     }
 
-    /// Ends a queue claim's inner `SELECT`: on PostgreSQL the chosen row is locked and rows other
-    /// claimers hold are skipped, so two claims never pick the same row (without it, the second
-    /// would wait for the first and then update the row the first already took). SQLite has one
-    /// writer at a time, so its `UPDATE` with a sub-select is already atomic.
+    /// Ends a queue claim's inner `SELECT` (its table named `q`): on PostgreSQL the chosen queue
+    /// row is locked and rows other claimers hold are skipped, so two claims never pick the same
+    /// row (joined rows are only read). SQLite has one writer at a time, so its `UPDATE` with a
+    /// sub-select is already atomic.
     pub(crate) fn skip_locked(self) -> &'static str {
         match self {
             Backend::Sqlite => "",
-            Backend::Postgres => "FOR UPDATE SKIP LOCKED",
+            Backend::Postgres => "FOR UPDATE OF q SKIP LOCKED",
         }
     }
 
@@ -261,7 +265,7 @@ impl Store {
     }
 
     /// The fair part of a claim on `queue`, with this handle's caps.
-    pub(crate) fn fair(&self, queue: fair::Queue) -> fair::Fair {
+    pub(crate) fn fair(&self, queue: &Queue) -> fair::Fair {
         fair::Fair::new(queue, &self.caps, self.backend)
     }
 

@@ -2,8 +2,7 @@
 
 use sqlx::Row;
 
-use crate::fair::Queue;
-use crate::{Result, Store};
+use crate::{Claim, Claimed, Key, Outcome, Queue, Result, Store, LINK_CHECKS};
 
 /// A link check as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,67 +32,36 @@ impl Store {
         Ok(())
     }
 
-    /// Claims the oldest queued check, or one whose lease expired, for `worker` until
-    /// `now + lease_secs`. Returns the test id and the attempt number (this one included).
+    /// Claims the next due check in fair order (a queued one, or one whose lease expired) for
+    /// `worker` until `now + lease_secs`. Returns the test id and the attempt number (this one
+    /// included).
     pub async fn claim_link_check(
         &self,
         worker: &str,
         now: i64,
         lease_secs: i64,
     ) -> Result<Option<(String, i64)>> {
-        self.claim_test_queue_row(
-            Queue::LinkChecks,
-            "state = 'queued'",
-            worker,
-            now,
-            lease_secs,
-        )
-        .await
+        self.claim_by_test(&LINK_CHECKS, &Claim::new(worker, now, lease_secs))
+            .await
     }
 
-    /// Claims, for `worker` until `now + lease_secs`, the next row in fair order (see
-    /// [`crate::fair`]) of a queue keyed by test (link checks, content checks) that is due by
-    /// `queued_due` (its columns as `q.`, `$3` = now) or whose lease expired. One statement, skipping rows other claimers hold on PostgreSQL. Returns the
-    /// test id and the attempt number (this one included).
-    pub(crate) async fn claim_test_queue_row(
+    /// [`Store::claim`] on a queue keyed by test: the test id and the attempt number.
+    pub(crate) async fn claim_by_test(
         &self,
-        queue: Queue,
-        queued_due: &'static str,
-        worker: &str,
-        now: i64,
-        lease_secs: i64,
+        queue: &Queue,
+        claim: &Claim<'_>,
     ) -> Result<Option<(String, i64)>> {
-        let mut tx = self.pool.begin().await?;
-        let fair = self.fair(queue);
-        fair.lock(&mut tx).await?;
-        let table = queue.table();
-        let sql = format!(
-            "UPDATE {table}
-             SET state = 'leased', lease_owner = $1, lease_expires = $2, attempts = attempts + 1
-             WHERE test_id = (
-                SELECT q.test_id FROM {}
-                WHERE (({queued_due}) OR (q.state = 'leased' AND q.lease_expires < $3)) AND {}
-                ORDER BY {} q.requested_at LIMIT 1 {})
-             RETURNING test_id, attempts",
-            fair.from("$3"),
-            fair.filter(),
-            fair.order(),
-            fair.skip_locked()
-        );
-        let row = sqlx::query(&sql)
-            .bind(worker)
-            .bind(now + lease_secs)
-            .bind(now)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let claimed: Option<(String, i64)> = row
-            .map(|r| Ok::<_, crate::StoreError>((r.try_get("test_id")?, r.try_get("attempts")?)))
-            .transpose()?;
-        if let Some((test_id, _)) = &claimed {
-            fair.served(&mut tx, test_id).await?;
+        match self.claim(queue, claim).await? {
+            None => Ok(None),
+            Some(Claimed {
+                key: Key::Text(test_id),
+                attempts,
+            }) => Ok(Some((test_id, attempts))),
+            Some(other) => Err(crate::StoreError::Corrupt(format!(
+                "{} keyed by {:?}, not a test id",
+                queue.name, other.key
+            ))),
         }
-        tx.commit().await?;
-        Ok(claimed)
     }
 
     /// Stores the result of a claimed check. Ignored (false) when the lease was lost meanwhile or
@@ -105,18 +73,29 @@ impl Store {
         result: &str,
         now: i64,
     ) -> Result<bool> {
-        let res = sqlx::query(
-            "UPDATE link_checks SET state = 'done', result = $1, completed_at = $2, lease_owner = NULL,
-                lease_expires = NULL
-             WHERE test_id = $3 AND state = 'leased' AND lease_owner = $4",
-        )
-        .bind(result)
-        .bind(now)
-        .bind(test_id)
-        .bind(worker)
-        .execute(&self.pool)
-        .await?;
-        Ok(res.rows_affected() > 0)
+        self.finish_with_report(&LINK_CHECKS, test_id, worker, result, now)
+            .await
+    }
+
+    /// Ends a claimed check of a queue keyed by test as done, with its JSON report.
+    pub(crate) async fn finish_with_report(
+        &self,
+        queue: &Queue,
+        test_id: &str,
+        worker: &str,
+        result: &str,
+        now: i64,
+    ) -> Result<bool> {
+        let mut conn = self.pool.acquire().await?;
+        queue
+            .finish_in(
+                &mut conn,
+                &Key::Text(test_id.into()),
+                worker,
+                &Outcome::Done,
+                &[("result", result.into()), ("completed_at", now.into())],
+            )
+            .await
     }
 
     pub async fn link_check(&self, test_id: &str) -> Result<Option<LinkCheckRow>> {

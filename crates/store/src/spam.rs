@@ -2,7 +2,8 @@
 
 use sqlx::Row;
 
-use crate::{Result, Store};
+use crate::sql::Arg;
+use crate::{Claim, Key, Outcome, Result, Store, SVC_SENDS};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpamRow {
@@ -125,37 +126,25 @@ pub struct PendingSend {
 }
 
 impl Store {
-    /// Claims the oldest `svc` test whose message is due to be sent (not sent, not given up after
-    /// `max_attempts` claims, not leased or its lease expired) for `worker` until
-    /// `now + lease_secs`. Returns `None` when nothing is due.
+    /// Claims the oldest `svc` test whose message is due to be sent (not sent, not given up, not
+    /// leased or its lease expired) for `worker` until `now + lease_secs`. Returns `None` when
+    /// nothing is due.
     pub async fn claim_svc_send(
         &self,
         worker: &str,
         now: i64,
         lease_secs: i64,
-        max_attempts: i64,
     ) -> Result<Option<PendingSend>> {
-        let sql = format!(
-            "UPDATE tests SET spam_send_lease_owner = $1, spam_send_lease_expires = $2,
-                spam_send_attempts = spam_send_attempts + 1
-             WHERE id = (
-                SELECT id FROM tests
-                WHERE spam_method = 'svc' AND spam_sent_at IS NULL AND seed_key IS NOT NULL
-                  AND purged_at IS NULL AND spam_send_attempts < $4 AND spam_send_not_before <= $3
-                  AND (spam_send_lease_expires IS NULL OR spam_send_lease_expires < $3)
-                ORDER BY created_at, id LIMIT 1 {})
-             RETURNING id, account_id, subject, seed_key, spam_from_address, spam_send_attempts",
-            self.backend.skip_locked()
-        );
         let mut tx = self.pool.begin().await?;
-        let row = sqlx::query(&sql)
-            .bind(worker)
-            .bind(now + lease_secs)
-            .bind(now)
-            .bind(max_attempts)
-            .fetch_optional(&mut *tx)
+        let claimed = SVC_SENDS
+            .claim_in(
+                self,
+                &mut tx,
+                &Claim::new(worker, now, lease_secs),
+                "account_id, subject, seed_key, spam_from_address",
+            )
             .await?;
-        let Some(r) = row else {
+        let Some((claimed, r)) = claimed else {
             tx.commit().await?;
             return Ok(None);
         };
@@ -170,40 +159,34 @@ impl Store {
             html,
             seed_key: r.try_get("seed_key")?,
             from_address: r.try_get("spam_from_address")?,
-            attempts: r.try_get("spam_send_attempts")?,
+            attempts: claimed.attempts,
             test_id,
         };
         tx.commit().await?;
         Ok(Some(send))
     }
 
-    /// Records how `worker`'s claimed send ended: `Ok` marks it sent; `Err` keeps the error on
-    /// the test and makes the send due again at `retry_at`. Ignored (false) when the lease was lost
-    /// meanwhile.
+    /// Records how `worker`'s claimed send ended: `Done` marks it sent; a retry keeps the error
+    /// on the test and makes the send due again; giving up keeps the error for good. Ignored
+    /// (false) when the lease was lost meanwhile.
     pub async fn finish_svc_send(
         &self,
         test_id: &str,
         worker: &str,
         now: i64,
-        result: Result<(), (&str, i64)>,
+        outcome: &Outcome,
     ) -> Result<bool> {
-        let (sent_at, error, not_before) = match result {
-            Ok(()) => (Some(now), None, now),
-            Err((error, retry_at)) => (None, Some(error), retry_at),
-        };
-        let res = sqlx::query(
-            "UPDATE tests SET spam_sent_at = $3, spam_send_error = $4, spam_send_not_before = $5,
-                spam_send_lease_owner = NULL, spam_send_lease_expires = NULL
-             WHERE id = $1 AND spam_send_lease_owner = $2 AND spam_sent_at IS NULL",
-        )
-        .bind(test_id)
-        .bind(worker)
-        .bind(sent_at)
-        .bind(error)
-        .bind(not_before)
-        .execute(&self.pool)
-        .await?;
-        Ok(res.rows_affected() > 0)
+        let sent_at = matches!(outcome, Outcome::Done).then_some(now);
+        let mut conn = self.pool.acquire().await?;
+        SVC_SENDS
+            .finish_in(
+                &mut conn,
+                &Key::Text(test_id.into()),
+                worker,
+                outcome,
+                &[("spam_sent_at", Arg::opt_int(sent_at))],
+            )
+            .await
     }
 
     /// Spam rows of a test still waiting for their filter, by profile name.

@@ -9,7 +9,20 @@ use sqlx::Any;
 pub(crate) enum Arg {
     Int(i64),
     Text(String),
-    OptText(Option<String>),
+    /// A text column's NULL.
+    NullText,
+    /// An integer column's NULL.
+    NullInt,
+}
+
+impl Arg {
+    pub(crate) fn opt_text(v: Option<String>) -> Arg {
+        v.map_or(Arg::NullText, Arg::Text)
+    }
+
+    pub(crate) fn opt_int(v: Option<i64>) -> Arg {
+        v.map_or(Arg::NullInt, Arg::Int)
+    }
 }
 
 impl From<i64> for Arg {
@@ -26,7 +39,7 @@ impl From<String> for Arg {
 
 impl From<Option<String>> for Arg {
     fn from(v: Option<String>) -> Arg {
-        Arg::OptText(v)
+        Arg::opt_text(v)
     }
 }
 
@@ -62,6 +75,12 @@ impl Query {
         self
     }
 
+    /// Binds `value` and returns its placeholder, for SQL that names it more than once.
+    pub(crate) fn placeholder(&mut self, value: impl Into<Arg>) -> String {
+        self.args.push(value.into());
+        format!("${}", self.args.len())
+    }
+
     /// Appends `v1, v2, ...` as placeholders (for `IN (...)`).
     pub(crate) fn bind_list<T: Into<Arg> + Clone>(&mut self, values: &[T]) -> &mut Query {
         for (i, v) in values.iter().enumerate() {
@@ -79,7 +98,8 @@ impl Query {
             q = match a {
                 Arg::Int(v) => q.bind(*v),
                 Arg::Text(v) => q.bind(v.as_str()),
-                Arg::OptText(v) => q.bind(v.as_deref()),
+                Arg::NullText => q.bind(None::<String>),
+                Arg::NullInt => q.bind(None::<i64>),
             };
         }
         q

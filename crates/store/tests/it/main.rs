@@ -298,9 +298,11 @@ async fn a_client_named_twice_in_one_reprocess_is_queued_and_paid_for_once(backe
 mod analytics;
 mod callbacks;
 mod checks;
+mod coverage;
 mod fair;
 mod faults;
 mod links;
+mod queue;
 mod queue_stats;
 mod queues;
 mod web;

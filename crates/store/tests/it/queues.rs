@@ -2,7 +2,7 @@
 //! a claim whose process died is taken over once its lease expires.
 
 use domain::{SpamMethod, TestKind, Variant};
-use store::{Backend, InboundOutcome, NewInbound, NewTest, Store};
+use store::{Backend, NewInbound, NewTest, Outcome, Store};
 
 use crate::store_with_test;
 
@@ -52,7 +52,7 @@ async fn concurrent_claimers_get_each_inbound_message_once(backend: Backend) {
             {
                 got.push(row.id);
                 assert!(store
-                    .finish_inbound(row.id, &worker, &InboundOutcome::Done)
+                    .finish_inbound(row.id, &worker, &Outcome::Done, &[])
                     .await
                     .expect("finish"));
             }
@@ -93,13 +93,13 @@ async fn an_inbound_claim_whose_lease_expired_is_taken_over(backend: Backend) {
     assert_eq!((taken.id, taken.attempts), (id, 2));
     assert!(
         !store
-            .finish_inbound(id, "dead", &InboundOutcome::Done)
+            .finish_inbound(id, "dead", &Outcome::Done, &[])
             .await
             .expect("finish"),
         "the dead worker's late result is ignored"
     );
     assert!(store
-        .finish_inbound(id, "w2", &InboundOutcome::Done)
+        .finish_inbound(id, "w2", &Outcome::Done, &[])
         .await
         .expect("finish"));
     let (_, state) = store.inbound(id).await.expect("read").expect("row");
@@ -107,7 +107,7 @@ async fn an_inbound_claim_whose_lease_expired_is_taken_over(backend: Backend) {
 }
 
 /// A message that waits (its seed key not bound yet) keeps what is done, is not due before its
-/// time and does not spend an attempt; a failing one is set aside after its last attempt.
+/// time and does not spend an attempt; a failing one is set aside when its last attempt gives up.
 async fn inbound_waits_and_retries_are_remembered_across_claims(backend: Backend) {
     let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
     let id = store.insert_inbound(&message(1)).await.expect("insert");
@@ -120,10 +120,12 @@ async fn inbound_waits_and_retries_are_remembered_across_claims(backend: Backend
         .finish_inbound(
             id,
             "w1",
-            &InboundOutcome::Wait {
-                retry_at: 1_010,
-                done_rcpts: vec!["k.own@seed.example".into()],
+            &Outcome::Retry {
+                error: None,
+                not_before: 1_010,
+                counted: false,
             },
+            &["k.own@seed.example".into()],
         )
         .await
         .expect("finish"));
@@ -143,12 +145,12 @@ async fn inbound_waits_and_retries_are_remembered_across_claims(backend: Backend
         .finish_inbound(
             id,
             "w2",
-            &InboundOutcome::Retry {
-                error: "spamd down".into(),
-                retry_at: 1_020,
-                max_attempts: 2,
-                done_rcpts: again.done_rcpts.clone(),
+            &Outcome::Retry {
+                error: Some("spamd down".into()),
+                not_before: 1_020,
+                counted: true,
             },
+            &again.done_rcpts,
         )
         .await
         .expect("finish"));
@@ -162,12 +164,10 @@ async fn inbound_waits_and_retries_are_remembered_across_claims(backend: Backend
         .finish_inbound(
             id,
             "w3",
-            &InboundOutcome::Retry {
-                error: "spamd down".into(),
-                retry_at: 1_030,
-                max_attempts: 2,
-                done_rcpts: third.done_rcpts.clone(),
+            &Outcome::GiveUp {
+                error: Some("spamd down".into()),
             },
+            &third.done_rcpts,
         )
         .await
         .expect("finish"));
@@ -198,13 +198,13 @@ async fn concurrent_claimers_send_each_svc_test_once(backend: Backend) {
             let worker = format!("w{w}");
             let mut got = Vec::new();
             while let Some(send) = store
-                .claim_svc_send(&worker, 2_000, 60, 5)
+                .claim_svc_send(&worker, 2_000, 60)
                 .await
                 .expect("claim")
             {
                 assert_eq!(send.html, format!("<p>{}</p>", &send.subject[4..]));
                 assert!(store
-                    .finish_svc_send(&send.test_id, &worker, 2_000, Ok(()))
+                    .finish_svc_send(&send.test_id, &worker, 2_000, &Outcome::Done)
                     .await
                     .expect("finish"));
                 got.push(send.test_id);
@@ -221,6 +221,14 @@ async fn concurrent_claimers_send_each_svc_test_once(backend: Backend) {
     assert_eq!(claimed, ids, "each test sent exactly once");
 }
 
+fn refused(not_before: i64) -> Outcome {
+    Outcome::Retry {
+        error: Some("connection refused".into()),
+        not_before,
+        counted: true,
+    }
+}
+
 async fn an_svc_send_whose_lease_expired_is_taken_over_and_retries_wait(backend: Backend) {
     let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
     let account = store
@@ -230,48 +238,55 @@ async fn an_svc_send_whose_lease_expired_is_taken_over_and_retries_wait(backend:
         .expect("account");
     let id = svc_test(&store, account.id, 1).await;
     let first = store
-        .claim_svc_send("dead", 2_000, 60, 3)
+        .claim_svc_send("dead", 2_000, 60)
         .await
         .expect("claim")
         .expect("the send");
     assert_eq!((first.test_id.as_str(), first.attempts), (id.as_str(), 1));
     assert!(store
-        .claim_svc_send("w2", 2_060, 60, 3)
+        .claim_svc_send("w2", 2_060, 60)
         .await
         .expect("claim")
         .is_none());
     let taken = store
-        .claim_svc_send("w2", 2_061, 60, 3)
+        .claim_svc_send("w2", 2_061, 60)
         .await
         .expect("claim")
         .expect("taken over after expiry");
     assert_eq!(taken.attempts, 2);
     assert!(!store
-        .finish_svc_send(&id, "dead", 2_062, Ok(()))
+        .finish_svc_send(&id, "dead", 2_062, &Outcome::Done)
         .await
         .expect("finish"));
     assert!(store
-        .finish_svc_send(&id, "w2", 2_062, Err(("connection refused", 2_100)))
+        .finish_svc_send(&id, "w2", 2_062, &refused(2_100))
         .await
         .expect("finish"));
     assert!(store
-        .claim_svc_send("w3", 2_099, 60, 3)
+        .claim_svc_send("w3", 2_099, 60)
         .await
         .expect("claim")
         .is_none());
     let last = store
-        .claim_svc_send("w3", 2_100, 60, 3)
+        .claim_svc_send("w3", 2_100, 60)
         .await
         .expect("claim")
         .expect("due after the retry time");
     assert_eq!(last.attempts, 3);
     assert!(store
-        .finish_svc_send(&id, "w3", 2_101, Err(("connection refused", 2_200)))
+        .finish_svc_send(
+            &id,
+            "w3",
+            2_101,
+            &Outcome::GiveUp {
+                error: Some("connection refused".into()),
+            },
+        )
         .await
         .expect("finish"));
     assert!(
         store
-            .claim_svc_send("w4", 9_999, 60, 3)
+            .claim_svc_send("w4", 9_999, 60)
             .await
             .expect("claim")
             .is_none(),
