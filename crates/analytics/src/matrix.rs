@@ -60,7 +60,7 @@ impl ClientSignals {
 }
 
 /// The whole file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Matrix {
     /// How the rows were measured, in words a reader of the file can check.

@@ -124,6 +124,8 @@ pub struct AppState {
     pub rules: Arc<emulate::RuleBook>,
     /// Analytics hits: Apple's relay ranges, held-open responses, recent first hits.
     pub analytics: Arc<crate::handlers::analytics::HitRuntime>,
+    /// Which analytics work in which client profile (data/analytics-matrix.toml), for the report.
+    pub analytics_matrix: Arc<analytics::matrix::Matrix>,
 }
 
 impl AppState {
@@ -157,7 +159,13 @@ impl AppState {
             health: Arc::default(),
             rules: Arc::default(),
             analytics: Arc::default(),
+            analytics_matrix: Arc::default(),
         }
+    }
+
+    pub fn with_analytics_matrix(mut self, matrix: Arc<analytics::matrix::Matrix>) -> AppState {
+        self.analytics_matrix = matrix;
+        self
     }
 
     pub fn with_analytics(

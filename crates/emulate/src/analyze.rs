@@ -380,6 +380,41 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
         );
     }
 
+    if judge.applied.has(Implementation::DarkAppleOptIn) {
+        let original = Lines::new(html);
+        // ASCII lowercasing keeps byte offsets, so the lines stay the source's.
+        let lines: Vec<u32> = html
+            .to_ascii_lowercase()
+            .match_indices("prefers-color-scheme")
+            .map(|(at, _)| original.at(at))
+            .collect();
+        let (severity, what) = if crate::color::apple_opts_in(html) {
+            (
+                Severity::Info,
+                format!(
+                    "{} applies these prefers-color-scheme rules in dark mode because the CSS declares color-scheme with dark.",
+                    client.display_name
+                ),
+            )
+        } else {
+            (
+                Severity::Warning,
+                format!(
+                    "{} ignores these prefers-color-scheme rules in dark mode: the CSS does not opt in (a <meta name=\"color-scheme\"> tag alone does not); add :root {{ color-scheme: light dark; }} to a <style> block.",
+                    client.display_name
+                ),
+            )
+        };
+        judge.add_behaviour(
+            &mut found,
+            Implementation::DarkAppleOptIn,
+            severity,
+            "@media (prefers-color-scheme: dark)".into(),
+            &lines,
+            &what,
+        );
+    }
+
     let word = set.policy.word_engine;
     let version = client
         .version

@@ -141,6 +141,11 @@ pub struct BehaviourProbe {
     /// whose images-off drawing data/behaviours.toml describes are scored; no caniemail feature
     /// speaks for the others.
     pub images_off: bool,
+    /// A `prefers-color-scheme: dark` rule turns the sample green (red without it): a client
+    /// without the behaviour shows green only if it is a dark-mode profile that firmly supports
+    /// the media query (caniemail), red if it is a light profile or does not support it, and is
+    /// not scored where support is partial or unknown.
+    pub dark_media: bool,
     /// caniemail features a client without the behaviour must support for the probe to decide;
     /// where one is not firmly supported the point is not scored.
     pub requires: &'static [&'static str],
@@ -184,6 +189,7 @@ macro_rules! behaviour_probe {
             native: $native,
             narrow_only: $narrow,
             images_off: false,
+            dark_media: false,
             requires: &[$($req),*],
             sample: ($x, $y),
             template: include_str!(concat!("../probes/", $name, ".html")),
@@ -196,6 +202,17 @@ macro_rules! images_off_probe {
     ($name:literal, $imp:ident, $applied:ident, $x:literal, $y:literal) => {
         BehaviourProbe {
             images_off: true,
+            ..behaviour_probe!($name, $imp, $applied, [], false, [], $x, $y)
+        }
+    };
+}
+
+/// A behaviour probe decided by a `prefers-color-scheme: dark` rule (see
+/// [`BehaviourProbe::dark_media`]).
+macro_rules! dark_media_probe {
+    ($name:literal, $imp:ident, $applied:ident, $x:literal, $y:literal) => {
+        BehaviourProbe {
+            dark_media: true,
             ..behaviour_probe!($name, $imp, $applied, [], false, [], $x, $y)
         }
     };
@@ -418,6 +435,23 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         100,
         20
     ),
+    // Apple Mail's opt-in: the CSS declares color-scheme, so its dark rule turns the cell green.
+    dark_media_probe!(
+        "behaviour-dark-apple-opt-in",
+        DarkAppleOptIn,
+        Green,
+        100,
+        20
+    ),
+    // The <meta> tag alone: Apple Mail ignores the dark rule (red); clients that need no opt-in
+    // apply it.
+    dark_media_probe!(
+        "behaviour-dark-apple-meta-only",
+        DarkAppleOptIn,
+        Red,
+        100,
+        20
+    ),
     behaviour_probe!(
         "behaviour-dark-hook",
         DarkOutlookPartial,
@@ -501,6 +535,26 @@ pub fn expected_behaviour(
     };
     if probe.narrow_only && client.viewport.width > NARROW {
         return BehaviourExpectation::Firm(probe.applied, "screen wider than the query".into());
+    }
+    if probe.dark_media {
+        const MEDIA: &str = "css-at-media-prefers-color-scheme";
+        if client.color_scheme != domain::ColorScheme::Dark {
+            return BehaviourExpectation::Firm(ProbeColour::Red, "a light profile".into());
+        }
+        return match set.support(MEDIA) {
+            Support::Yes if !set.removes(MEDIA) => BehaviourExpectation::Firm(
+                ProbeColour::Green,
+                format!("{MEDIA} supported, no opt-in needed"),
+            ),
+            Support::No => {
+                BehaviourExpectation::Firm(ProbeColour::Red, format!("{MEDIA} not supported"))
+            }
+            _ if set.removes(MEDIA) => BehaviourExpectation::Firm(
+                ProbeColour::Red,
+                format!("{MEDIA} removed by the rule set"),
+            ),
+            _ => BehaviourExpectation::Open(format!("{MEDIA} not firmly supported")),
+        };
     }
     if probe.native {
         return if set.policy.word_engine {

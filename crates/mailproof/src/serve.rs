@@ -502,7 +502,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     .with_smtp_probe(smtp_probe)
     .with_health(health.clone())
     .with_rules(rules.clone())
-    .with_analytics(hit_runtime(&settings, roles.has(Role::Api))?);
+    .with_analytics(hit_runtime(&settings, roles.has(Role::Api))?)
+    .with_analytics_matrix(analytics_matrix.clone());
 
     let (links_ready, checks_ready) = (state.links_ready.clone(), state.checks_ready.clone());
     let limits = crate::http::Limits {

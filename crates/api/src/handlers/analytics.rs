@@ -702,18 +702,59 @@ pub async fn export(
         .into_response())
 }
 
+/// The report as `getcampaignstats` sends it: the typed report, and which of its signals each
+/// client profile lets through (the per-client matrix the campaign page shows too).
+#[derive(serde::Serialize)]
+pub struct Stats {
+    #[serde(flatten)]
+    pub report: CampaignReport,
+    /// Not `clients`: the report has that field (the clients of reliable opens).
+    pub client_matrix: Vec<ClientAnalytics>,
+}
+
+/// One profile's row of the matrix, with its image proxy when one stands between the reader and
+/// the service (a fact from the sources, not measured).
+#[derive(serde::Serialize)]
+pub struct ClientAnalytics {
+    #[serde(flatten)]
+    pub signals: ::analytics::matrix::ClientSignals,
+    pub image_proxy: Option<&'static str>,
+    /// Reading time cannot be measured behind the proxy, whatever the engine does.
+    pub proxy_hides_timing: bool,
+}
+
+fn client_analytics(state: &AppState) -> Vec<ClientAnalytics> {
+    state
+        .analytics_matrix
+        .clients
+        .iter()
+        .map(|signals| {
+            let proxy = state
+                .catalog
+                .get(&signals.id)
+                .and_then(|c| ::analytics::matrix::proxy_fact(&c.family));
+            ClientAnalytics {
+                signals: signals.clone(),
+                image_proxy: proxy.map(|p| p.name),
+                proxy_hides_timing: proxy.is_some_and(|p| p.hides_timing),
+            }
+        })
+        .collect()
+}
+
 /// `GET /v5/analytics/getcampaignstats/<guid>` (mailproof's own): the campaign's report, the
-/// typed `analytics::CampaignReport` as JSON (what the web pages draw too).
+/// typed `analytics::CampaignReport` as JSON (what the web pages draw too), and the per-client
+/// matrix of what each profile lets through.
 pub async fn stats(
     State(state): State<AppState>,
     caller: Caller,
     Path((_, guid)): Path<(String, String)>,
-) -> ApiResult<Json<CampaignReport>> {
+) -> ApiResult<Json<Stats>> {
     check_guid(&guid)?;
     let Some(account) = caller.account() else {
         return Err(no_campaign(&guid));
     };
-    state
+    let report = state
         .store
         .campaign_report(account.id, &guid, state.analytics.egress.configured())
         .await
@@ -721,8 +762,11 @@ pub async fn stats(
             ErrorName::ErrorGetCampaign,
             "reading the campaign's report",
         ))?
-        .map(Json)
-        .ok_or_else(|| no_campaign(&guid))
+        .ok_or_else(|| no_campaign(&guid))?;
+    Ok(Json(Stats {
+        report,
+        client_matrix: client_analytics(&state),
+    }))
 }
 
 /// The 1×1 transparent GIF every image hit is answered with.

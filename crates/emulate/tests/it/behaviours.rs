@@ -431,6 +431,8 @@ const PROBE_LINES: &[(&str, u32)] = &[
     ("behaviour-dark-light-background", 4),
     ("behaviour-dark-designed", 4),
     ("behaviour-dark-hook", 3),
+    ("behaviour-dark-apple-opt-in", 4),
+    ("behaviour-dark-apple-meta-only", 4),
 ];
 
 /// Every behaviour probe x every client: the code analysis names the probe's behaviour, on the

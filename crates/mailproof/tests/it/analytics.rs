@@ -533,13 +533,7 @@ async fn hits_answer_an_image_or_a_redirect_and_are_recorded_only_for_a_known_ca
     }
     // A merge value that a spreadsheet would run is exported inert.
     image(&fetch(s.url(&format!("/t/{guid}/dm.gif?d=%3D1%2B1"))).await);
-    let export = s
-        .http
-        .get(s.url(&format!("/v5/analytics/getcampaignexport/{guid}")))
-        .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS))
-        .send()
-        .await
-        .expect("export");
+    let export = export(&s, &guid).await;
     assert_eq!(export.status(), 200);
     assert_eq!(export.headers()["content-type"], "text/csv; charset=utf-8");
     let csv = export.text().await.expect("csv");
@@ -864,20 +858,7 @@ async fn stats(s: &Server, guid: &str) -> Value {
 /// requests come from, so a bare `Mozilla/5.0` here is Apple's relay.
 #[tokio::test]
 async fn the_report_counts_readers_and_machines_apart() {
-    let ranges = tempfile::tempdir().expect("dir");
-    let csv = ranges.path().join("egress-ip-ranges.csv");
-    std::fs::write(
-        &csv,
-        "17.0.0.0/8,US,US-CA,Cupertino,\n127.0.0.0/8,US,US-CA,Cupertino,\n",
-    )
-    .expect("write ranges");
-    let s = Server::start_with(Options {
-        config: format!(
-            "[analytics]\napple_egress_csv = {:?}\n",
-            csv.display().to_string()
-        ),
-    })
-    .await;
+    let (_ranges, s) = server_with_loopback_as_apple_relay().await;
     let created = create(
         &s,
         json!({"name": "Report", "total_subscribers": 10, "merge_tag": "*|EMAIL|*",
@@ -1092,17 +1073,41 @@ async fn the_held_open_image_times_a_direct_reader_and_never_a_proxy() {
     );
 }
 
-/// The campaign's per-hit CSV export.
-async fn export_csv(s: &Server, guid: &str) -> String {
+/// The campaign's per-hit CSV export, answered 200 (the other analytics suites read hits here).
+pub(crate) async fn export_csv(s: &Server, guid: &str) -> String {
+    let r = export(s, guid).await;
+    assert_eq!(r.status(), 200);
+    r.text().await.expect("csv")
+}
+
+async fn export(s: &Server, guid: &str) -> reqwest::Response {
     s.http
         .get(s.url(&format!("/v5/analytics/getcampaignexport/{guid}")))
         .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS))
         .send()
         .await
         .expect("export")
-        .text()
-        .await
-        .expect("csv")
+}
+
+/// A server whose Apple relay ranges (as an operator configures them) contain loopback, where the
+/// tests' requests come from, so a bare `Mozilla/5.0` from a test is Apple's relay. The directory
+/// holds the ranges file: keep it as long as the server.
+pub(crate) async fn server_with_loopback_as_apple_relay() -> (tempfile::TempDir, Server) {
+    let ranges = tempfile::tempdir().expect("dir");
+    let csv = ranges.path().join("egress-ip-ranges.csv");
+    std::fs::write(
+        &csv,
+        "17.0.0.0/8,US,US-CA,Cupertino,\n127.0.0.0/8,US,US-CA,Cupertino,\n",
+    )
+    .expect("write ranges");
+    let s = Server::start_with(Options {
+        config: format!(
+            "[analytics]\napple_egress_csv = {:?}\n",
+            csv.display().to_string()
+        ),
+    })
+    .await;
+    (ranges, s)
 }
 
 /// The seconds of each recorded held-open image in an export.
@@ -1217,4 +1222,55 @@ async fn the_tracking_base_url_is_configurable() {
     // The hits themselves are still served under /t/ of the api process.
     let r = hit_as(&hit_client(), &s.url(&format!("/t/{guid}/1")), THUNDERBIRD).await;
     assert_eq!(r.status(), 302);
+}
+
+/// Issue 22 scope 6 in the report: `getcampaignstats` ends with the per-client matrix (beside the
+/// report's own `clients`, which it must not hide), one row per
+/// profile of the data file with its cells as written there, and the image proxy named from the
+/// sources where one stands in the way (Gmail's hides reading time; Outlook for Windows has none
+/// and counts the open only once images are shown).
+#[tokio::test]
+async fn the_report_says_which_signals_each_client_lets_through() {
+    let s = Server::start().await;
+    let created = create(&s, json!({"name": "Matrix", "total_subscribers": 3})).await;
+    let report = stats(&s, text(&created, "guid")).await;
+    let rows = report["client_matrix"]
+        .as_array()
+        .expect("the matrix in the report");
+    let file = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/analytics-matrix.toml"
+    ))
+    .expect("matrix file");
+    let matrix = analytics::matrix::Matrix::parse(&file).expect("matrix");
+    assert_eq!(rows.len(), matrix.clients.len());
+    for (row, want) in rows.iter().zip(&matrix.clients) {
+        assert_eq!(row["id"], json!(want.id));
+        for (cell, value) in [
+            ("open", serde_json::to_value(want.open).expect("open")),
+            ("read", json!(want.read)),
+            ("print", json!(want.print)),
+            ("forward", json!(want.forward)),
+            ("dark", json!(want.dark)),
+        ] {
+            assert_eq!(row[cell], value, "{} {cell}", want.id);
+        }
+    }
+    let row = |id: &str| {
+        rows.iter()
+            .find(|r| r["id"] == json!(id))
+            .unwrap_or_else(|| panic!("{id} in the matrix"))
+    };
+    let gmail = row("gmail_chrome_web");
+    assert_eq!(
+        (&gmail["image_proxy"], &gmail["proxy_hides_timing"]),
+        (&json!("Google image proxy"), &json!(true))
+    );
+    let outlook = row("outlook365_win");
+    assert_eq!(
+        (&outlook["image_proxy"], &outlook["open"]),
+        (&Value::Null, &json!("blocked-by-default"))
+    );
+    assert_eq!(row("applemail_macos")["open"], json!("counted"));
+    assert!(report["clients"].is_array(), "the report's clients stay");
 }

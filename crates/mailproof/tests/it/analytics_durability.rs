@@ -39,15 +39,7 @@ async fn active_campaign(s: &Server) -> (String, String) {
 
 /// The merge values of the campaign's recorded hits, from the per-hit CSV export.
 async fn recorded_merge_values(s: &Server, guid: &str) -> Vec<String> {
-    let r = s
-        .http
-        .get(s.url(&format!("/v5/analytics/getcampaignexport/{guid}")))
-        .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS))
-        .send()
-        .await
-        .expect("export");
-    assert_eq!(r.status(), 200);
-    let csv = r.text().await.expect("csv");
+    let csv = crate::analytics::export_csv(s, guid).await;
     csv.lines()
         .skip(1)
         .map(|l| l.split(',').nth(3).expect("merge_value column").to_string())

@@ -22,15 +22,7 @@ struct Hit {
 }
 
 async fn hits(s: &Server, guid: &str) -> Vec<Hit> {
-    let r = s
-        .http
-        .get(s.url(&format!("/v5/analytics/getcampaignexport/{guid}")))
-        .header("Authorization", basic(ADMIN_KEY, ADMIN_PASS))
-        .send()
-        .await
-        .expect("export");
-    assert_eq!(r.status(), 200);
-    let csv = r.text().await.expect("csv");
+    let csv = crate::analytics::export_csv(s, guid).await;
     csv.lines()
         .skip(1)
         .map(|l| {
@@ -123,20 +115,7 @@ async fn media(b: &mut Browser, media: &str, scheme: &str) {
 async fn a_reader_in_chromium_produces_every_signal_and_mpp_is_machine() {
     // Apple's relay ranges as the operator configures them, with loopback in them: the test's
     // browser is where Apple's relay would be.
-    let ranges = tempfile::tempdir().expect("dir");
-    let csv = ranges.path().join("egress-ip-ranges.csv");
-    std::fs::write(
-        &csv,
-        "17.0.0.0/8,US,US-CA,Cupertino,\n127.0.0.0/8,US,US-CA,Cupertino,\n",
-    )
-    .expect("write ranges");
-    let s = Server::start_with(Options {
-        config: format!(
-            "[analytics]\napple_egress_csv = {:?}\n",
-            csv.display().to_string()
-        ),
-    })
-    .await;
+    let (_ranges, s) = crate::analytics::server_with_loopback_as_apple_relay().await;
     let pages: Arc<Mutex<HashMap<String, String>>> = Arc::default();
     let host = mail_host(pages.clone()).await;
     let landing = format!("{host}/landing?from=mail");

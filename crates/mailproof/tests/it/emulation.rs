@@ -124,7 +124,10 @@ async fn word_engine_outlook_draws_mso_content_and_vml_buttons_and_nobody_else_d
 
 #[tokio::test]
 async fn gmail_drops_position_absolute_apple_mail_keeps_it_and_only_the_dark_twin_is_dark() {
+    // `:root { color-scheme }` opts in: without it Apple Mail leaves styled HTML as sent in dark
+    // mode (behaviour dark-apple-opt-in, tested in emulate's suite).
     let html = r##"<!doctype html><html><head><style>
+:root { color-scheme: light dark; }
 .abs { position: absolute; top: 0; left: 0; width: 120px; height: 120px; background: #ff00ff; }
 .box { width: 200px; height: 200px; background: #ffff00; }
 @media (prefers-color-scheme: dark) { .box { background: #0000ff !important; } }
@@ -172,7 +175,7 @@ async fn gmail_drops_position_absolute_apple_mail_keeps_it_and_only_the_dark_twi
     let dark = screenshot(&s, &results, "applemail_macos_dm").await;
     assert!(
         count(&dark, BLUE) > 10_000,
-        "Apple Mail dark: the prefers-color-scheme rule applies"
+        "Apple Mail dark: the prefers-color-scheme rule applies (the CSS opts in)"
     );
     assert_eq!(
         count(&dark, YELLOW),
