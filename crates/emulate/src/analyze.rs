@@ -310,8 +310,10 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
         applied,
     };
     let mut found = Collector::default();
+    // Line numbers of the source as sent, for the behaviours judged on it whole.
+    let original = Lines::new(html);
     if html.len() > CLIP_BYTES {
-        let line = Lines::new(html).at(CLIP_BYTES);
+        let line = original.at(CLIP_BYTES);
         judge.add_behaviour(
             &mut found,
             Implementation::ClipLongMessage,
@@ -327,7 +329,6 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
     }
     let widest = crate::transform::widest_width(html);
     if judge.applied.has(Implementation::AutoFitWideLayout) && widest > client.viewport.width {
-        let original = Lines::new(html);
         let at = html.find(&widest.to_string()).map_or(1, |i| original.at(i));
         judge.add_behaviour(
             &mut found,
@@ -345,7 +346,6 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
         );
     }
     if let Some((imp, width)) = crate::transform::zooms_out(html, client, set, &judge.applied) {
-        let original = Lines::new(html);
         let at = html.find(&width.to_string()).map_or(1, |i| original.at(i));
         judge.add_behaviour(
             &mut found,
@@ -362,7 +362,6 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
         );
     }
     if judge.applied.has(Implementation::MsoConditionalsAsComments) {
-        let original = Lines::new(html);
         let lines: Vec<u32> = html
             .match_indices("<!--[if")
             .map(|(at, _)| original.at(at))
@@ -381,7 +380,6 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
     }
 
     if judge.applied.has(Implementation::DarkAppleOptIn) {
-        let original = Lines::new(html);
         // ASCII lowercasing keeps byte offsets, so the lines stay the source's.
         let lines: Vec<u32> = html
             .to_ascii_lowercase()
@@ -423,7 +421,6 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(16);
     let work = if word {
-        let original = Lines::new(html);
         for (at, _) in html.match_indices("<!--[if") {
             found.add(
                 Severity::Info,

@@ -75,8 +75,8 @@ pub struct NewHit {
     /// Seconds of a reading step, the link number of a click, else 0.
     pub number: i64,
     pub merge_value: Option<String>,
-    pub agent_class: String,
-    /// Who fetched it (`analytics::classify`).
+    /// Who fetched it (`analytics::classify`); also written to the 0010 `agent_class` column,
+    /// which older rows alone fill differently (`none` where `source` says `unknown`).
     pub source: Source,
     pub client: Client,
     pub device: Device,
@@ -88,6 +88,8 @@ pub struct NewHit {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HitRow {
     pub hit: NewHit,
+    /// The stored `agent_class` column, as the export shows it.
+    pub agent_class: String,
     pub test: bool,
 }
 
@@ -138,7 +140,7 @@ fn push_hit_values(q: &mut Query, hit: &NewHit, test: bool) {
         .push(", ")
         .bind(hit.merge_value.clone())
         .push(", ")
-        .bind(hit.agent_class.as_str())
+        .bind(hit.source.as_str())
         .push(", ")
         .bind(i64::from(test))
         .push(", ")
@@ -225,29 +227,32 @@ impl Store {
 
     /// The account's campaign `guid`; `None` for another account's.
     pub async fn campaign(&self, account_id: i64, guid: &str) -> Result<Option<CampaignRow>> {
-        sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM analytics_campaigns WHERE guid = $1 AND account_id = $2"
-        ))
-        .bind(guid)
-        .bind(account_id)
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(campaign_row)
-        .transpose()
+        self.campaign_of(guid, Some(account_id)).await
     }
 
     /// Any account's campaign `guid`: for recording a hit, which carries no credentials.
     pub async fn campaign_for_hit(&self, guid: &str) -> Result<Option<CampaignRow>> {
-        sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM analytics_campaigns WHERE guid = $1"
-        ))
-        .bind(guid)
-        .fetch_optional(&self.pool)
-        .await?
-        .as_ref()
-        .map(campaign_row)
-        .transpose()
+        self.campaign_of(guid, None).await
+    }
+
+    async fn campaign_of(
+        &self,
+        guid: &str,
+        account_id: Option<i64>,
+    ) -> Result<Option<CampaignRow>> {
+        let mut q = Query::new(&format!(
+            "SELECT {COLUMNS} FROM analytics_campaigns WHERE guid = "
+        ));
+        q.bind(guid);
+        if let Some(account_id) = account_id {
+            q.push(" AND account_id = ").bind(account_id);
+        }
+        q.build()
+            .fetch_optional(&self.pool)
+            .await?
+            .as_ref()
+            .map(campaign_row)
+            .transpose()
     }
 
     /// The account's campaigns by the §4.5 list rules (`from`, `to`, `subject` on the name,
@@ -564,12 +569,12 @@ impl Store {
                         kind: r.try_get("kind")?,
                         number: r.try_get("number")?,
                         merge_value: r.try_get("merge_value")?,
-                        agent_class: r.try_get("agent_class")?,
                         source: class(r, "source", Source::parse)?,
                         client: class(r, "client", Client::parse)?,
                         device: class(r, "device", Device::parse)?,
                         mpp_by_agent_only: r.try_get::<i64, _>("mpp_by_agent_only")? != 0,
                     },
+                    agent_class: r.try_get("agent_class")?,
                     test: r.try_get::<i64, _>("test")? != 0,
                 })
             })

@@ -831,7 +831,8 @@ fn hit_client() -> reqwest::Client {
         .expect("client")
 }
 
-async fn hit_as(http: &reqwest::Client, url: &str, agent: &str) -> reqwest::Response {
+/// A tracking hit with user agent `agent`, answered an image or a redirect.
+pub(crate) async fn hit_as(http: &reqwest::Client, url: &str, agent: &str) -> reqwest::Response {
     let r = http
         .get(url)
         .header("User-Agent", agent)

@@ -144,12 +144,8 @@ async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
         ("r3", "Mozilla/5.0", &["o.gif", "dm.gif"][..]),
     ] {
         for f in files {
-            let r = http
-                .get(s.url(&format!("/t/{guid}/{f}?d={reader}")))
-                .header("User-Agent", agent)
-                .send()
-                .await
-                .expect("hit");
+            let r = crate::analytics::hit_as(&http, &s.url(&format!("/t/{guid}/{f}?d={reader}")), agent)
+                .await;
             assert_eq!(r.status(), 200);
         }
     }

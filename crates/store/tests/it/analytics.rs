@@ -32,7 +32,6 @@ fn hit(guid: &str, at: i64, kind: &str) -> NewHit {
         kind: kind.into(),
         number: 0,
         merge_value: Some("a@example.org".into()),
-        agent_class: "direct".into(),
         source: Source::Direct,
         client: Client::Other,
         device: Device::Unknown,
@@ -45,7 +44,6 @@ fn hit_by(who: Option<&str>, at: i64, kind: &str, number: i64, source: Source) -
     NewHit {
         number,
         merge_value: who.map(String::from),
-        agent_class: source.as_str().into(),
         source,
         client: Client::Unknown,
         ..hit("g1", at, kind)
