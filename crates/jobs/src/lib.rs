@@ -8,6 +8,9 @@
 //!   loses it.
 //! - `render` and `emulate` never see the database; this crate is where they meet it.
 
+mod engine;
 mod render_worker;
+
+pub use engine::RenderEngine;
 
 pub use render_worker::{prepared_request, render_request, RenderWorker, RenderWorkerConfig};

@@ -9,10 +9,12 @@ use domain::catalog::Viewport;
 use domain::{Catalog, Variant};
 use emulate::RuleBook;
 use rand::Rng;
-use render::{RenderRequest, Renderer};
+use render::RenderRequest;
 use store::{screenshot_key, Blobs, ClaimedJob, JobOutcome, Key, Store, RENDER};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::RenderEngine;
 
 #[derive(Clone, Debug)]
 pub struct RenderWorkerConfig {
@@ -59,7 +61,7 @@ pub struct RenderWorker {
     pub blobs: Blobs,
     pub catalog: Arc<Catalog>,
     pub rules: Arc<RuleBook>,
-    pub renderer: Arc<Renderer>,
+    pub renderer: Arc<dyn RenderEngine>,
     pub config: RenderWorkerConfig,
     /// Storage or database faults in a row, shared by the worker's loops: the backoff before a
     /// released job is due again grows with it and resets once a screenshot is stored.
@@ -106,7 +108,7 @@ pub fn render_request(
 /// [`render_request`], with the client's dark-mode recolouring (computed on the page loaded in
 /// Chromium) applied first when the transformation asks for one.
 pub async fn prepared_request(
-    renderer: &Renderer,
+    renderer: &dyn RenderEngine,
     client: &domain::Client,
     variant: Variant,
     transformed: emulate::Transformed,
@@ -160,7 +162,7 @@ impl RenderWorker {
         blobs: Blobs,
         catalog: Arc<Catalog>,
         rules: Arc<RuleBook>,
-        renderer: Arc<Renderer>,
+        renderer: Arc<dyn RenderEngine>,
         config: RenderWorkerConfig,
     ) -> RenderWorker {
         RenderWorker {
@@ -386,7 +388,7 @@ impl RenderWorker {
                 retryable: e.is_retryable(),
             },
         };
-        let req = prepared_request(&self.renderer, client, job.variant, transformed)
+        let req = prepared_request(self.renderer.as_ref(), client, job.variant, transformed)
             .await
             .map_err(render_failure)?;
         let rendered = self.renderer.render(req).await.map_err(render_failure)?;

@@ -1,0 +1,38 @@
+//! What the render worker needs of a renderer, as a trait: the worker is tested on a real store
+//! with engines that draw, fail or are missing, without starting browsers.
+
+use async_trait::async_trait;
+use emulate::color::DarkPass;
+use render::{RenderError, RenderRequest, Rendered};
+
+/// Draws a prepared request in its engine. [`render::Renderer`] (Chromium, Firefox and WebKit
+/// behind one pool) is the service's; tests bring their own.
+#[async_trait]
+pub trait RenderEngine: Send + Sync {
+    /// The whole-document PNG and its thumbnails, or the engine's error (retryable when the
+    /// engine crashed or hung: [`RenderError::is_retryable`]).
+    async fn render(&self, req: RenderRequest) -> Result<Rendered, RenderError>;
+
+    /// `req`'s HTML recoloured the way the client's dark mode does it
+    /// ([`render::Renderer::recolour_dark`]).
+    async fn recolour_dark(
+        &self,
+        req: &RenderRequest,
+        pass: DarkPass,
+    ) -> Result<String, RenderError>;
+}
+
+#[async_trait]
+impl RenderEngine for render::Renderer {
+    async fn render(&self, req: RenderRequest) -> Result<Rendered, RenderError> {
+        render::Renderer::render(self, req).await
+    }
+
+    async fn recolour_dark(
+        &self,
+        req: &RenderRequest,
+        pass: DarkPass,
+    ) -> Result<String, RenderError> {
+        render::Renderer::recolour_dark(self, req, pass).await
+    }
+}
