@@ -6,12 +6,16 @@
 //!   runs the accounts CLI against it.
 //! - [`http`]: one stub for the outside HTTP servers a test needs (image hosts, link targets,
 //!   webhook receivers, a forward proxy), recording what it was asked.
+//! - [`on_both!`]: a store-backed test run on SQLite and on PostgreSQL; [`wait::until`]: waiting
+//!   for background work.
 //! - [`fixtures`] (feature `service`): accounts and tests written straight into a store
 //!   (`store::testing`).
 
+mod backends;
 pub mod http;
 #[cfg(feature = "service")]
 pub mod service;
+pub mod wait;
 
 #[cfg(feature = "service")]
 pub use store::testing as fixtures;
