@@ -19,7 +19,8 @@ use store::{Backend, Blobs, BlobsConfig, ClientRow, NewTest, NewTestClient, Stor
 /// A store with one account, local blobs, and the repository's catalog and rules.
 pub struct Fixture {
     _db: TestDb,
-    _blob_dir: tempfile::TempDir,
+    /// Holds the blob store's directory, `blobs`.
+    pub blob_dir: tempfile::TempDir,
     pub store: Store,
     pub blobs: Blobs,
     pub catalog: Arc<Catalog>,
@@ -43,7 +44,7 @@ impl Fixture {
         let rules = RuleBook::load(&repo().join("data/rules")).expect("data/rules loads");
         Fixture {
             _db: db,
-            _blob_dir: blob_dir,
+            blob_dir,
             store,
             blobs,
             catalog: Arc::new(catalog),

@@ -1,6 +1,7 @@
 //! The render worker's outcomes as the results show them: a drawn job is stored and done, an
 //! engine that dies is retried after the backoff and given up after the last attempt, a refused
-//! document bounces at once, a worker claims only what its engines draw, and its loops answer a
+//! document bounces at once, a storage fault releases the job without counting an attempt, a
+//! worker claims only what its engines draw, and its loops answer a
 //! wake-up and stop at shutdown.
 
 use std::sync::Arc;
@@ -150,6 +151,56 @@ async fn a_refused_document_bounces_at_once(backend: Backend) {
     assert_eq!(f.store.pending_jobs().await.expect("count"), 0);
 }
 
+async fn a_storage_fault_releases_the_job_without_counting_an_attempt(backend: Backend) {
+    let f = Fixture::new(backend).await;
+    let client = f
+        .client_of(Engine::Blink, ColorScheme::Light, false)
+        .id
+        .clone();
+    let test = f.queue(&[(&client, &[Variant::Default])]).await;
+    let engine = Arc::new(TestEngine::new(Behaviour::Draw));
+    let worker = f.worker(
+        engine.clone(),
+        RenderWorkerConfig {
+            max_attempts: 1,
+            ..config()
+        },
+    );
+    // The blob directory turned into a file: every write fails, as on a full or lost disk.
+    let dir = f.blob_dir.path().join("blobs");
+    std::fs::remove_dir_all(&dir).expect("remove the blob directory");
+    std::fs::write(&dir, b"not a directory").expect("a file in its place");
+    assert!(worker.run_one().await.expect("the store answers"));
+    assert_eq!(engine.renders(), 1);
+    let row = f.client(&test, &client).await;
+    assert_eq!(
+        row.status,
+        ScreenshotStatus::Processing,
+        "not bounced although max_attempts is 1: {:?}",
+        row.bounce_message
+    );
+    assert!(
+        !worker.run_one().await.expect("the store answers"),
+        "the released job waits for its backoff"
+    );
+
+    std::fs::remove_file(&dir).expect("remove the file");
+    std::fs::create_dir(&dir).expect("the blob directory back");
+    let mut done = false;
+    for _ in 0..100 {
+        if worker.run_one().await.expect("the store answers") {
+            done = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(done, "the released job did not come back");
+    let row = f.client(&test, &client).await;
+    assert_eq!(row.status, ScreenshotStatus::Complete);
+    assert_eq!(row.attempts, 1, "the fault's attempt was given back");
+    assert_eq!(engine.renders(), 2);
+}
+
 async fn a_worker_claims_only_the_jobs_its_engines_draw(backend: Backend) {
     let f = Fixture::new(backend).await;
     let light = f
@@ -285,6 +336,7 @@ testkit::on_both!(
     a_drawn_job_is_stored_and_done,
     an_engine_that_dies_is_retried_after_a_backoff_then_given_up,
     a_refused_document_bounces_at_once,
+    a_storage_fault_releases_the_job_without_counting_an_attempt,
     a_worker_claims_only_the_jobs_its_engines_draw,
     the_loops_answer_a_wake_up_and_stop_at_shutdown,
 );
