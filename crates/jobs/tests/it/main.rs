@@ -87,6 +87,17 @@ impl Fixture {
         test.id
     }
 
+    /// Queues a test of one default screenshot of a light Blink client; returns the client's id
+    /// and the test's.
+    pub async fn queue_one(&self) -> (String, String) {
+        let client = self
+            .client_of(domain::Engine::Blink, domain::ColorScheme::Light, false)
+            .id
+            .clone();
+        let test = self.queue(&[(&client, &[Variant::Default])]).await;
+        (client, test)
+    }
+
     /// `client`'s row of test `id`: its screenshot status as the results show it.
     pub async fn client(&self, id: &str, client: &str) -> ClientRow {
         self.store

@@ -77,11 +77,7 @@ async fn a_drawn_job_is_stored_and_done(backend: Backend) {
 
 async fn an_engine_that_dies_is_retried_after_a_backoff_then_given_up(backend: Backend) {
     let f = Fixture::new(backend).await;
-    let client = f
-        .client_of(Engine::Blink, ColorScheme::Light, false)
-        .id
-        .clone();
-    let test = f.queue(&[(&client, &[Variant::Default])]).await;
+    let (client, test) = f.queue_one().await;
     let engine = Arc::new(TestEngine::new(Behaviour::Die));
     let worker = f.worker(engine.clone(), config());
 
@@ -153,11 +149,7 @@ async fn a_refused_document_bounces_at_once(backend: Backend) {
 
 async fn a_storage_fault_releases_the_job_without_counting_an_attempt(backend: Backend) {
     let f = Fixture::new(backend).await;
-    let client = f
-        .client_of(Engine::Blink, ColorScheme::Light, false)
-        .id
-        .clone();
-    let test = f.queue(&[(&client, &[Variant::Default])]).await;
+    let (client, test) = f.queue_one().await;
     let engine = Arc::new(TestEngine::new(Behaviour::Draw));
     let worker = f.worker(
         engine.clone(),
