@@ -116,6 +116,72 @@ impl Instance {
     }
 }
 
+/// Starts a browser (`program`, with `args` and `env`) whose profile is `profile`, waits for the
+/// stderr line with `marker` that gives its protocol's WebSocket address, and connects to that
+/// address plus `ws_path`. Until the tabs exist, commands may take as long as the start itself: a
+/// browser that has just printed its address can still be busy loading on a starved machine.
+pub(crate) async fn launch(
+    engine: Engine,
+    setup: &EngineSetup,
+    program: &std::path::Path,
+    args: &[String],
+    env: &[(String, String)],
+    marker: &'static str,
+    ws_path: &str,
+) -> Result<
+    (
+        crate::process::Browser,
+        std::sync::Arc<crate::ws::Connection>,
+    ),
+    RenderError,
+> {
+    let (browser, ws_url) =
+        crate::process::Browser::spawn(engine, program, args, env, marker, setup.start_timeout)
+            .await?;
+    let conn =
+        crate::ws::Connection::open(engine, &format!("{ws_url}{ws_path}"), setup.start_timeout)
+            .await?;
+    Ok((browser, std::sync::Arc::new(conn)))
+}
+
+/// The PNG in a protocol's screenshot answer (`data`, base64 in both CDP and BiDi).
+pub(crate) fn screenshot_png(
+    engine: Engine,
+    answer: &serde_json::Value,
+) -> Result<Shot, RenderError> {
+    use base64::Engine as _;
+    let data = answer
+        .get("data")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| RenderError::Document(format!("{engine} returned no screenshot data")))?;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|e| RenderError::Image(format!("{engine} screenshot is not base64: {e}")))?;
+    Ok(Shot { png })
+}
+
+/// The error for a protocol command the browser answered with an error: a crash when `gone`
+/// (the tab or session the command was for no longer exists), else a refused command.
+pub(crate) fn command_failed(
+    engine: Engine,
+    method: &str,
+    message: String,
+    gone: bool,
+) -> RenderError {
+    if gone {
+        RenderError::EngineDied {
+            engine,
+            reason: format!("{method}: {message}"),
+        }
+    } else {
+        RenderError::Protocol {
+            engine,
+            method: method.to_string(),
+            message,
+        }
+    }
+}
+
 pub(crate) fn probe_unsupported(engine: Engine) -> RenderError {
     RenderError::InvalidRequest(format!(
         "page probes run only in Chromium (blink), not in {engine}; ask for the blink engine"
