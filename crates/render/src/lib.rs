@@ -41,8 +41,9 @@ pub const MAX_VIEWPORT_CSS_PX: u32 = 4096;
 /// scale and narrows it).
 pub const MIN_SCALE: f32 = 0.5;
 pub const MAX_SCALE: f32 = 4.0;
-/// Largest HTML document accepted, in bytes; the WebKit helper's pipe is sized for it.
-pub const MAX_HTML_BYTES: usize = ::webkit::protocol::MAX_HTML_BYTES;
+/// Largest HTML document accepted, in bytes: the service's one limit (the WebKit helper's pipe is
+/// sized for it).
+pub const MAX_HTML_BYTES: usize = domain::MAX_HTML_BYTES;
 /// Tallest screenshot produced, in device pixels; longer documents are cut at the bottom.
 pub const MAX_SHOT_DEVICE_PX: u32 = 32_000;
 
