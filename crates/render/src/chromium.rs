@@ -15,15 +15,14 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use crate::engine::{
-    accept_dialog, answer_every, wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest,
+    accept_dialog, answer_every, command_failed, launch, screenshot_png, wait_for_load,
+    EngineSetup, LoadEvent, Running, Shot, ShotRequest,
 };
 use crate::error::RenderError;
-use crate::process::Browser;
 use crate::ws::Connection;
 use domain::{ColorScheme, Engine};
 
@@ -121,18 +120,17 @@ impl Chromium {
                 program: binary.display().to_string(),
             });
         }
-        let (browser, ws_url) = Browser::spawn(
+        let (browser, conn) = launch(
             engine,
+            setup,
             &binary,
             &flags(profile.path(), &setup.proxy_url),
             &setup.env,
             "DevTools listening on ",
-            setup.start_timeout,
+            "",
         )
         .await?;
         let pid = browser.pid();
-        // Start-up commands get the start timeout; see Firefox::start.
-        let conn = Arc::new(Connection::open(engine, &ws_url, setup.start_timeout).await?);
         dismiss_dialogs(&conn);
         let documents = Expected::default();
         answer_requests(&conn, documents.clone());
@@ -172,6 +170,8 @@ impl Chromium {
                 blocking: Mutex::new(false),
             });
         }
+        // From here on a hung command is found within the command timeout, as in Firefox.
+        conn.set_command_timeout(setup.command_timeout);
         tracing::info!(pid, slots = setup.slots, "Chromium ready");
         Ok(Chromium {
             running: Running::new(browser, conn, profile),
@@ -207,14 +207,7 @@ impl Chromium {
             }),
         )
         .await?;
-        let data = shot
-            .get("data")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RenderError::Document("Chromium returned no screenshot data".into()))?;
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .map_err(|e| RenderError::Image(format!("Chromium screenshot is not base64: {e}")))?;
-        Ok(Shot { png })
+        screenshot_png(Engine::Blink, &shot)
     }
 
     /// Evaluates `expression` on the loaded page and returns its value as JSON text.
@@ -447,18 +440,9 @@ async fn call(
             .unwrap_or("unknown error")
             .to_string();
         // A tab or browser that went away is a crash, not a bad document.
-        if message.contains("Target closed") || message.contains("Session with given id not found")
-        {
-            return Err(RenderError::EngineDied {
-                engine: Engine::Blink,
-                reason: format!("{method}: {message}"),
-            });
-        }
-        return Err(RenderError::Protocol {
-            engine: Engine::Blink,
-            method: method.to_string(),
-            message,
-        });
+        let gone = message.contains("Target closed")
+            || message.contains("Session with given id not found");
+        return Err(command_failed(Engine::Blink, method, message, gone));
     }
     Ok(answer.get("result").cloned().unwrap_or(Value::Null))
 }

@@ -1,4 +1,4 @@
-//! What the pool needs from a running engine, whichever browser it is.
+//! What the pool needs from a running engine, whichever of the three it is.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,6 +8,7 @@ use domain::{ColorScheme, Engine};
 use crate::chromium::Chromium;
 use crate::error::RenderError;
 use crate::firefox::Firefox;
+use crate::webkit::Webkit;
 
 /// How to start one engine instance.
 pub(crate) struct EngineSetup {
@@ -17,7 +18,9 @@ pub(crate) struct EngineSetup {
     pub env: Vec<(String, String)>,
     pub start_timeout: Duration,
     pub command_timeout: Duration,
-    /// The browser program; `None` for the engine's usual one.
+    /// Upper bound for one render attempt (WebKit's helper answers a whole capture at once).
+    pub render_timeout: Duration,
+    /// The browser program (WebKit: the helper binary); `None` for the engine's usual one.
     pub program: Option<PathBuf>,
     pub resource_wait: Duration,
 }
@@ -25,6 +28,8 @@ pub(crate) struct EngineSetup {
 /// One screenshot for a slot; the document is already registered with the proxy at `url`.
 pub(crate) struct ShotRequest<'a> {
     pub url: &'a str,
+    /// The document itself, for WebKit's helper, which loads it without the proxy.
+    pub html: &'a str,
     pub width: u32,
     pub height: u32,
     pub scale: f32,
@@ -39,10 +44,11 @@ pub(crate) struct Shot {
     pub png: Vec<u8>,
 }
 
-/// A running browser engine with its slots.
+/// A running engine with its slots.
 pub(crate) enum Instance {
     Chromium(Chromium),
     Firefox(Firefox),
+    Webkit(Webkit),
 }
 
 impl Instance {
@@ -53,7 +59,7 @@ impl Instance {
         match engine {
             Engine::Blink => Ok(Instance::Chromium(Chromium::start(setup).await?)),
             Engine::Gecko => Ok(Instance::Firefox(Firefox::start(setup).await?)),
-            Engine::Webkit => Err(RenderError::EngineUnavailable(Engine::Webkit)),
+            Engine::Webkit => Ok(Instance::Webkit(Webkit::start(setup).await?)),
         }
     }
 
@@ -65,6 +71,7 @@ impl Instance {
         match self {
             Instance::Chromium(c) => c.shoot(slot, req).await,
             Instance::Firefox(f) => f.shoot(slot, req).await,
+            Instance::Webkit(w) => w.shoot(req).await,
         }
     }
 
@@ -79,30 +86,99 @@ impl Instance {
         match self {
             Instance::Chromium(c) => c.evaluate(slot, req, expression).await,
             Instance::Firefox(_) => Err(probe_unsupported(Engine::Gecko)),
+            Instance::Webkit(_) => Err(probe_unsupported(Engine::Webkit)),
         }
     }
 
-    fn running(&self) -> &Running {
+    /// The browser's main process; WebKit's Xvfb, helpers and the processes under them.
+    pub(crate) fn pids(&self) -> Vec<u32> {
         match self {
-            Instance::Chromium(c) => &c.running,
-            Instance::Firefox(f) => &f.running,
+            Instance::Chromium(c) => vec![c.running.pid],
+            Instance::Firefox(f) => vec![f.running.pid],
+            Instance::Webkit(w) => w.pids(),
         }
-    }
-
-    pub(crate) fn pid(&self) -> u32 {
-        self.running().pid
     }
 
     pub(crate) async fn is_alive(&self) -> bool {
-        self.running().is_alive().await
+        match self {
+            Instance::Chromium(c) => c.running.is_alive().await,
+            Instance::Firefox(f) => f.running.is_alive().await,
+            Instance::Webkit(w) => w.is_alive(),
+        }
     }
 
     pub(crate) async fn shutdown(&self) {
-        let close = match self {
-            Instance::Chromium(_) => "Browser.close",
-            Instance::Firefox(_) => "browser.close",
-        };
-        self.running().shutdown(close).await
+        match self {
+            Instance::Chromium(c) => c.running.shutdown("Browser.close").await,
+            Instance::Firefox(f) => f.running.shutdown("browser.close").await,
+            Instance::Webkit(w) => w.shutdown().await,
+        }
+    }
+}
+
+/// Starts a browser (`program`, with `args` and `env`) whose profile is `profile`, waits for the
+/// stderr line with `marker` that gives its protocol's WebSocket address, and connects to that
+/// address plus `ws_path`. Until the tabs exist, commands may take as long as the start itself: a
+/// browser that has just printed its address can still be busy loading on a starved machine.
+pub(crate) async fn launch(
+    engine: Engine,
+    setup: &EngineSetup,
+    program: &std::path::Path,
+    args: &[String],
+    env: &[(String, String)],
+    marker: &'static str,
+    ws_path: &str,
+) -> Result<
+    (
+        crate::process::Browser,
+        std::sync::Arc<crate::ws::Connection>,
+    ),
+    RenderError,
+> {
+    let (browser, ws_url) =
+        crate::process::Browser::spawn(engine, program, args, env, marker, setup.start_timeout)
+            .await?;
+    let conn =
+        crate::ws::Connection::open(engine, &format!("{ws_url}{ws_path}"), setup.start_timeout)
+            .await?;
+    Ok((browser, std::sync::Arc::new(conn)))
+}
+
+/// The PNG in a protocol's screenshot answer (`data`, base64 in both CDP and BiDi).
+pub(crate) fn screenshot_png(
+    engine: Engine,
+    answer: &serde_json::Value,
+) -> Result<Shot, RenderError> {
+    use base64::Engine as _;
+    let data = answer
+        .get("data")
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| RenderError::Document(format!("{engine} returned no screenshot data")))?;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .map_err(|e| RenderError::Image(format!("{engine} screenshot is not base64: {e}")))?;
+    Ok(Shot { png })
+}
+
+/// The error for a protocol command the browser answered with an error: a crash when `gone`
+/// (the tab or session the command was for no longer exists), else a refused command.
+pub(crate) fn command_failed(
+    engine: Engine,
+    method: &str,
+    message: String,
+    gone: bool,
+) -> RenderError {
+    if gone {
+        RenderError::EngineDied {
+            engine,
+            reason: format!("{method}: {message}"),
+        }
+    } else {
+        RenderError::Protocol {
+            engine,
+            method: method.to_string(),
+            message,
+        }
     }
 }
 

@@ -81,13 +81,16 @@ impl RenderError {
     /// True when starting the engine again may work: everything but a missing program, a bad
     /// configuration or a file-system problem.
     pub fn is_start_retryable(&self) -> bool {
-        !matches!(
-            self,
-            RenderError::ProgramMissing { .. }
-                | RenderError::InvalidRequest(_)
-                | RenderError::EngineUnavailable(_)
-                | RenderError::Io { .. }
-        )
+        match self {
+            RenderError::Webkit(e) => !e.is_missing_program(),
+            _ => !matches!(
+                self,
+                RenderError::ProgramMissing { .. }
+                    | RenderError::InvalidRequest(_)
+                    | RenderError::EngineUnavailable(_)
+                    | RenderError::Io { .. }
+            ),
+        }
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> RenderError {

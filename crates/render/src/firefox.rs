@@ -12,16 +12,15 @@
 use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde_json::{json, Value};
 use tokio::sync::{Mutex, Notify};
 
 use crate::chromium::tempdir;
 use crate::engine::{
-    accept_dialog, answer_every, wait_for_load, EngineSetup, LoadEvent, Running, Shot, ShotRequest,
+    accept_dialog, answer_every, command_failed, launch, screenshot_png, wait_for_load,
+    EngineSetup, LoadEvent, Running, Shot, ShotRequest,
 };
 use crate::error::RenderError;
-use crate::process::Browser;
 use crate::ws::Connection;
 use domain::{ColorScheme, Engine};
 
@@ -144,21 +143,17 @@ impl Firefox {
         };
         let mut env = setup.env.clone();
         env.push(("MOZ_CRASHREPORTER_DISABLE".into(), "1".into()));
-        let (browser, ws_base) = Browser::spawn(
+        let (browser, conn) = launch(
             engine,
+            setup,
             &binary,
             &args,
             &env,
             "WebDriver BiDi listening on ",
-            setup.start_timeout,
+            "/session",
         )
         .await?;
         let pid = browser.pid();
-        // Until the tabs exist, commands may take as long as the start itself: a browser that
-        // has just printed its address can still be busy loading on a starved machine.
-        let conn = Arc::new(
-            Connection::open(engine, &format!("{ws_base}/session"), setup.start_timeout).await?,
-        );
         call(
             &conn,
             "session.new",
@@ -356,14 +351,7 @@ impl Firefox {
             }),
         )
         .await?;
-        let data = shot
-            .get("data")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RenderError::Document("Firefox returned no screenshot data".into()))?;
-        let png = base64::engine::general_purpose::STANDARD
-            .decode(data)
-            .map_err(|e| RenderError::Image(format!("Firefox screenshot is not base64: {e}")))?;
-        Ok(Shot { png })
+        screenshot_png(Engine::Gecko, &shot)
     }
 
     /// Waits until `scheme` is the browser's scheme (switching it when no render needs the other).
@@ -449,17 +437,13 @@ async fn call(conn: &Connection, method: &str, params: Value) -> Result<Value, R
             .and_then(Value::as_str)
             .unwrap_or("error");
         let message = answer.get("message").and_then(Value::as_str).unwrap_or("");
-        if error == "no such frame" || error == "invalid session id" {
-            return Err(RenderError::EngineDied {
-                engine: Engine::Gecko,
-                reason: format!("{method}: {error}: {message}"),
-            });
-        }
-        return Err(RenderError::Protocol {
-            engine: Engine::Gecko,
-            method: method.to_string(),
-            message: format!("{error}: {message}"),
-        });
+        let gone = error == "no such frame" || error == "invalid session id";
+        return Err(command_failed(
+            Engine::Gecko,
+            method,
+            format!("{error}: {message}"),
+            gone,
+        ));
     }
     Ok(answer.get("result").cloned().unwrap_or(Value::Null))
 }

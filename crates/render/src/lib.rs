@@ -1,10 +1,12 @@
 //! Real screenshots of (already transformed) email HTML in Chromium, Firefox ESR and WebKitGTK.
 //!
-//! [`Renderer`] keeps one warm browser per engine with `slots_per_engine` tabs, and a loopback
+//! [`Renderer`] keeps one warm instance per engine with `slots_per_engine` slots (a browser's
+//! tabs; WebKit's helpers on their Xvfb, driven through the `webkit` crate), and a loopback
 //! forward proxy ([`proxy::Proxy`]) that every engine sends all its traffic through: it serves
 //! the documents from memory under one-time paths and fetches what emails reference under the
-//! [`NetPolicy`]. A render waits for a free slot of its engine; a crashed or hung engine is
-//! restarted and the render retried once before a retryable error is returned.
+//! [`NetPolicy`]. All three engines take one path: a request is checked against one set of
+//! limits before any engine sees it, waits for a free slot of its engine, and a crashed or hung
+//! engine is restarted and the render retried once before a retryable error is returned.
 
 mod chromium;
 mod dark;
@@ -14,6 +16,7 @@ mod firefox;
 pub mod process;
 pub mod proxy;
 mod thumb;
+mod webkit;
 mod ws;
 
 use std::path::PathBuf;
@@ -32,10 +35,15 @@ pub use thumb::{
     FULL_THUMBNAIL_MAX_HEIGHT, FULL_THUMBNAIL_WIDTH, THUMBNAIL_HEIGHT, THUMBNAIL_WIDTH,
 };
 
-/// Widest viewport accepted, in CSS px.
+/// Widest and tallest viewport accepted, in CSS px.
 pub const MAX_VIEWPORT_CSS_PX: u32 = 4096;
-/// Largest HTML document accepted, in bytes.
-pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
+/// Smallest and largest device scale accepted (WebKit draws a fractional one at the next whole
+/// scale and narrows it).
+pub const MIN_SCALE: f32 = 0.5;
+pub const MAX_SCALE: f32 = 4.0;
+/// Largest HTML document accepted, in bytes: the service's one limit (the WebKit helper's pipe is
+/// sized for it).
+pub const MAX_HTML_BYTES: usize = domain::MAX_HTML_BYTES;
 /// Tallest screenshot produced, in device pixels; longer documents are cut at the bottom.
 pub const MAX_SHOT_DEVICE_PX: u32 = 32_000;
 
@@ -45,7 +53,7 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 /// How the renderer runs; built once by the caller.
 #[derive(Clone, Debug)]
 pub struct RenderConfig {
-    /// Tabs per engine, i.e. renders one engine runs at once.
+    /// Slots per engine, i.e. renders one engine runs at once.
     pub slots_per_engine: usize,
     /// Which engines to start.
     pub engines: Vec<Engine>,
@@ -138,15 +146,9 @@ pub struct Renderer {
     cfg: RenderConfig,
     proxy: proxy::Proxy,
     pools: Vec<Pool>,
-    webkit: Option<WebkitPool>,
 }
 
-struct WebkitPool {
-    engine: webkit::WebkitEngine,
-    permits: Semaphore,
-}
-
-/// The slots of one browser engine and the instance they live in.
+/// The slots of one engine and the instance they live in.
 struct Pool {
     engine: Engine,
     setup: EngineSetup,
@@ -213,7 +215,7 @@ impl Pool {
             *current = None;
         }
         if let Some((_, old)) = now {
-            tracing::warn!(engine = %self.engine, pid = old.pid(), "restarting the engine");
+            tracing::warn!(engine = %self.engine, pids = ?old.pids(), "restarting the engine");
             telemetry::global().engine_restart(self.engine.as_str());
             old.shutdown().await;
         }
@@ -247,22 +249,7 @@ impl Renderer {
         engines.dedup();
 
         let mut pools = Vec::new();
-        let mut webkit_pool = None;
         for engine in engines {
-            if engine == Engine::Webkit {
-                let mut wcfg = webkit::WebkitConfig::new(cfg.work_dir.join("webkit"));
-                wcfg.proxy = Some(proxy.url());
-                wcfg.env = env.clone();
-                wcfg.capture_timeout = cfg.render_timeout;
-                wcfg.resource_wait = cfg.resource_wait;
-                wcfg.helper_path = cfg.webkit_helper.clone();
-                let started = webkit::WebkitEngine::start(wcfg).await?;
-                webkit_pool = Some(WebkitPool {
-                    engine: started,
-                    permits: Semaphore::new(cfg.slots_per_engine),
-                });
-                continue;
-            }
             let setup = EngineSetup {
                 slots: cfg.slots_per_engine,
                 work_dir: cfg.work_dir.clone(),
@@ -272,10 +259,12 @@ impl Renderer {
                 // A single command never legitimately takes long; a hung one is found sooner
                 // than the whole render's timeout, leaving time for the retry.
                 command_timeout: cfg.render_timeout.min(COMMAND_TIMEOUT),
+                render_timeout: cfg.render_timeout,
                 resource_wait: cfg.resource_wait,
                 program: match engine {
                     Engine::Blink => cfg.chromium_program.clone(),
-                    _ => cfg.firefox_program.clone(),
+                    Engine::Gecko => cfg.firefox_program.clone(),
+                    Engine::Webkit => cfg.webkit_helper.clone(),
                 },
             };
             let instance = start_with_retries(engine, &setup, cfg.start_attempts).await?;
@@ -289,12 +278,7 @@ impl Renderer {
                 free: SyncMutex::new((0..cfg.slots_per_engine).rev().collect()),
             });
         }
-        Ok(Renderer {
-            cfg,
-            proxy,
-            pools,
-            webkit: webkit_pool,
-        })
+        Ok(Renderer { cfg, proxy, pools })
     }
 
     /// `http://127.0.0.1:PORT` of the policy proxy all engines use.
@@ -309,21 +293,11 @@ impl Renderer {
 
     /// Main process id of each running engine (WebKit: every process it owns).
     pub fn engine_pids(&self) -> Vec<(Engine, u32)> {
-        let mut pids: Vec<(Engine, u32)> = self
-            .pools
+        self.pools
             .iter()
-            .filter_map(|p| p.current().map(|(_, i)| (p.engine, i.pid())))
-            .collect();
-        if let Some(webkit) = &self.webkit {
-            pids.extend(
-                webkit
-                    .engine
-                    .pids()
-                    .into_iter()
-                    .map(|pid| (Engine::Webkit, pid)),
-            );
-        }
-        pids
+            .filter_map(|p| p.current().map(|(_, i)| (p.engine, i)))
+            .flat_map(|(engine, i)| i.pids().into_iter().map(move |pid| (engine, pid)))
+            .collect()
     }
 
     /// Summed resident memory of all engine processes and their children, in bytes.
@@ -351,10 +325,13 @@ impl Renderer {
     async fn render_inner(&self, mut req: RenderRequest) -> Result<Rendered, RenderError> {
         validate(&req)?;
         req.html = without_refresh(&req.html);
-        let png = if req.engine == Engine::Webkit {
-            self.render_webkit(&req).await?
-        } else {
-            self.render_browser(&req).await?
+        let png = match self.run(&req, Op::Shoot).await? {
+            Output::Png(png) => png,
+            Output::Json(_) => {
+                return Err(RenderError::Document(
+                    "the engine answered a probe to a screenshot".into(),
+                ))
+            }
         };
         let expected_width = (req.viewport.width as f32 * req.scale).round() as u32;
         let thumbs = tokio::task::spawn_blocking(move || thumb::make(&png).map(|t| (t, png)))
@@ -390,7 +367,7 @@ impl Renderer {
         if req.engine != Engine::Blink {
             return Err(engine::probe_unsupported(req.engine));
         }
-        match self.run_browser(&req, Op::Evaluate(expression)).await? {
+        match self.run(&req, Op::Evaluate(expression)).await? {
             Output::Json(json) => Ok(json),
             Output::Png(_) => Err(RenderError::Document(
                 "the engine answered a screenshot to a probe".into(),
@@ -418,51 +395,9 @@ impl Renderer {
         dark::apply(probed, pass)
     }
 
-    async fn render_webkit(&self, req: &RenderRequest) -> Result<Vec<u8>, RenderError> {
-        let Some(webkit) = &self.webkit else {
-            return Err(RenderError::EngineUnavailable(Engine::Webkit));
-        };
-        let _permit = webkit
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| RenderError::EngineUnavailable(Engine::Webkit))?;
-        // WebKitGTK draws at whole device scales only. A fractional one (a client that zooms a
-        // wide email out to its screen) is drawn at the next whole scale and narrowed to the
-        // width asked for, as the zoomed-out page would be.
-        let whole = req.scale.ceil().clamp(1.0, webkit::MAX_SCALE as f32);
-        let capture = webkit
-            .engine
-            .capture(&webkit::CaptureRequest {
-                html: req.html.clone(),
-                width: req.viewport.width,
-                height: req.viewport.height,
-                scale: whole,
-                dark: req.color_scheme == ColorScheme::Dark,
-                block_images: req.block_images,
-            })
-            .await?;
-        if whole == req.scale {
-            return Ok(capture.png);
-        }
-        let width = (req.viewport.width as f32 * req.scale).round() as u32;
-        tokio::task::spawn_blocking(move || thumb::narrow(&capture.png, width))
-            .await
-            .map_err(|e| RenderError::Image(format!("narrowing task failed: {e}")))?
-    }
-
-    async fn render_browser(&self, req: &RenderRequest) -> Result<Vec<u8>, RenderError> {
-        match self.run_browser(req, Op::Shoot).await? {
-            Output::Png(png) => Ok(png),
-            Output::Json(_) => Err(RenderError::Document(
-                "the engine answered a probe to a screenshot".into(),
-            )),
-        }
-    }
-
     /// Runs `op` on `req`'s document in a slot of its engine, restarting a broken engine and
     /// trying once more.
-    async fn run_browser(&self, req: &RenderRequest, op: Op<'_>) -> Result<Output, RenderError> {
+    async fn run(&self, req: &RenderRequest, op: Op<'_>) -> Result<Output, RenderError> {
         let pool = self
             .pools
             .iter()
@@ -483,6 +418,7 @@ impl Renderer {
             let ticket = self.proxy.add_document(&req.html);
             let shot_req = ShotRequest {
                 url: ticket.url(),
+                html: &req.html,
                 width: req.viewport.width,
                 height: req.viewport.height,
                 scale: req.scale,
@@ -534,13 +470,10 @@ impl Renderer {
                 instance.shutdown().await;
             }
         }
-        if let Some(webkit) = self.webkit {
-            webkit.engine.shutdown().await;
-        }
     }
 }
 
-/// What a browser slot does with a loaded document.
+/// What a slot does with a loaded document.
 #[derive(Clone, Copy)]
 enum Op<'a> {
     Shoot,
@@ -636,9 +569,9 @@ fn validate(req: &RenderRequest) -> Result<(), RenderError> {
             v.width, v.height
         )));
     }
-    if !(req.scale.is_finite() && (0.5..=4.0).contains(&req.scale)) {
+    if !(req.scale.is_finite() && (MIN_SCALE..=MAX_SCALE).contains(&req.scale)) {
         return Err(RenderError::InvalidRequest(format!(
-            "scale {} is outside 0.5..=4",
+            "scale {} is outside {MIN_SCALE}..={MAX_SCALE}",
             req.scale
         )));
     }

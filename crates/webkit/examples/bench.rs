@@ -31,7 +31,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         started.elapsed().as_millis()
     );
 
-    for (width, scale) in [(600, 1.0), (390, 3.0)] {
+    for (width, scale) in [(600, 1), (390, 3)] {
         let request = CaptureRequest {
             html: html.clone(),
             width,

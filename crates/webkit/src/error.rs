@@ -43,10 +43,19 @@ pub enum WebkitError {
 }
 
 impl WebkitError {
-    /// True when the same request may well succeed on a fresh helper: the process died, hung or
+    /// True when the same request may well succeed on a fresh engine: a process died, hung or
     /// ran out of time. Bad requests, missing programs and render errors will fail again.
     pub fn is_retryable(&self) -> bool {
         matches!(self, WebkitError::HelperDied(_) | WebkitError::Timeout(_))
+    }
+
+    /// True when a program the engine needs is not installed or built: starting again will not
+    /// help.
+    pub fn is_missing_program(&self) -> bool {
+        matches!(
+            self,
+            WebkitError::XvfbMissing { .. } | WebkitError::HelperMissing { .. }
+        )
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> WebkitError {

@@ -121,10 +121,6 @@ impl Helper {
         self.pid
     }
 
-    pub(crate) fn is_alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
     /// Sends one page and waits for its PNG. A timeout kills the helper: a WebView that does not
     /// answer cannot be trusted with the next email.
     pub(crate) async fn render(

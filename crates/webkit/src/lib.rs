@@ -2,8 +2,11 @@
 //!
 //! [`WebkitEngine`] owns one Xvfb and one helper process per device scale (GTK fixes the scale per
 //! process). Each helper keeps one offscreen WebView for its whole life, so a capture costs a page
-//! load and a snapshot, not a browser start. A helper, its web process or Xvfb that dies or hangs
-//! is replaced on the next capture, which is retried once.
+//! load and a snapshot, not a browser start. This crate is the helper protocol and its Xvfb
+//! plumbing, as `render`'s chromium module is CDP: `render` drives it as its third engine, behind
+//! the same pool, request limits and restart policy as the other two. A capture here is one
+//! attempt: a helper, web process or Xvfb that died or hung makes it fail with a retryable error
+//! and [`WebkitEngine::is_alive`] false, and the caller replaces the whole engine.
 //!
 //! The helper is this crate's binary `mailproof-webkit-helper`; cargo builds it with the crate's
 //! own tests and with workspace builds, but not for a dependent crate alone, so a dependent's
@@ -21,7 +24,7 @@ pub use error::WebkitError;
 pub use helper::HELPER_BINARY;
 
 use helper::{Helper, Spawn};
-use protocol::{HelperOptions, RenderRequest, MAX_HTML_BYTES};
+use protocol::{HelperOptions, RenderRequest};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,12 +32,6 @@ use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
 use tokio::sync::Mutex;
 use xvfb::Xvfb;
-
-/// Widest and tallest viewport accepted, in CSS pixels.
-pub const MAX_VIEWPORT_CSS_PX: u32 = 4096;
-
-/// Largest device scale accepted; GTK only supports whole numbers.
-pub const MAX_SCALE: u32 = 4;
 
 /// How the engine runs; built once by the caller.
 #[derive(Debug, Clone)]
@@ -79,8 +76,8 @@ pub struct CaptureRequest {
     pub width: u32,
     /// Viewport height in CSS pixels; the capture is of the whole document regardless.
     pub height: u32,
-    /// Device scale factor: a whole number from 1 to [`MAX_SCALE`].
-    pub scale: f32,
+    /// Device scale factor; GTK scales by whole numbers only (at least 1).
+    pub scale: u32,
     /// Whether `prefers-color-scheme: dark` matches.
     pub dark: bool,
     /// Whether images stay unloaded: they are never requested from the network, and WebKit
@@ -101,6 +98,7 @@ pub struct Capture {
 
 /// A warm WebKitGTK engine; share it behind an `Arc` and call [`WebkitEngine::capture`]
 /// concurrently: captures at the same scale queue for their helper, other scales run in parallel.
+/// Requests are not checked here: the caller applies its limits first (`render` does).
 pub struct WebkitEngine {
     cfg: WebkitConfig,
     helper_binary: PathBuf,
@@ -128,7 +126,6 @@ impl WebkitEngine {
         };
         engine.ensure_display().await?;
         for &scale in &engine.cfg.warm_scales {
-            check_scale(scale as f32)?;
             let slot = engine.slot(scale);
             let mut helper = slot.lock().await;
             *helper = Some(engine.spawn_helper(scale).await?);
@@ -136,30 +133,40 @@ impl WebkitEngine {
         Ok(engine)
     }
 
-    /// Renders `req` and returns a PNG of the whole document, `width x scale` pixels wide. A dead
-    /// or hung helper (or Xvfb) is replaced and the capture tried once more.
+    /// Renders `req` and returns a PNG of the whole document, `width x scale` pixels wide: one
+    /// attempt. The helper of a scale not used yet starts now; one that died or hung is not
+    /// replaced here (a retryable error), because its Xvfb and web process may have gone with it.
     pub async fn capture(&self, req: &CaptureRequest) -> Result<Capture, WebkitError> {
-        let scale = validate(req)?;
-        let slot = self.slot(scale);
+        let slot = self.slot(req.scale);
         let mut helper = slot.lock().await;
-        let mut retried = false;
-        loop {
-            let result = self.capture_once(&mut helper, scale, req).await;
-            match result {
-                Err(e) if e.is_retryable() => {
-                    if let Some(dead) = helper.take() {
-                        dead.stop().await;
-                    }
-                    self.forget_pid(&helper_role(scale));
-                    if retried {
-                        return Err(e);
-                    }
-                    tracing::warn!(error = %e, "WebKit capture failed; retrying on a fresh helper");
-                    retried = true;
-                }
-                other => return other,
+        let result = self.capture_once(&mut helper, req).await;
+        if result.as_ref().is_err_and(WebkitError::is_retryable) {
+            // A helper that failed this way cannot be trusted with the next email.
+            if let Some(dead) = helper.take() {
+                dead.stop().await;
             }
         }
+        result
+    }
+
+    /// False once Xvfb or a helper this engine started has exited (or was stopped after a
+    /// failure): the engine must be replaced. Reads process states only, so it answers at once
+    /// even while captures hold their helpers.
+    pub fn is_alive(&self) -> bool {
+        self.gone().is_none()
+    }
+
+    /// The first process of the engine found exited, by role and pid (`None` while all run).
+    fn gone(&self) -> Option<String> {
+        let Ok(pids) = self.pids.lock() else {
+            return Some("the process table (poisoned)".into());
+        };
+        if !pids.contains_key(XVFB_ROLE) {
+            return Some("Xvfb (never started)".into());
+        }
+        pids.iter()
+            .find(|(_, &pid)| !procs::alive(pid))
+            .map(|(role, pid)| format!("{role} pid {pid}"))
     }
 
     /// Process ids of Xvfb, the helpers and the WebKit processes under them, for memory accounting
@@ -174,14 +181,29 @@ impl WebkitEngine {
         all
     }
 
-    /// Stops the helpers, then Xvfb.
-    pub async fn shutdown(self) {
+    /// Stops the helpers, then Xvfb. A helper busy with a capture is killed first, so that
+    /// replacing a broken engine never waits for a capture on it to time out.
+    pub async fn shutdown(&self) {
         let slots: Vec<_> = match self.helpers.lock() {
-            Ok(mut helpers) => helpers.drain().map(|(_, slot)| slot).collect(),
+            Ok(mut helpers) => helpers.drain().collect(),
             Err(_) => Vec::new(),
         };
-        for slot in slots {
-            if let Some(helper) = slot.lock().await.take() {
+        for (scale, slot) in slots {
+            let mut helper = match slot.try_lock() {
+                Ok(idle) => idle,
+                Err(_) => {
+                    let busy = self
+                        .pids
+                        .lock()
+                        .ok()
+                        .and_then(|pids| pids.get(&helper_role(scale)).copied());
+                    if let Some(pid) = busy {
+                        procs::signal(pid, procs::Signal::KILL);
+                    }
+                    slot.lock().await
+                }
+            };
+            if let Some(helper) = helper.take() {
                 helper.stop().await;
             }
         }
@@ -193,21 +215,18 @@ impl WebkitEngine {
     async fn capture_once(
         &self,
         helper: &mut Option<Helper>,
-        scale: u32,
         req: &CaptureRequest,
     ) -> Result<Capture, WebkitError> {
-        if !helper.as_mut().is_some_and(Helper::is_alive) {
-            if let Some(dead) = helper.take() {
-                tracing::warn!(
-                    pid = dead.pid(),
-                    "WebKit helper found dead; starting a new one"
-                );
-                dead.stop().await;
-            }
-            *helper = Some(self.spawn_helper(scale).await?);
+        // Checked first: a capture might even succeed on a helper whose Xvfb has gone, and
+        // leave the engine broken for the next one.
+        if let Some(gone) = self.gone() {
+            return Err(WebkitError::HelperDied(format!("{gone} exited")));
+        }
+        if helper.is_none() {
+            *helper = Some(self.spawn_helper(req.scale).await?);
         }
         let Some(running) = helper.as_mut() else {
-            return Err(WebkitError::HelperDied("no helper after a restart".into()));
+            return Err(WebkitError::HelperDied("no helper after a start".into()));
         };
         let out = self.cfg.work_dir.join(format!(
             "capture-{}-{}.png",
@@ -264,21 +283,23 @@ impl WebkitEngine {
         }
     }
 
-    /// Returns the display to use, starting or restarting Xvfb when it is not running.
+    /// Returns the display to use, starting Xvfb the first time. An Xvfb that died is not
+    /// replaced: the helpers on it died too, and the whole engine is replaced instead.
     async fn ensure_display(&self) -> Result<String, WebkitError> {
         let mut xvfb = self.xvfb.lock().await;
         if let Some(running) = xvfb.as_mut() {
             if running.is_alive() {
                 return Ok(running.display());
             }
-            tracing::warn!(pid = running.pid(), "Xvfb died; starting a new one");
+            return Err(WebkitError::HelperDied(format!(
+                "Xvfb pid {} exited",
+                running.pid()
+            )));
         }
         let started = Xvfb::start().await?;
         let display = started.display();
-        self.remember_pid("xvfb".into(), started.pid());
-        if let Some(old) = xvfb.replace(started) {
-            old.stop().await;
-        }
+        self.remember_pid(XVFB_ROLE.into(), started.pid());
+        *xvfb = Some(started);
         Ok(display)
     }
 
@@ -312,46 +333,12 @@ impl WebkitEngine {
             pids.insert(role, pid);
         }
     }
-
-    fn forget_pid(&self, role: &str) {
-        if let Ok(mut pids) = self.pids.lock() {
-            pids.remove(role);
-        }
-    }
 }
+
+const XVFB_ROLE: &str = "xvfb";
 
 fn helper_role(scale: u32) -> String {
     format!("helper@{scale}x")
-}
-
-/// Checks the request against the engine's limits and returns its whole-number scale.
-fn validate(req: &CaptureRequest) -> Result<u32, WebkitError> {
-    let scale = check_scale(req.scale)?;
-    for (name, value) in [("width", req.width), ("height", req.height)] {
-        if value == 0 || value > MAX_VIEWPORT_CSS_PX {
-            return Err(WebkitError::InvalidRequest(format!(
-                "{name} {value} is outside 1..={MAX_VIEWPORT_CSS_PX} CSS px"
-            )));
-        }
-    }
-    if req.html.len() > MAX_HTML_BYTES {
-        return Err(WebkitError::InvalidRequest(format!(
-            "HTML of {} bytes is over the {MAX_HTML_BYTES}-byte limit",
-            req.html.len()
-        )));
-    }
-    Ok(scale)
-}
-
-fn check_scale(scale: f32) -> Result<u32, WebkitError> {
-    if scale.fract() == 0.0 && (1.0..=MAX_SCALE as f32).contains(&scale) {
-        Ok(scale as u32)
-    } else {
-        Err(WebkitError::InvalidRequest(format!(
-            "device scale {scale} is not a whole number from 1 to {MAX_SCALE}: WebKitGTK scales \
-             by whole numbers only"
-        )))
-    }
 }
 
 /// Width and height from a PNG's IHDR chunk.
@@ -369,44 +356,11 @@ fn png_size(png: &[u8]) -> Option<(u32, u32)> {
 mod tests {
     use super::*;
 
-    fn request(scale: f32, width: u32) -> CaptureRequest {
-        CaptureRequest {
-            html: String::new(),
-            width,
-            height: 800,
-            scale,
-            dark: false,
-            block_images: false,
-        }
-    }
-
     #[test]
     fn the_engine_can_be_shared_across_tasks() {
         fn shareable<T: Send + Sync + 'static>() {}
         shareable::<WebkitEngine>();
         shareable::<WebkitError>();
-    }
-
-    #[test]
-    fn whole_scales_up_to_the_maximum_are_accepted() {
-        for scale in 1..=MAX_SCALE {
-            assert_eq!(validate(&request(scale as f32, 600)).ok(), Some(scale));
-        }
-    }
-
-    #[test]
-    fn fractional_zero_and_huge_scales_are_refused_and_not_retryable() {
-        for scale in [0.0, 1.5, 2.625, 5.0, f32::NAN, f32::INFINITY] {
-            let error = validate(&request(scale, 600)).expect_err("scale must be refused");
-            assert!(!error.is_retryable(), "{error}");
-        }
-    }
-
-    #[test]
-    fn zero_and_oversized_viewports_are_refused() {
-        assert!(validate(&request(1.0, 0)).is_err());
-        assert!(validate(&request(1.0, MAX_VIEWPORT_CSS_PX + 1)).is_err());
-        assert!(validate(&request(1.0, 390)).is_ok());
     }
 
     #[test]

@@ -7,13 +7,10 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// The largest HTML document the engine renders; real emails are far below it (Gmail clips at
-/// about 100 KB).
-pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
-
 /// The largest request line the helper accepts; keeps a runaway line from exhausting its memory.
-/// JSON escaping can grow HTML up to six-fold (`\u0001`), hence the factor.
-pub const MAX_REQUEST_LINE_BYTES: usize = 6 * MAX_HTML_BYTES + 64 * 1024;
+/// Sized for the largest document mailproof renders (`render` refuses bigger ones before they
+/// get here); JSON escaping can grow HTML up to six-fold (`\u0001`), hence the factor.
+pub const MAX_REQUEST_LINE_BYTES: usize = 6 * domain::MAX_HTML_BYTES + 64 * 1024;
 
 /// The largest reply line the engine accepts from the helper.
 pub const MAX_REPLY_LINE_BYTES: usize = 64 * 1024;

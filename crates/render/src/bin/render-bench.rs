@@ -652,7 +652,7 @@ impl BareSession {
                         html: html.to_string(),
                         width: p.width,
                         height: p.height,
-                        scale: p.scale,
+                        scale: p.scale.ceil() as u32,
                         dark: false,
                         block_images: false,
                     })

@@ -14,12 +14,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use content::netpolicy::NetPolicy;
 use domain::Engine;
-use render::{RenderConfig, RenderRequest, Rendered, Renderer};
+use render::{RenderRequest, Rendered, Renderer};
 use tokio::net::UdpSocket;
 
-use crate::support::{page, pixel, request, run, unique_path, Behaviour, ImageServer, ENGINES};
+use crate::support::{
+    self, page, pixel, request, run, unique_path, Behaviour, ImageServer, ENGINES,
+};
 
 /// Render timeout of the test's own renderer: the bound for how long a hostile page may delay
 /// another render.
@@ -256,19 +257,9 @@ fn is_blue(p: [u8; 4]) -> bool {
 
 async fn hostile_renderer() -> Arc<Renderer> {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut cfg = RenderConfig::new(dir.keep());
-    cfg.slots_per_engine = 2;
-    cfg.engines = ENGINES.to_vec();
-    cfg.resource_wait = Duration::from_secs(2);
+    let mut cfg = support::config(dir.keep(), &ENGINES);
     cfg.render_timeout = RENDER_TIMEOUT;
-    cfg.net_policy = NetPolicy {
-        allow: vec!["127.0.0.1/32".parse().expect("net")],
-        timeout: Duration::from_secs(5),
-        ..NetPolicy::default()
-    };
-    Arc::new(Renderer::start(cfg).await.unwrap_or_else(|e| {
-        panic!("renderer did not start: {e} (install the browsers with scripts/setup.sh; the WebKit helper is built by `cargo build -p webkit`)")
-    }))
+    Arc::new(support::start(cfg).await)
 }
 
 async fn shoot(renderer: &Renderer, req: RenderRequest) -> Rendered {

@@ -5,6 +5,7 @@
 
 mod dark;
 mod hostile;
+mod limits;
 mod network;
 
 mod probe;

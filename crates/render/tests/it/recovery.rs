@@ -1,8 +1,11 @@
-//! A killed engine is restarted and the next render succeeds.
+//! A killed or hung engine is restarted and the next render succeeds, the same way for all three.
+
+use std::time::Duration;
 
 use domain::Engine;
+use render::Renderer;
 
-use crate::support::{page, render, renderer, request, run};
+use crate::support::{config, page, render, renderer, request, run, start};
 
 fn kill(pid: u32) {
     assert!(procs::signal(pid, procs::Signal::KILL), "kill {pid}");
@@ -33,4 +36,97 @@ fn a_killed_browser_is_restarted_and_the_next_render_succeeds() {
             assert_ne!(pid, new_pid, "{engine} runs in a new process");
         }
     });
+}
+
+/// The processes of `renderer`'s WebKit engine whose command name starts with `name`.
+fn webkit_processes(renderer: &Renderer, name: &str) -> Vec<u32> {
+    renderer
+        .engine_pids()
+        .into_iter()
+        .filter(|(e, _)| *e == Engine::Webkit)
+        .map(|(_, pid)| pid)
+        .filter(|&pid| procs::live_command(pid).is_some_and(|comm| comm.starts_with(name)))
+        .collect()
+}
+
+/// How many times the pool has restarted `engine` in this test process, from the metrics.
+fn restarts(engine: Engine) -> u64 {
+    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
+    let series = format!("mailproof_engine_restarts_total{{engine=\"{engine}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .map_or(0, |n| n.trim().parse().expect("a counter"))
+}
+
+/// Starts a WebKit-only renderer, breaks one of its processes with `signal`, and checks that the
+/// next render succeeds because the pool replaced the whole engine (a new helper on a new Xvfb)
+/// and counted the restart, as it does for Chromium and Firefox.
+fn webkit_is_replaced_through_the_pool_after(name: &str, signal: procs::Signal) {
+    run(async {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut cfg = config(dir.path().to_path_buf(), &[Engine::Webkit]);
+        cfg.slots_per_engine = 1;
+        // A stopped helper is found hung after this long.
+        cfg.render_timeout = Duration::from_secs(5);
+        let renderer = start(cfg).await;
+        let warm = request(Engine::Webkit, page("data:,"), 600, 1.0);
+        renderer.render(warm.clone()).await.expect("render before");
+        // comm holds the first 15 bytes of the binary name.
+        let helpers = webkit_processes(&renderer, "mailproof-webki");
+        let xvfb = webkit_processes(&renderer, "Xvfb");
+        assert_eq!(
+            (helpers.len(), xvfb.len()),
+            (1, 1),
+            "{:?}",
+            renderer.engine_pids()
+        );
+        let victims = webkit_processes(&renderer, name);
+        assert!(!victims.is_empty(), "WebKit runs a {name} process");
+        let before = restarts(Engine::Webkit);
+        for &pid in &victims {
+            assert!(procs::signal(pid, signal), "signal {pid}");
+        }
+        let shot = renderer
+            .render(warm.clone())
+            .await
+            .expect("the render after the kill is retried on a fresh engine");
+        assert_eq!(shot.width, 600);
+        assert_eq!(
+            restarts(Engine::Webkit),
+            before + 1,
+            "the pool restarted WebKit once"
+        );
+        let new_helpers = webkit_processes(&renderer, "mailproof-webki");
+        let new_xvfb = webkit_processes(&renderer, "Xvfb");
+        assert_eq!(new_helpers.len(), 1, "{:?}", renderer.engine_pids());
+        assert_ne!(helpers, new_helpers, "a new helper runs");
+        assert_ne!(
+            xvfb, new_xvfb,
+            "the whole engine was replaced, its Xvfb too"
+        );
+        renderer
+            .render(warm)
+            .await
+            .expect("and the render after that");
+        renderer.shutdown().await;
+        for pid in helpers.iter().chain(&xvfb) {
+            assert!(!procs::alive(*pid), "the replaced engine's {pid} is gone");
+        }
+    });
+}
+
+#[test]
+fn a_killed_webkit_helper_is_replaced_through_the_pools_restart() {
+    webkit_is_replaced_through_the_pool_after("mailproof-webki", procs::Signal::KILL);
+}
+
+#[test]
+fn a_killed_webkit_xvfb_is_replaced_through_the_pools_restart() {
+    webkit_is_replaced_through_the_pool_after("Xvfb", procs::Signal::KILL);
+}
+
+#[test]
+fn a_hung_webkit_helper_is_replaced_through_the_pools_restart() {
+    // A stopped process neither answers nor exits: what a hung WebView looks like.
+    webkit_is_replaced_through_the_pool_after("mailproof-webki", procs::Signal::STOP);
 }

@@ -50,23 +50,34 @@ pub async fn renderer() -> Arc<Renderer> {
                 .with_test_writer()
                 .try_init();
             let dir = tempfile::tempdir().expect("temp dir");
-            let mut cfg = RenderConfig::new(dir.keep());
-            cfg.slots_per_engine = 2;
-            cfg.engines = ENGINES.to_vec();
-            cfg.resource_wait = RESOURCE_WAIT;
+            let mut cfg = config(dir.keep(), &ENGINES);
             cfg.render_timeout = Duration::from_secs(30);
-            cfg.net_policy = NetPolicy {
-                allow: vec!["127.0.0.1/32".parse().expect("net")],
-                timeout: Duration::from_secs(5),
-                ..NetPolicy::default()
-            };
-            let renderer = Renderer::start(cfg).await.unwrap_or_else(|e| {
-                panic!("renderer did not start: {e} (install the browsers with scripts/setup.sh; the WebKit helper is built by `cargo build -p webkit`)")
-            });
-            Arc::new(renderer)
+            Arc::new(start(cfg).await)
         })
         .await
         .clone()
+}
+
+/// The shared renderer's settings for `engines`, in `work_dir`: two slots each, loopback
+/// 127.0.0.1 allow-listed, the tests' resource wait.
+pub fn config(work_dir: std::path::PathBuf, engines: &[Engine]) -> RenderConfig {
+    let mut cfg = RenderConfig::new(work_dir);
+    cfg.slots_per_engine = 2;
+    cfg.engines = engines.to_vec();
+    cfg.resource_wait = RESOURCE_WAIT;
+    cfg.net_policy = NetPolicy {
+        allow: vec!["127.0.0.1/32".parse().expect("net")],
+        timeout: Duration::from_secs(5),
+        ..NetPolicy::default()
+    };
+    cfg
+}
+
+/// Starts a renderer of its own, failing with what to install when an engine is missing.
+pub async fn start(cfg: RenderConfig) -> Renderer {
+    Renderer::start(cfg).await.unwrap_or_else(|e| {
+        panic!("renderer did not start: {e} (install the browsers with scripts/setup.sh; the WebKit helper is built by `cargo build -p webkit`)")
+    })
 }
 
 /// A request with the usual test defaults.

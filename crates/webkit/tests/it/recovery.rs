@@ -1,4 +1,6 @@
-//! A killed helper, web process or Xvfb is replaced by the next capture, on a warm engine.
+//! A killed or hung helper, or a killed Xvfb, fails the next capture with a retryable error and
+//! the engine says it is no longer alive: replacing it is the caller's (`render`'s pool; its
+//! tests show the replacement). A killed web process alone is survived by the helper.
 
 use crate::support::{request, runtime, start_engine};
 use std::time::Duration;
@@ -20,62 +22,76 @@ fn signal_named(engine: &WebkitEngine, name: &str, signal: procs::Signal) -> usi
     victims.len()
 }
 
-fn survives_killing(name: &str) {
+/// Kills `name` on a warm engine; returns the next capture's result and whether the engine still
+/// says it is alive, after checking that shutting it down leaves no process behind.
+fn kill_and_capture(name: &str) -> (Result<webkit::Capture, webkit::WebkitError>, bool) {
     runtime().block_on(async {
         let (engine, _dir) = start_engine(None, Duration::from_secs(30)).await;
         engine
-            .capture(&request(PAGE, 600, 1.0))
+            .capture(&request(PAGE, 600, 1))
             .await
             .expect("capture before the kill");
+        assert!(engine.is_alive(), "a warm engine is alive");
         let killed = signal_named(&engine, name, procs::Signal::KILL);
         assert!(
             killed >= 1,
             "the engine runs a {name} process: {:?}",
             engine.pids()
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        let capture = engine
-            .capture(&request(PAGE, 600, 1.0))
-            .await
-            .expect("capture after the kill");
-        assert_eq!(capture.width_px, 600);
-        engine
-            .capture(&request(PAGE, 390, 1.0))
-            .await
-            .expect("and the one after that");
+        // Long enough for a helper to notice that its display has gone.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let next = engine.capture(&request(PAGE, 600, 1)).await;
+        let alive = engine.is_alive();
         let pids = engine.pids();
         engine.shutdown().await;
         // WebKit's child processes leave on their own once the helper's IPC channel closes.
-        let mut alive = pids.clone();
+        let mut left = pids.clone();
         for _ in 0..50 {
-            alive.retain(|&pid| procs::alive(pid));
-            if alive.is_empty() {
+            left.retain(|&pid| procs::alive(pid));
+            if left.is_empty() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let described: Vec<_> = alive.iter().map(|p| describe(*p)).collect();
+        let described: Vec<_> = left.iter().map(|p| describe(*p)).collect();
         assert!(
-            alive.is_empty(),
+            left.is_empty(),
             "shutdown leaves no process behind: {described:?}"
         );
-    });
+        (next, alive)
+    })
+}
+
+fn fails_retryably_after_killing(name: &str) {
+    let (next, alive) = kill_and_capture(name);
+    let error = next.expect_err("no capture on a broken engine");
+    assert!(error.is_retryable(), "{error}");
+    assert!(!alive, "the engine reports that it must be replaced");
 }
 
 #[test]
-fn a_killed_helper_is_replaced_by_the_next_capture() {
+fn a_killed_helper_fails_the_next_capture_retryably() {
     // /proc/PID/comm holds the first 15 bytes of the binary name.
-    survives_killing("mailproof-webki");
+    fails_retryably_after_killing("mailproof-webki");
 }
 
 #[test]
-fn a_killed_web_process_is_survived_by_the_next_capture() {
-    survives_killing("WebKitWebProces");
+fn a_killed_xvfb_fails_the_next_capture_retryably() {
+    fails_retryably_after_killing("Xvfb");
 }
 
 #[test]
-fn a_killed_xvfb_is_replaced_by_the_next_capture() {
-    survives_killing("Xvfb");
+fn a_killed_web_process_is_survived_by_the_helper() {
+    let (next, alive) = kill_and_capture("WebKitWebProces");
+    // The WebView starts a new web process for the next page, or reports the crash: either the
+    // capture works on a live engine or it fails retryably.
+    match next {
+        Ok(capture) => {
+            assert_eq!(capture.width_px, 600);
+            assert!(alive, "an engine that captured is alive");
+        }
+        Err(e) => assert!(e.is_retryable(), "{e}"),
+    }
 }
 
 fn describe(pid: u32) -> String {
@@ -83,28 +99,30 @@ fn describe(pid: u32) -> String {
 }
 
 #[test]
-fn a_hung_helper_times_out_and_the_capture_is_retried_on_a_fresh_one() {
+fn a_hung_helper_times_out_and_is_killed() {
     runtime().block_on(async {
         let timeout = Duration::from_secs(3);
         let (engine, _dir) = start_engine(None, timeout).await;
         engine
-            .capture(&request(PAGE, 600, 1.0))
+            .capture(&request(PAGE, 600, 1))
             .await
             .expect("capture before the hang");
         // A stopped process neither answers nor exits: exactly what a hung WebView looks like.
         let stopped = signal_named(&engine, "mailproof-webki", procs::Signal::STOP);
         assert_eq!(stopped, 1, "one helper at scale 1: {:?}", engine.pids());
         let started = std::time::Instant::now();
-        let capture = engine
-            .capture(&request(PAGE, 600, 1.0))
+        let error = engine
+            .capture(&request(PAGE, 600, 1))
             .await
-            .expect("capture after the hang");
-        assert_eq!(capture.width_px, 600);
+            .expect_err("a hung helper answers nothing");
+        assert!(matches!(error, webkit::WebkitError::Timeout(_)), "{error}");
+        assert!(error.is_retryable());
         assert!(
-            started.elapsed() >= timeout,
-            "the retry came after the capture timeout, not {:?}",
+            started.elapsed() >= timeout && started.elapsed() < timeout * 4,
+            "the capture gave up after its timeout, not {:?}",
             started.elapsed()
         );
+        assert!(!engine.is_alive(), "the hung helper was killed");
         engine.shutdown().await;
     });
 }

@@ -11,7 +11,7 @@ const TALL_PAGE: &str = r#"<!doctype html><html><body style="margin:0;background
 fn desktop_600_at_1x_is_600_px_wide_and_as_tall_as_the_document() {
     let fixture = shared();
     let capture = runtime()
-        .block_on(fixture.engine.capture(&request(TALL_PAGE, 600, 1.0)))
+        .block_on(fixture.engine.capture(&request(TALL_PAGE, 600, 1)))
         .expect("600@1 capture");
     assert_eq!(capture.width_px, 600);
     assert_eq!(capture.height_px, 3000);
@@ -27,7 +27,7 @@ fn desktop_600_at_1x_is_600_px_wide_and_as_tall_as_the_document() {
 fn mobile_390_at_3x_is_1170_px_wide_and_as_tall_as_the_document() {
     let fixture = shared();
     let capture = runtime()
-        .block_on(fixture.engine.capture(&request(TALL_PAGE, 390, 3.0)))
+        .block_on(fixture.engine.capture(&request(TALL_PAGE, 390, 3)))
         .expect("390@3 capture");
     assert_eq!(capture.width_px, 1170);
     assert_eq!(capture.height_px, 9000);
@@ -45,12 +45,12 @@ fn mobile_width_triggers_the_emails_max_width_media_query() {
     let (desktop, mobile) = runtime().block_on(async {
         let desktop = fixture
             .engine
-            .capture(&request(page, 600, 1.0))
+            .capture(&request(page, 600, 1))
             .await
             .expect("desktop");
         let mobile = fixture
             .engine
-            .capture(&request(page, 390, 2.0))
+            .capture(&request(page, 390, 2))
             .await
             .expect("mobile");
         (desktop, mobile)
@@ -66,7 +66,7 @@ fn a_document_wider_than_the_viewport_is_cut_to_the_viewport_width() {
         <table width="700" style="width:700px;height:200px;background:#888"><tr><td>wide</td></tr></table>
         </body></html>"#;
     let capture = runtime()
-        .block_on(shared().engine.capture(&request(page, 390, 1.0)))
+        .block_on(shared().engine.capture(&request(page, 390, 1)))
         .expect("capture of a wide document");
     assert_eq!(capture.width_px, 390);
 }
@@ -79,7 +79,7 @@ fn a_real_template_from_the_corpus_renders_at_desktop_width() {
     );
     let html = std::fs::read_to_string(path).expect("the shared corpus is beside the repository");
     let capture = runtime()
-        .block_on(shared().engine.capture(&request(&html, 600, 1.0)))
+        .block_on(shared().engine.capture(&request(&html, 600, 1)))
         .expect("corpus capture");
     assert_eq!(capture.width_px, 600);
     assert!(
@@ -101,7 +101,7 @@ fn a_document_too_tall_for_one_surface_is_cut_not_lost() {
     let page = r#"<!doctype html><html><body style="margin:0">
         <div style="height:15000px;background:rgb(0,90,0)"></div></body></html>"#;
     let capture = runtime()
-        .block_on(shared().engine.capture(&request(page, 390, 3.0)))
+        .block_on(shared().engine.capture(&request(page, 390, 3)))
         .expect("capture of a very tall document");
     assert_eq!(capture.width_px, 1170);
     assert!(

@@ -71,7 +71,7 @@ pub async fn start_engine(
     (engine, work_dir)
 }
 
-pub fn request(html: &str, width: u32, scale: f32) -> CaptureRequest {
+pub fn request(html: &str, width: u32, scale: u32) -> CaptureRequest {
     CaptureRequest {
         html: html.to_owned(),
         width,

@@ -30,7 +30,7 @@ fn closed_port() -> u16 {
 fn dark_rule_applies_only_when_dark_is_requested() {
     let engine = &shared().engine;
     let (light, dark, light_again) = runtime().block_on(async {
-        let mut req = request(DARK_AWARE_PAGE, 600, 1.0);
+        let mut req = request(DARK_AWARE_PAGE, 600, 1);
         let light = engine.capture(&req).await.expect("light capture");
         req.dark = true;
         let dark = engine.capture(&req).await.expect("dark capture");
@@ -55,7 +55,7 @@ fn blocked_images_are_never_requested_and_not_painted() {
     let fixture = shared();
     let path = "/blocked-image.png";
     let capture = runtime().block_on(async {
-        let mut req = request(&image_page(path), 600, 1.0);
+        let mut req = request(&image_page(path), 600, 1);
         req.block_images = true;
         fixture
             .engine
@@ -76,11 +76,7 @@ fn images_load_through_the_proxy_even_from_loopback_when_not_blocked() {
     let fixture = shared();
     let path = "/allowed-image.png";
     let capture = runtime()
-        .block_on(
-            fixture
-                .engine
-                .capture(&request(&image_page(path), 600, 2.0)),
-        )
+        .block_on(fixture.engine.capture(&request(&image_page(path), 600, 2)))
         .expect("capture with images");
     assert_eq!(
         fixture.proxy.hits(path),
@@ -100,11 +96,7 @@ fn a_stalled_image_delays_the_capture_only_by_the_resource_wait() {
     let path = "/slow-image.png";
     let started = Instant::now();
     let capture = runtime()
-        .block_on(
-            fixture
-                .engine
-                .capture(&request(&image_page(path), 600, 1.0)),
-        )
+        .block_on(fixture.engine.capture(&request(&image_page(path), 600, 1)))
         .expect("capture despite a stalled image");
     let took = started.elapsed();
     assert_eq!(fixture.proxy.hits(path), 1);
@@ -118,7 +110,7 @@ fn a_stalled_image_delays_the_capture_only_by_the_resource_wait() {
         .block_on(
             fixture
                 .engine
-                .capture(&request(&image_page("/after-stall.png"), 600, 1.0)),
+                .capture(&request(&image_page("/after-stall.png"), 600, 1)),
         )
         .expect("capture after a stalled one");
     assert_eq!(rgb_at(&decode(&next), 100, 100), IMAGE_RGB);
@@ -135,7 +127,7 @@ fn a_large_image_is_painted_in_the_capture() {
         closed_port()
     );
     let capture = runtime()
-        .block_on(fixture.engine.capture(&request(&page, 600, 1.0)))
+        .block_on(fixture.engine.capture(&request(&page, 600, 1)))
         .expect("capture with a large image");
     assert_eq!(fixture.proxy.hits(path), 1);
     let image = decode(&capture);
@@ -159,7 +151,7 @@ fn a_meta_refresh_neither_leaves_the_message_nor_fetches_its_target() {
         closed_port()
     );
     let capture = runtime()
-        .block_on(fixture.engine.capture(&request(&page, 600, 1.0)))
+        .block_on(fixture.engine.capture(&request(&page, 600, 1)))
         .expect("capture of a page with a meta refresh");
     // The refresh timer fires right after the load; give it time to reach the network.
     std::thread::sleep(Duration::from_millis(1000));
@@ -182,7 +174,7 @@ fn scripts_in_the_message_do_not_run() {
         <div style="height:300px"></div>
         <script>document.body.style.background = 'rgb(255,0,0)';</script></body></html>"#;
     let capture = runtime()
-        .block_on(shared().engine.capture(&request(page, 600, 1.0)))
+        .block_on(shared().engine.capture(&request(page, 600, 1)))
         .expect("capture of a page with scripts");
     assert_eq!(rgb_at(&decode(&capture), 100, 100), [255, 255, 255]);
 }
