@@ -47,8 +47,14 @@ pub enum TrackingError {
     Html(String),
 }
 
-/// What a tracking hit reports, as named by the last segment of its path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a tracking hit reports, as named by the last segment of its path. Stored as its name
+/// ([`HitKind::as_str`], the `kind` column) and its [`HitKind::number`] (the `number` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(HitName),
+    derive(strum::EnumString, strum::IntoStaticStr, strum::VariantNames),
+    strum(serialize_all = "lowercase")
+)]
 pub enum HitKind {
     Open,
     Print,
@@ -101,15 +107,22 @@ impl HitKind {
 
     /// The stored name of the kind (`read` and `click` keep their number in another column).
     pub fn as_str(self) -> &'static str {
-        match self {
-            HitKind::Open => "open",
-            HitKind::Print => "print",
-            HitKind::Forward => "forward",
-            HitKind::Read(_) => "read",
-            HitKind::Dark => "dark",
-            HitKind::Click(_) => "click",
-            HitKind::Hold => "hold",
-        }
+        HitName::from(self).into()
+    }
+
+    /// The kind a stored name and number stand for; `None` for a name no kind has, or a `read` or
+    /// `click` whose number does not fit.
+    pub fn from_stored(name: &str, number: i64) -> Option<HitKind> {
+        let n = || u32::try_from(number).ok();
+        Some(match name.parse::<HitName>().ok()? {
+            HitName::Open => HitKind::Open,
+            HitName::Print => HitKind::Print,
+            HitName::Forward => HitKind::Forward,
+            HitName::Read => HitKind::Read(n()?),
+            HitName::Dark => HitKind::Dark,
+            HitName::Click => HitKind::Click(n()?),
+            HitName::Hold => HitKind::Hold,
+        })
     }
 
     /// Seconds for `Read`, the link number for `Click`, 0 otherwise (a `Hold` hit's seconds are
@@ -369,25 +382,45 @@ mod tests {
         assert!(!code.contains("r22.gif") && !code.contains("r1.gif"));
     }
 
+    /// Every kind, with the ends of the numbered ones' ranges.
+    const SOME_KINDS: [HitKind; 9] = [
+        HitKind::Open,
+        HitKind::Print,
+        HitKind::Forward,
+        HitKind::Dark,
+        HitKind::Read(2),
+        HitKind::Read(20),
+        HitKind::Click(1),
+        HitKind::Click(37),
+        HitKind::Hold,
+    ];
+
     #[test]
     fn hit_paths_parse_back_to_their_kind() {
-        for kind in [
-            HitKind::Open,
-            HitKind::Print,
-            HitKind::Forward,
-            HitKind::Dark,
-            HitKind::Read(2),
-            HitKind::Read(20),
-            HitKind::Click(1),
-            HitKind::Click(37),
-            HitKind::Hold,
-        ] {
+        for kind in SOME_KINDS {
             assert_eq!(HitKind::parse(&kind.file()), Some(kind));
         }
         for bad in [
             "r3.gif", "r22.gif", "r0.gif", "0", "+1", "x.gif", "", "r.gif", "501",
         ] {
             assert_eq!(HitKind::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn hit_kinds_read_back_from_their_stored_name_and_number() {
+        use strum::VariantNames;
+        assert_eq!(
+            HitName::VARIANTS,
+            ["open", "print", "forward", "read", "dark", "click", "hold"]
+        );
+        for kind in SOME_KINDS {
+            let number = i64::from(kind.number());
+            assert_eq!(HitKind::from_stored(kind.as_str(), number), Some(kind));
+        }
+        assert_eq!(HitKind::from_stored("hold", 14), Some(HitKind::Hold));
+        for (name, number) in [("Open", 0), ("opened", 0), ("", 0), ("click", -1)] {
+            assert_eq!(HitKind::from_stored(name, number), None, "{name} {number}");
         }
     }
 

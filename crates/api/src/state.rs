@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 #[derive(Clone, Debug)]
 pub struct SpamClientInfo {
     pub client: String,
-    pub kind: String,
+    pub kind: domain::FilterType,
     pub description: String,
 }
 

@@ -71,7 +71,7 @@ impl Counts {
     /// has not returned is undecided.
     fn tally_spam(&mut self, spam: &[SpamRow]) {
         for row in spam {
-            match row.spam.map(domain::SpamVerdict::from_wire) {
+            match row.spam {
                 Some(domain::SpamVerdict::Spam) => self.spam += 1,
                 Some(domain::SpamVerdict::NotSpam) => self.not_spam += 1,
                 Some(domain::SpamVerdict::Neutral) | None => self.undecided += 1,
@@ -95,9 +95,9 @@ pub struct ClientStatus {
 pub struct FilterVerdict {
     pub client: String,
     #[serde(rename = "type")]
-    pub kind: String,
-    /// 1 spam, 0 undecided, -1 not spam (spec §2.8).
-    pub spam: Option<i64>,
+    pub kind: domain::FilterType,
+    /// Serialised as the §2.8 integer: 1 spam, 0 undecided, -1 not spam.
+    pub spam: Option<domain::SpamVerdict>,
 }
 
 impl Summary {
@@ -143,7 +143,7 @@ impl Summary {
                 .iter()
                 .map(|s| FilterVerdict {
                     client: s.client.clone(),
-                    kind: s.kind.clone(),
+                    kind: s.kind,
                     spam: s.spam,
                 })
                 .collect(),
@@ -183,16 +183,16 @@ mod tests {
     fn spam_counts_read_the_verdicts_as_the_pages_do() {
         let row = |spam| SpamRow {
             client: "f".into(),
-            kind: "b2c".into(),
+            kind: domain::FilterType::B2c,
             spam,
             details: String::new(),
         };
         let mut counts = Counts::default();
         counts.tally_spam(&[
-            row(Some(1)),
-            row(Some(-1)),
-            row(Some(-1)),
-            row(Some(0)),
+            row(Some(domain::SpamVerdict::Spam)),
+            row(Some(domain::SpamVerdict::NotSpam)),
+            row(Some(domain::SpamVerdict::NotSpam)),
+            row(Some(domain::SpamVerdict::Neutral)),
             row(None),
         ]);
         assert_eq!(

@@ -94,7 +94,7 @@ async fn loops_drain_a_queue_and_stop_at_shutdown(backend: Backend) {
     .await;
     for id in &ids {
         let row = store.link_check(id).await.expect("read").expect("row");
-        assert_eq!(row.state, "done", "{id}");
+        assert_eq!(row.state, domain::QueueState::Done, "{id}");
     }
     tokio::time::timeout(Duration::from_secs(5), runtime.shutdown())
         .await

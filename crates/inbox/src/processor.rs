@@ -255,12 +255,12 @@ impl InboundProcessor {
         {
             Ok(v) => SpamUpdate {
                 client: v.client,
-                spam: i64::from(v.spam),
+                spam: v.spam,
                 details: v.details,
             },
             Err(SpamError::UnparsableMessage(reason)) => SpamUpdate {
                 client: profile.client.clone(),
-                spam: 0,
+                spam: domain::SpamVerdict::Neutral,
                 details: format!("not judged: the message could not be parsed as email ({reason})"),
             },
             Err(e) => {
@@ -284,7 +284,7 @@ impl InboundProcessor {
             inbound_id = row.id,
             test_id,
             client = update.client,
-            spam = update.spam,
+            spam = update.spam.as_str(),
             "spam verdict recorded"
         );
         Ok(Step::Done)

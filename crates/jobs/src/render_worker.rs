@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use background::{Heartbeat, Loops, Slot};
 use domain::catalog::Viewport;
-use domain::{Catalog, Variant};
+use domain::{Catalog, Picture, Variant};
 use emulate::RuleBook;
 use rand::Rng;
 use render::RenderRequest;
@@ -399,7 +399,7 @@ impl RenderWorker {
         };
         self.blobs
             .put(
-                &screenshot_key(&job.test_id, &job.client_id, job.variant.as_str()),
+                &screenshot_key(&job.test_id, &job.client_id, &Picture::Shot(job.variant)),
                 rendered.png,
             )
             .await
@@ -407,14 +407,14 @@ impl RenderWorker {
         if job.variant == Variant::Default {
             self.blobs
                 .put(
-                    &screenshot_key(&job.test_id, &job.client_id, "thumbnail"),
+                    &screenshot_key(&job.test_id, &job.client_id, &Picture::Thumbnail),
                     rendered.thumbnail,
                 )
                 .await
                 .map_err(store_err)?;
             self.blobs
                 .put(
-                    &screenshot_key(&job.test_id, &job.client_id, "full_thumbnail"),
+                    &screenshot_key(&job.test_id, &job.client_id, &Picture::FullThumbnail),
                     rendered.full_thumbnail,
                 )
                 .await

@@ -59,7 +59,7 @@ fn client_infos(profiles: &FilterProfiles) -> Vec<SpamClientInfo> {
         .iter()
         .map(|p| SpamClientInfo {
             client: p.client.clone(),
-            kind: p.kind.as_str().to_owned(),
+            kind: p.kind,
             description: p.description.clone(),
         })
         .collect()

@@ -40,8 +40,7 @@ pub struct Envelope {
 pub struct Verdict {
     pub client: String,
     pub kind: FilterType,
-    /// 1 spam, 0 neutral, -1 not spam.
-    pub spam: i8,
+    pub spam: domain::SpamVerdict,
     pub score: f64,
     pub details: String,
 }

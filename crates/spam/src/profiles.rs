@@ -7,26 +7,11 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use content::uribl::Zone;
+pub use domain::FilterType;
+use domain::SpamVerdict;
 use serde::Deserialize;
 
 use crate::SpamError;
-
-/// `b2b`: filter typical of corporate systems; `b2c`: typical of personal accounts (spec §2.8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FilterType {
-    B2b,
-    B2c,
-}
-
-impl FilterType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FilterType::B2b => "b2b",
-            FilterType::B2c => "b2c",
-        }
-    }
-}
 
 /// Which engine computes the score a profile judges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
@@ -62,21 +47,21 @@ pub struct FilterProfile {
     pub kind: FilterType,
     pub description: String,
     pub engine: EngineKind,
-    /// Score at or above which the message is spam (`1`).
+    /// Score at or above which the message is spam.
     pub spam_at: f64,
-    /// Score below which the message is not spam (`-1`); in between is neutral (`0`).
+    /// Score below which the message is not spam; in between is neutral.
     pub ham_below: f64,
 }
 
 impl FilterProfile {
     /// Maps an engine score to the spec's `spam` value: 1 spam, 0 neutral, -1 not spam.
-    pub fn classify(&self, score: f64) -> i8 {
+    pub fn classify(&self, score: f64) -> SpamVerdict {
         if score >= self.spam_at {
-            1
+            SpamVerdict::Spam
         } else if score < self.ham_below {
-            -1
+            SpamVerdict::NotSpam
         } else {
-            0
+            SpamVerdict::Neutral
         }
     }
 }
@@ -230,17 +215,17 @@ mod tests {
     #[test]
     fn scores_map_to_spam_neutral_and_ham_at_the_thresholds() {
         let p = profile(5.0, 2.0);
-        assert_eq!(p.classify(5.0), 1);
-        assert_eq!(p.classify(4.99), 0);
-        assert_eq!(p.classify(2.0), 0);
-        assert_eq!(p.classify(1.99), -1);
-        assert_eq!(p.classify(-3.0), -1);
+        assert_eq!(p.classify(5.0), SpamVerdict::Spam);
+        assert_eq!(p.classify(4.99), SpamVerdict::Neutral);
+        assert_eq!(p.classify(2.0), SpamVerdict::Neutral);
+        assert_eq!(p.classify(1.99), SpamVerdict::NotSpam);
+        assert_eq!(p.classify(-3.0), SpamVerdict::NotSpam);
     }
 
     #[test]
     fn equal_thresholds_leave_no_neutral_band() {
         let p = profile(3.0, 3.0);
-        assert_eq!(p.classify(3.0), 1);
-        assert_eq!(p.classify(2.9), -1);
+        assert_eq!(p.classify(3.0), SpamVerdict::Spam);
+        assert_eq!(p.classify(2.9), SpamVerdict::NotSpam);
     }
 }

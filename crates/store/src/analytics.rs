@@ -5,7 +5,7 @@ use ::analytics::report::{
     self, CampaignReport, ClientOpens, DeviceOpens, LinkClicks, MppBasis, Opens, Period,
     SourceOpens, Tally, Thresholds, Timing, TimingHit,
 };
-use ::analytics::{Client, Device, Source};
+use ::analytics::{Client, Device, HitKind, Source};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -70,9 +70,9 @@ pub struct CampaignUpdate {
 pub struct NewHit {
     pub guid: String,
     pub at: i64,
-    /// `open`, `print`, `forward`, `read`, `dark` or `click`.
-    pub kind: String,
-    /// Seconds of a reading step, the link number of a click, else 0.
+    /// Stored as its name (`open`, `print`, `forward`, `read`, `dark`, `click`, `hold`).
+    pub kind: HitKind,
+    /// Seconds of a reading step or of a hold, the link number of a click, else 0.
     pub number: i64,
     pub merge_value: Option<String>,
     /// Who fetched it (`analytics::classify`); also written to the 0010 `agent_class` column,
@@ -515,9 +515,9 @@ impl Store {
                 None => out.orphaned += 1,
                 Some(Mode::Active) => rows.push((hit, false)),
                 Some(Mode::Testing(opens))
-                    if hit.kind != "open" || *opens + 1 < rules.activate_at_opens =>
+                    if hit.kind != HitKind::Open || *opens + 1 < rules.activate_at_opens =>
                 {
-                    *opens += i64::from(hit.kind == "open");
+                    *opens += i64::from(hit.kind == HitKind::Open);
                     rows.push((hit, true));
                 }
                 Some(mode) => {
@@ -566,7 +566,7 @@ impl Store {
                     hit: NewHit {
                         guid: r.try_get("guid")?,
                         at: r.try_get("at")?,
-                        kind: r.try_get("kind")?,
+                        kind: hit_kind(r)?,
                         number: r.try_get("number")?,
                         merge_value: r.try_get("merge_value")?,
                         source: class(r, "source", Source::parse)?,
@@ -583,6 +583,16 @@ impl Store {
 }
 
 /// A stored class column read back; a spelling no class has means the row is corrupt.
+/// The kind of a hit row, from its `kind` and `number` columns.
+fn hit_kind(r: &AnyRow) -> Result<HitKind> {
+    let (name, number): (String, i64) = (r.try_get("kind")?, r.try_get("number")?);
+    HitKind::from_stored(&name, number).ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "analytics_hits.kind {name:?} with number {number} is no hit kind"
+        ))
+    })
+}
+
 fn class<T>(r: &AnyRow, column: &str, parse: fn(&str) -> Option<T>) -> Result<T> {
     let text: String = r.try_get(column)?;
     parse(&text).ok_or_else(|| StoreError::Corrupt(format!("analytics_hits.{column} {text:?}")))
@@ -752,12 +762,11 @@ impl Store {
         .await?;
         let mut timing = Vec::with_capacity(timing_rows.len());
         for r in &timing_rows {
-            let kind: String = r.try_get("kind")?;
             let seconds = u32::try_from(r.try_get::<i64, _>("number")?).unwrap_or(0);
             timing.push(TimingHit {
                 merge_value: r.try_get("merge_value")?,
                 at: r.try_get("at")?,
-                signal: if kind == "open" {
+                signal: if hit_kind(r)? == HitKind::Open {
                     Timing::Open
                 } else {
                     Timing::Seconds(seconds)

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use domain::Picture;
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
@@ -262,26 +263,11 @@ fn unreachable(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Where a screenshot lives: `shots/<test>/<client>/<variant>.png`, and beside it the thumbnails.
-pub fn screenshot_key(test_id: &str, client_id: &str, name: &str) -> String {
-    format!("{}/{client_id}/{name}.png", test_prefix(test_id))
-}
-
-/// The file name (without `.png`) of the visual diff of `base_test`'s `variant` screenshot against
-/// the same screenshot of the test it lies beside: `diff-<base test>-<variant>`.
-pub fn diff_name(base_test: &str, variant: &str) -> String {
-    format!("diff-{base_test}-{variant}")
-}
-
-/// `(base test, variant)` of a name [`diff_name`] made, or `None`.
-pub fn parse_diff_name(name: &str) -> Option<(&str, &str)> {
-    name.strip_prefix("diff-")?.split_once('-')
-}
-
-/// Where the highlight image of a visual diff lives: beside the newer test's screenshots, so that
-/// deleting that test (or its retention) removes it too.
-pub fn diff_key(new_test: &str, base_test: &str, client_id: &str, variant: &str) -> String {
-    screenshot_key(new_test, client_id, &diff_name(base_test, variant))
+/// Where a picture of `client_id` in `test_id` lives: `shots/<test>/<client>/<name>.png`. A
+/// visual diff's highlight ([`Picture::Diff`]) is stored beside the newer test's screenshots, so
+/// that deleting that test (or its retention) removes it too.
+pub fn screenshot_key(test_id: &str, client_id: &str, picture: &Picture) -> String {
+    format!("{}/{client_id}/{picture}.png", test_prefix(test_id))
 }
 
 /// The folder of every blob of one test.
@@ -297,17 +283,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_diff_lies_beside_the_new_tests_screenshots_and_its_name_parses_back() {
-        let key = diff_key("newtest", "basetest", "gmail_chrome_web", "no_images");
+    fn a_diff_lies_beside_the_new_tests_screenshots() {
+        let base = domain::TestId::generate().to_string();
+        let diff = Picture::Diff {
+            base: base.clone(),
+            variant: domain::Variant::NoImages,
+        };
+        let key = screenshot_key("newtest", "gmail_chrome_web", &diff);
         assert_eq!(
             key,
-            screenshot_key("newtest", "gmail_chrome_web", "diff-basetest-no_images")
+            format!("shots/newtest/gmail_chrome_web/diff-{base}-no_images.png")
         );
         assert!(key.starts_with(&test_prefix("newtest")));
-        assert_eq!(
-            parse_diff_name(&diff_name("basetest", "horizontal_no_images")),
-            Some(("basetest", "horizontal_no_images"))
-        );
-        assert_eq!(parse_diff_name("default"), None);
     }
 }

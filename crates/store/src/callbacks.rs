@@ -4,6 +4,7 @@
 //! under a lease like a render job: a delivery in flight when the process dies is retried once the
 //! lease expires (at-least-once; every attempt carries the same delivery id).
 
+use domain::QueueState;
 use sqlx::{AnyConnection, Row};
 
 use crate::sql::Arg;
@@ -41,8 +42,8 @@ pub enum CallbackOutcome {
 pub struct CallbackRow {
     pub delivery_id: String,
     pub url: String,
-    /// `queued`, `leased`, `delivered` or `failed`.
-    pub state: String,
+    /// `Queued`, `Leased`, `Delivered` or `Failed`; spelled as stored in the status endpoint.
+    pub state: QueueState,
     pub completed_at: i64,
     pub attempts: i64,
     pub last_error: Option<String>,
@@ -225,7 +226,7 @@ impl Store {
                 Ok::<_, crate::StoreError>(CallbackRow {
                     delivery_id: r.try_get("delivery_id")?,
                     url: r.try_get("url")?,
-                    state: r.try_get("state")?,
+                    state: CALLBACKS.parse_state(&r.try_get::<String, _>("state")?)?,
                     completed_at: r.try_get("completed_at")?,
                     attempts: r.try_get("attempts")?,
                     last_error: r.try_get("last_error")?,
@@ -277,7 +278,7 @@ impl Store {
 mod tests {
     use std::time::Duration;
 
-    use domain::{TestKind, Variant};
+    use domain::{QueueState, TestKind, Variant};
 
     use crate::{Backend, NewTest, NewTestClient};
 
@@ -337,7 +338,7 @@ mod tests {
         assert!(other.await.expect("task"), "the second outcome queues it");
         let (_, row) = store.test_callback(&id).await.expect("read");
         let row = row.expect("the callback is queued");
-        assert_eq!(row.state, "queued");
+        assert_eq!(row.state, QueueState::Queued);
         assert_eq!(row.delivery_id.len(), 32, "{}", row.delivery_id);
     }
 }

@@ -1,6 +1,7 @@
 //! Accessibility and content check requests and their results, claimed by a worker under a lease
 //! like render jobs, retried after a failed attempt.
 
+use domain::QueueState;
 use sqlx::Row;
 
 use crate::{Claim, Key, Outcome, Result, Store, CONTENT_CHECKS};
@@ -8,8 +9,8 @@ use crate::{Claim, Key, Outcome, Result, Store, CONTENT_CHECKS};
 /// A content check as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ContentCheckRow {
-    /// `queued`, `leased` or `done`.
-    pub state: String,
+    /// `Queued`, `Leased`, `Done` or `Failed` (the engine's part given up).
+    pub state: QueueState,
     pub requested_at: i64,
     pub attempts: i64,
     /// Why the last attempt failed, while the check is retried.
@@ -91,7 +92,7 @@ impl Store {
         .await?;
         row.map(|r| {
             Ok(ContentCheckRow {
-                state: r.try_get("state")?,
+                state: CONTENT_CHECKS.parse_state(&r.try_get::<String, _>("state")?)?,
                 requested_at: r.try_get("requested_at")?,
                 attempts: r.try_get("attempts")?,
                 last_error: r.try_get("last_error")?,

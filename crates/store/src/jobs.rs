@@ -2,7 +2,7 @@
 //! claimable again, so a worker that dies mid-render delays that screenshot but never loses it, and
 //! several worker processes (on several machines, once the database is shared) can drain one queue.
 
-use domain::Variant;
+use domain::{Spelled, Variant};
 use sqlx::Row;
 
 use crate::{Claim, Key, Outcome, Result, Store, StoreError, RENDER};
@@ -80,8 +80,7 @@ impl Store {
             id,
             test_id: row.try_get("test_id")?,
             client_id: row.try_get("client_id")?,
-            variant: Variant::parse(&variant)
-                .ok_or_else(|| StoreError::Corrupt(format!("variant {variant:?}")))?,
+            variant: Variant::parse_known(&variant)?,
             attempts: claimed.attempts,
             taken_over_from: row.try_get("taken_over_from")?,
         };

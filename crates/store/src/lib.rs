@@ -56,6 +56,8 @@ pub mod test_s3;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tests;
+#[cfg(all(test, feature = "testing"))]
+mod vocab_tests;
 mod web;
 
 use std::path::Path;
@@ -71,9 +73,7 @@ pub use accounts::{Account, NewAccount};
 pub use analytics::{
     CampaignRow, CampaignUpdate, HitRow, HitsWritten, NewCampaign, NewHit, TestModeRules,
 };
-pub use blobs::{
-    diff_key, diff_name, parse_diff_name, screenshot_key, BlobError, Blobs, BlobsConfig,
-};
+pub use blobs::{screenshot_key, BlobError, Blobs, BlobsConfig};
 pub use callbacks::{CallbackOutcome, CallbackRow, ClaimedCallback};
 pub use checks::ContentCheckRow;
 pub use fair::AccountCaps;
@@ -105,6 +105,13 @@ pub enum StoreError {
     Conflict(String),
     #[error("the monthly test limit of {limit} for customer {customer_id:?} is reached")]
     TestLimitReached { customer_id: String, limit: i64 },
+}
+
+/// A stored spelling no vocabulary value has: the row was written by something else.
+impl From<domain::UnknownValue> for StoreError {
+    fn from(e: domain::UnknownValue) -> Self {
+        StoreError::Corrupt(e.to_string())
+    }
 }
 
 impl From<serde_json::Error> for StoreError {

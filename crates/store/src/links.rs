@@ -1,5 +1,6 @@
 //! Link validation requests and their results, claimed by a worker under a lease like render jobs.
 
+use domain::QueueState;
 use sqlx::Row;
 
 use crate::{Claim, Claimed, Key, Outcome, Queue, Result, Store, LINK_CHECKS};
@@ -7,8 +8,8 @@ use crate::{Claim, Claimed, Key, Outcome, Queue, Result, Store, LINK_CHECKS};
 /// A link check as stored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkCheckRow {
-    /// `queued`, `leased` or `done`.
-    pub state: String,
+    /// `Queued`, `Leased` or `Done`.
+    pub state: QueueState,
     pub requested_at: i64,
     /// The JSON report once `done`.
     pub result: Option<String>,
@@ -107,7 +108,7 @@ impl Store {
         .await?;
         row.map(|r| {
             Ok(LinkCheckRow {
-                state: r.try_get("state")?,
+                state: LINK_CHECKS.parse_state(&r.try_get::<String, _>("state")?)?,
                 requested_at: r.try_get("requested_at")?,
                 result: r.try_get("result")?,
                 completed_at: r.try_get("completed_at")?,

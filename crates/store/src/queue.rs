@@ -9,6 +9,7 @@
 //! `UPDATE ... WHERE key = (SELECT ... LIMIT 1 {skip locked}) RETURNING ...`, so two workers never
 //! claim one row; per-account queues pick the row through [`crate::fair`].
 
+use domain::{QueueState, Spelled};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
 
@@ -67,10 +68,26 @@ impl Backoff {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct States {
     /// Waiting to be claimed (first time or again).
-    pub waiting: &'static str,
-    pub done: &'static str,
+    pub waiting: QueueState,
+    pub done: QueueState,
     /// Given up.
-    pub failed: &'static str,
+    pub failed: QueueState,
+}
+
+impl States {
+    /// The state a row of this queue has stored as `s`: one of its four, else an error (a state
+    /// of another queue, or no state at all, means the row was written by something else).
+    pub fn parse(&self, s: &str) -> Result<QueueState> {
+        let state = QueueState::parse_known(s)?;
+        if [self.waiting, QueueState::Leased, self.done, self.failed].contains(&state) {
+            Ok(state)
+        } else {
+            Err(crate::StoreError::Corrupt(format!(
+                "queue state {s:?} is not one of {}, leased, {}, {}",
+                self.waiting, self.done, self.failed
+            )))
+        }
+    }
 }
 
 /// A leased queue: a table, the columns that carry the lease, and the rules of its work.
@@ -117,9 +134,9 @@ const PER_TEST: Queue = Queue {
     key: "test_id",
     key_is_int: false,
     states: Some(States {
-        waiting: "queued",
-        done: "done",
-        failed: "failed",
+        waiting: QueueState::Queued,
+        done: QueueState::Done,
+        failed: QueueState::Failed,
     }),
     open_rows: "",
     lease_owner: "lease_owner",
@@ -181,9 +198,9 @@ pub const CALLBACKS: Queue = Queue {
     name: "callbacks",
     table: "callbacks",
     states: Some(States {
-        waiting: "queued",
-        done: "delivered",
-        failed: "failed",
+        waiting: QueueState::Queued,
+        done: QueueState::Delivered,
+        failed: QueueState::Failed,
     }),
     backoff: Backoff::doubling(10, 3600),
     max_attempts: Some(8),
@@ -198,9 +215,9 @@ pub const INBOUND: Queue = Queue {
     key: "id",
     key_is_int: true,
     states: Some(States {
-        waiting: "new",
-        done: "done",
-        failed: "failed",
+        waiting: QueueState::New,
+        done: QueueState::Done,
+        failed: QueueState::Failed,
     }),
     due_since: "CASE WHEN q.not_before > q.received_at THEN q.not_before ELSE q.received_at END",
     order: "q.id",
@@ -312,10 +329,21 @@ impl Queue {
         }
     }
 
+    /// The state a row of this queue has stored as `s` (see [`States::parse`]).
+    pub fn parse_state(&self, s: &str) -> Result<QueueState> {
+        match &self.states {
+            Some(states) => states.parse(s),
+            None => Err(crate::StoreError::Corrupt(format!(
+                "queue {} has no state column, yet a state {s:?} was read for it",
+                self.name
+            ))),
+        }
+    }
+
     /// Open rows (on `q.`).
     fn open(&self) -> String {
         match self.states {
-            Some(s) => format!("q.state IN ('{}', 'leased')", s.waiting),
+            Some(s) => format!("q.state IN ('{}', '{}')", s.waiting, QueueState::Leased),
             None => self.open_rows.to_string(),
         }
     }
@@ -323,7 +351,7 @@ impl Queue {
     /// Rows under a lease, live or expired (on `q.`).
     fn leased(&self) -> String {
         match self.states {
-            Some(_) => "q.state = 'leased'".into(),
+            Some(_) => format!("q.state = '{}'", QueueState::Leased),
             None => format!("q.{} IS NOT NULL", self.lease_expires),
         }
     }
@@ -349,7 +377,7 @@ impl Queue {
             .push(&format!(" AND {} = ", self.lease_owner))
             .bind(worker);
         if self.states.is_some() {
-            q.push(" AND state = 'leased'");
+            q.push(&format!(" AND state = '{}'", QueueState::Leased));
         }
     }
 
@@ -384,7 +412,7 @@ impl Queue {
         let (owner, exp, attempts) = (self.lease_owner, self.lease_expires, self.attempts);
         let mut q = Query::new(&format!("UPDATE {} SET ", self.table));
         if self.states.is_some() {
-            q.push("state = 'leased', ");
+            q.push(&format!("state = '{}', ", QueueState::Leased));
         }
         if let Some(col) = self.taken_over_from {
             q.push(&format!("{col} = {owner}, "));
@@ -492,7 +520,7 @@ impl Queue {
             (Outcome::GiveUp { error }, s) => (s.map(|s| s.failed), error.clone(), None),
         };
         if let Some(state) = state {
-            q.push(", state = ").bind(state);
+            q.push(", state = ").bind(state.as_str());
         }
         if let Some(col) = self.last_error {
             q.push(&format!(", {col} = ")).bind(Arg::opt_text(error));

@@ -1,5 +1,6 @@
 //! Spam results per filter profile, and seed-list keys.
 
+use domain::{FilterType, SpamVerdict, Spelled};
 use sqlx::Row;
 
 use crate::sql::Arg;
@@ -8,16 +9,16 @@ use crate::{Claim, Key, Outcome, Result, Store, SVC_SENDS};
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpamRow {
     pub client: String,
-    pub kind: String,
+    pub kind: FilterType,
     /// `None` until the filter has returned (spec §2.8's empty value).
-    pub spam: Option<i64>,
+    pub spam: Option<SpamVerdict>,
     pub details: String,
 }
 
 #[derive(Clone, Debug)]
 pub struct SpamUpdate {
     pub client: String,
-    pub spam: i64,
+    pub spam: SpamVerdict,
     pub details: String,
 }
 
@@ -33,8 +34,11 @@ impl Store {
             .map(|r| {
                 Ok(SpamRow {
                     client: r.try_get("client")?,
-                    kind: r.try_get("kind")?,
-                    spam: r.try_get("spam")?,
+                    kind: FilterType::parse_known(&r.try_get::<String, _>("kind")?)?,
+                    spam: r
+                        .try_get::<Option<i64>, _>("spam")?
+                        .map(SpamVerdict::from_wire)
+                        .transpose()?,
                     details: r.try_get("details")?,
                 })
             })
@@ -52,7 +56,7 @@ impl Store {
         let res = sqlx::query(
             "UPDATE spam_results SET spam = $1, details = $2, updated_at = $3 WHERE test_id = $4 AND client = $5",
         )
-        .bind(u.spam)
+        .bind(u.spam.wire())
         .bind(&u.details)
         .bind(now)
         .bind(test_id)

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use domain::{ScreenshotStatus, SpamMethod, TestKind, Variant};
+use domain::{FilterType, ScreenshotStatus, SpamMethod, Spelled, TestKind, Variant};
 use sqlx::Row;
 
 use crate::sql::{like_literal, Query};
@@ -37,7 +37,7 @@ pub struct NewTest {
     /// a spam request is kept (the caller's SMTP credentials are used at creation and forgotten).
     pub spam_from_address: Option<String>,
     /// Spam filter profiles `(client, type)` whose rows start empty.
-    pub spam_filters: Vec<(String, String)>,
+    pub spam_filters: Vec<(String, FilterType)>,
     pub reprocesses: i64,
     /// `(limit, month)` when this test counts against a per-customer monthly limit.
     pub monthly_limit: Option<(i64, String)>,
@@ -113,8 +113,7 @@ fn test_from_row(row: &sqlx::any::AnyRow) -> Result<TestRow> {
     Ok(TestRow {
         id: row.try_get("id")?,
         account_id: row.try_get("account_id")?,
-        kind: TestKind::parse(&kind)
-            .ok_or_else(|| StoreError::Corrupt(format!("test kind {kind:?}")))?,
+        kind: TestKind::parse_known(&kind)?,
         subject: row.try_get("subject")?,
         created_at: row.try_get("created_at")?,
         reference_id: row.try_get("reference_id")?,
@@ -138,13 +137,12 @@ fn client_from_row(row: &sqlx::any::AnyRow) -> Result<ClientRow> {
     let variants: String = row.try_get("variants")?;
     let variants = parse_json_vec(&variants)?
         .iter()
-        .map(|v| Variant::parse(v).ok_or_else(|| StoreError::Corrupt(format!("variant {v:?}"))))
+        .map(|v| Ok(Variant::parse_known(v)?))
         .collect::<Result<Vec<_>>>()?;
     Ok(ClientRow {
         client_id: row.try_get("client_id")?,
         variants,
-        status: ScreenshotStatus::parse(&status)
-            .ok_or_else(|| StoreError::Corrupt(format!("screenshot status {status:?}")))?,
+        status: ScreenshotStatus::parse_known(&status)?,
         submitted_at: row.try_get("submitted_at")?,
         processing_at: row.try_get("processing_at")?,
         completed_at: row.try_get("completed_at")?,
@@ -257,7 +255,7 @@ impl Store {
             .bind(&t.id)
             .bind(client)
             .bind(pos as i64)
-            .bind(kind)
+            .bind(kind.as_str())
             .execute(&mut *tx)
             .await?;
         }
@@ -399,8 +397,7 @@ impl Store {
             out.push(ListedTest {
                 headers: self.test_headers(&id).await?,
                 created_at: r.try_get("created_at")?,
-                kind: TestKind::parse(&kind)
-                    .ok_or_else(|| StoreError::Corrupt(format!("test kind {kind:?}")))?,
+                kind: TestKind::parse_known(&kind)?,
                 id,
             });
         }

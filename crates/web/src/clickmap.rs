@@ -13,7 +13,7 @@ use analytics::clickmap::{boxes_html, find_boxes, LinkBox};
 use api::handlers::{create, shots};
 use axum::extract::{Form, Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use domain::ScreenshotStatus;
+use domain::{Picture, ScreenshotStatus, Variant};
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::{json, Map};
@@ -26,6 +26,9 @@ use crate::{api_error, internal, WebState};
 /// styles, `object-position` and `visibility` (data/rules/hey-desktop-webmail.toml), so the
 /// painted copy lays out exactly as the plain one.
 pub const CLIENT: &str = "hey_chrome_web";
+
+/// The picture the click map is drawn over.
+const DEFAULT_SHOT: Picture = Picture::Shot(Variant::Default);
 
 fn plain_subject(guid: &str) -> String {
     format!("Click map: {guid}")
@@ -124,7 +127,7 @@ async fn test_for(
 
 /// The painted screenshot's link boxes, and the picture's size.
 async fn boxes(state: &WebState, test: &str) -> Result<(Vec<LinkBox>, u32, u32), String> {
-    let key = store::screenshot_key(test, CLIENT, domain::Variant::Default.as_str());
+    let key = store::screenshot_key(test, CLIENT, &DEFAULT_SHOT);
     let png = state
         .api
         .blobs
@@ -171,13 +174,7 @@ pub async fn section(
             Some((painted, ScreenshotStatus::Complete)),
         ) => match boxes(state, &painted).await {
             Ok((boxes, w, h)) => {
-                let src = shots::url(
-                    &state.api.settings,
-                    &plain,
-                    CLIENT,
-                    domain::Variant::Default.as_str(),
-                    now,
-                );
+                let src = shots::url(&state.api.settings, &plain, CLIENT, &DEFAULT_SHOT, now);
                 html! {
                     figure.clickmap {
                         div.clickmap-stage {

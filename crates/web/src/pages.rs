@@ -9,7 +9,7 @@ use axum::extract::{Form, Path, Query, RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::Json;
-use domain::{Category, ScreenshotStatus, SpamVerdict, TestKind, Variant};
+use domain::{Category, Picture, ScreenshotStatus, SpamVerdict, TestKind, Variant};
 use maud::{html, Markup};
 use serde::Deserialize;
 use serde_json::json;
@@ -456,21 +456,27 @@ fn shape(state: &WebState, id: &str) -> &'static str {
 /// Where a page loads a picture from: the owner gets the API's presigned URL; a shared proof
 /// loads it through the share link, which is checked on every fetch, so revoking the share
 /// stops its pictures too.
-fn picture_url(state: &WebState, scope: &Scope<'_>, client: &str, name: &str, now: i64) -> String {
+fn picture_url(
+    state: &WebState,
+    scope: &Scope<'_>,
+    client: &str,
+    picture: &Picture,
+    now: i64,
+) -> String {
     match scope.owner {
-        Some(_) => shots::url(&state.api.settings, &scope.test.id, client, name, now),
-        None => format!("{}/shots/{client}/{name}.png", scope.base),
+        Some(_) => shots::url(&state.api.settings, &scope.test.id, client, picture, now),
+        None => format!("{}/shots/{client}/{picture}.png", scope.base),
     }
 }
 
 /// The card's picture: the whole page narrowed (its proportions kept), cropped to the card by
 /// CSS from the top, so the first screen of the email is what one sees.
-const CARD_PICTURE: &str = "full_thumbnail";
+const CARD_PICTURE: Picture = Picture::FullThumbnail;
 
 fn client_card(state: &WebState, scope: &Scope<'_>, r: &ClientRow, now: i64) -> Markup {
     let name = display_name(state, &r.client_id);
     let thumb = (r.status == ScreenshotStatus::Complete)
-        .then(|| picture_url(state, scope, &r.client_id, CARD_PICTURE, now));
+        .then(|| picture_url(state, scope, &r.client_id, &CARD_PICTURE, now));
     let cb = format!("cmp-{}", r.client_id);
     html! {
         li.card data-client=(r.client_id) data-status=(r.status.as_str())
@@ -511,7 +517,7 @@ fn spam_section(rows: &[store::SpamRow]) -> Markup {
                             tr data-filter=(r.client) {
                                 td { (r.client) }
                                 td { (r.kind) }
-                                @let v = r.spam.map(SpamVerdict::from_wire);
+                                @let v = r.spam;
                                 td.verdict data-verdict=(verdict_name(v)) { (verdict_label(v)) }
                                 td {
                                     @if r.details.trim().is_empty() { "—" } @else {
@@ -735,7 +741,7 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
                 "name": display_name(state, &c.client_id),
                 "status": c.status.as_str(),
                 "thumbnail": (c.status == ScreenshotStatus::Complete)
-                    .then(|| picture_url(state, scope, &c.client_id, CARD_PICTURE, now)),
+                    .then(|| picture_url(state, scope, &c.client_id, &CARD_PICTURE, now)),
                 "message": c.bounce_message,
             })
         })
@@ -743,7 +749,7 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
     let verdicts: Vec<_> = spam
         .iter()
         .map(|r| {
-            let v = r.spam.map(SpamVerdict::from_wire);
+            let v = r.spam;
             json!({"filter": r.client, "verdict": verdict_name(v), "label": verdict_label(v)})
         })
         .collect();
@@ -803,9 +809,11 @@ pub async fn shared_picture(
         Ok(t) => t,
         Err(r) => return r,
     };
-    let Some(name) = file
+    // A share shows the screenshots and the card's picture, not diffs against other tests.
+    let Some(picture) = file
         .strip_suffix(".png")
-        .filter(|n| Variant::parse(n).is_some() || *n == CARD_PICTURE)
+        .and_then(Picture::parse)
+        .filter(|p| matches!(p, Picture::Shot(_)) || *p == CARD_PICTURE)
     else {
         return not_found();
     };
@@ -816,7 +824,7 @@ pub async fn shared_picture(
     if !in_test {
         return not_found();
     }
-    let mut resp = shots::png(&state.api, &test.id, &client, name).await;
+    let mut resp = shots::png(&state.api, &test.id, &client, &picture).await;
     // Not kept by the browser past a revocation.
     resp.headers_mut().insert(
         header::CACHE_CONTROL,
@@ -872,7 +880,7 @@ async fn client_markup(
         .or_else(|| profile.map(|c| c.rules.clone()))
         .unwrap_or_default();
     let now = chrono::Utc::now().timestamp();
-    let src = picture_url(state, scope, client, current.as_str(), now);
+    let src = picture_url(state, scope, client, &Picture::Shot(current), now);
     let why = match scope.owner {
         Some(v) => Some(crate::why::panel(state, v, &scope.test, client).await),
         None => None,
@@ -1013,7 +1021,7 @@ async fn compare_markup(
                     figure data-client=(r.client_id) {
                         figcaption { (name) " — " (r.status.as_str()) }
                         @if r.status == ScreenshotStatus::Complete {
-                            img src=(picture_url(state, scope, &r.client_id, "default", now))
+                            img src=(picture_url(state, scope, &r.client_id, &Picture::Shot(Variant::Default), now))
                                 alt={ "Screenshot of the email in " (name) };
                         } @else {
                             p { "No screenshot yet." }

@@ -7,7 +7,7 @@ use api::handlers::shots;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use domain::{TestKind, Variant};
+use domain::{Picture, TestKind, Variant};
 use maud::{html, Markup};
 use serde::Deserialize;
 use store::{ClientRow, ListFilter, TestRow};
@@ -311,8 +311,8 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
                                         dt { "Changed regions" } dd.regions { (d.boxes.len()) }
                                         dt { "Extra height" } dd.extra { (extra_height(d.extra_height)) }
                                     }
-                                    @let before_src = shots::url(&state.api.settings, &other.id, &cc.client, "default", now);
-                                    @let after_src = shots::url(&state.api.settings, &test.id, &cc.client, "default", now);
+                                    @let before_src = shots::url(&state.api.settings, &other.id, &cc.client, &Picture::Shot(Variant::Default), now);
+                                    @let after_src = shots::url(&state.api.settings, &test.id, &cc.client, &Picture::Shot(Variant::Default), now);
                                     div.swipe hidden {
                                         label { "Before " input.swipe-range type="range" min="0" max="100" value="50" aria-label={ "Slide between before and after in " (name) }; " after" }
                                         div.swipe-stage {

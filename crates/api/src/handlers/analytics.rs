@@ -651,7 +651,7 @@ fn hits_csv(hits: &[store::HitRow]) -> Result<Vec<u8>, String> {
         let time = datetime(Some(h.hit.at));
         out.write_record([
             time.as_str().unwrap_or(""),
-            &h.hit.kind,
+            h.hit.kind.as_str(),
             &h.hit.number.to_string(),
             &inert_cell(h.hit.merge_value.as_deref().unwrap_or("")),
             &h.agent_class,
@@ -1142,7 +1142,7 @@ pub async fn hit(
     let hit = NewHit {
         guid: guid.clone(),
         at: now,
-        kind: kind.as_str().to_string(),
+        kind,
         number: i64::from(kind.number()),
         merge_value,
         source: classes.source,

@@ -40,7 +40,7 @@ pub async fn check_state(state: &AppState, test: &TestRow) -> ApiResult<CheckSta
         state.checks_ready.notify_one();
     }
     let row = state.store.content_check(&test.id).await?;
-    if let Some(row) = row.as_ref().filter(|r| r.state == "done") {
+    if let Some(row) = row.as_ref().filter(|r| r.state == domain::QueueState::Done) {
         let result = row.result.as_deref().unwrap_or_default();
         let report: CheckReport = serde_json::from_str(result)
             .map_err(|e| ApiError::internal("stored content check is unreadable", e))?;

@@ -444,14 +444,14 @@ pub async fn create_email(
     Ok(Value::Object(resp))
 }
 
-fn spam_filter_rows(state: &AppState, with_spam: bool) -> Vec<(String, String)> {
+fn spam_filter_rows(state: &AppState, with_spam: bool) -> Vec<(String, domain::FilterType)> {
     if !with_spam {
         return Vec::new();
     }
     state
         .spam_clients
         .iter()
-        .map(|c| (c.client.clone(), c.kind.clone()))
+        .map(|c| (c.client.clone(), c.kind))
         .collect()
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use axum::extract::{Path, State};
 use axum::Json;
-use domain::{ScreenshotStatus, TestKind, Variant};
+use domain::{Picture, ScreenshotStatus, TestKind, Variant};
 use serde_json::{json, Map, Value};
 use store::{ClientRow, TestRow};
 use tokio::sync::{AcquireError, OwnedSemaphorePermit, Semaphore};
@@ -239,7 +239,7 @@ pub async fn compare(
                     &base.id,
                     &new.id,
                     &b.client_id,
-                    v.as_str(),
+                    *v,
                     now,
                 )
                 .await?;
@@ -279,11 +279,11 @@ async fn diff_variant(
     base: &str,
     new: &str,
     client: &str,
-    variant: &str,
+    variant: Variant,
     now: i64,
 ) -> ApiResult<VariantOutcome> {
     let read = |test: &str| {
-        let key = store::screenshot_key(test, client, variant);
+        let key = store::screenshot_key(test, client, &Picture::Shot(variant));
         async move { state.blobs.get(&key).await }
     };
     let (old_png, new_png) = match (read(base).await, read(new).await) {
@@ -313,27 +313,25 @@ async fn diff_variant(
     let mut d = match result {
         Ok(d) => d,
         Err(e) => {
-            tracing::warn!(base, new, client, variant, error = %e, "screenshot diff failed");
+            tracing::warn!(base, new, client, %variant, error = %e, "screenshot diff failed");
             return Ok(VariantOutcome::Failed(e.to_string()));
         }
+    };
+    let highlight = Picture::Diff {
+        base: base.to_string(),
+        variant,
     };
     state
         .blobs
         .put(
-            &store::diff_key(new, base, client, variant),
+            &store::screenshot_key(new, client, &highlight),
             std::mem::take(&mut d.highlight_png),
         )
         .await
         .map_err(|e| ApiError::internal("storing a diff image failed", e))?;
     Ok(VariantOutcome::Diffed {
         diff: Box::new(d),
-        diff_image: shots::url(
-            &state.settings,
-            new,
-            client,
-            &store::diff_name(base, variant),
-            now,
-        ),
+        diff_image: shots::url(&state.settings, new, client, &highlight, now),
     })
 }
 

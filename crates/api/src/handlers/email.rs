@@ -3,7 +3,7 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use domain::{ScreenshotStatus, TestKind};
+use domain::{Picture, ScreenshotStatus, TestKind};
 use serde_json::{json, Map, Value};
 use store::{ClientRow, ReprocessOutcome, TestRow};
 
@@ -121,7 +121,7 @@ pub fn client_result(
                 &state.settings,
                 &test.id,
                 &row.client_id,
-                v.as_str(),
+                &Picture::Shot(*v),
                 now
             )),
         );
@@ -133,7 +133,7 @@ pub fn client_result(
             &state.settings,
             &test.id,
             &row.client_id,
-            "thumbnail",
+            &Picture::Thumbnail,
             now
         )),
     );
@@ -144,7 +144,7 @@ pub fn client_result(
                 &state.settings,
                 &test.id,
                 &row.client_id,
-                "full_thumbnail",
+                &Picture::FullThumbnail,
                 now
             )),
         );

@@ -154,7 +154,7 @@ pub async fn link_state(state: &AppState, test: &TestRow) -> ApiResult<LinkState
     let Some(row) = state.store.link_check(&test.id).await? else {
         return Ok(LinkState::NotStarted);
     };
-    let Some(result) = row.result.filter(|_| row.state == "done") else {
+    let Some(result) = row.result.filter(|_| row.state == domain::QueueState::Done) else {
         return Ok(LinkState::Pending);
     };
     let check: content::links::LinkCheck = serde_json::from_str(&result)

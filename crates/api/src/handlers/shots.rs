@@ -6,6 +6,7 @@ use axum::body::Body as HttpBody;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use domain::Picture;
 
 use crate::auth::{authenticate, Caller};
 use crate::error::{ApiError, ErrorName};
@@ -13,35 +14,16 @@ use crate::state::{ApiSettings, AppState};
 
 const PRESIGNED_LIFE_SECS: i64 = 24 * 3600;
 
-/// Names a screenshot file may have: the four variants and the two thumbnails (and diffs, see
-/// `valid_name`).
-const NAMES: [&str; 6] = [
-    "default",
-    "no_images",
-    "horizontal",
-    "horizontal_no_images",
-    "thumbnail",
-    "full_thumbnail",
-];
-
-/// A screenshot or thumbnail name, or the name of a visual diff's highlight image
-/// (`store::diff_name`).
-fn valid_name(name: &str) -> bool {
-    NAMES.contains(&name)
-        || store::parse_diff_name(name).is_some_and(|(base, variant)| {
-            domain::TestId::parse(base).is_some() && domain::Variant::parse(variant).is_some()
-        })
-}
-
 fn signature(key: &[u8], test: &str, client: &str, name: &str, expires: i64) -> String {
     let signed = format!("{test}/{client}/{name}/{expires}");
     domain::signing::hmac_sha256_hex(key, &[signed.as_bytes()])
 }
 
 /// A fresh URL for a screenshot, presigned for 24 hours from `now`.
-pub fn url(s: &ApiSettings, test: &str, client: &str, name: &str, now: i64) -> String {
+pub fn url(s: &ApiSettings, test: &str, client: &str, picture: &Picture, now: i64) -> String {
     let expires = now + PRESIGNED_LIFE_SECS;
-    let sig = signature(&s.signing_key, test, client, name, expires);
+    let name = picture.name();
+    let sig = signature(&s.signing_key, test, client, &name, expires);
     format!(
         "{}/screenshots/{test}/{client}/{name}.png?expires={expires}&signature={sig}",
         s.public_url
@@ -106,7 +88,10 @@ pub async fn serve(
         Err(e) => return e.into_response(),
     };
     let (parts, _) = req.into_parts();
-    let Some(name) = file.strip_suffix(".png").filter(|n| valid_name(n)) else {
+    let Some((name, picture)) = file
+        .strip_suffix(".png")
+        .and_then(|n| Some((n, Picture::parse(n)?)))
+    else {
         return forbidden("no such screenshot");
     };
     if domain::TestId::parse(&test).is_none() {
@@ -133,15 +118,15 @@ pub async fn serve(
     if !allowed {
         return forbidden("this screenshot URL is expired or not signed for you: fetch fresh results, or send your credentials");
     }
-    png(&state, &test, &client, name).await
+    png(&state, &test, &client, &picture).await
 }
 
-/// The stored picture `name` of `client` in `test` as a response, for a caller already allowed
-/// to see it (the presigned check above, or the web's share-link check).
-pub async fn png(state: &AppState, test: &str, client: &str, name: &str) -> Response {
+/// The stored `picture` of `client` in `test` as a response, for a caller already allowed to see
+/// it (the presigned check above, or the web's share-link check).
+pub async fn png(state: &AppState, test: &str, client: &str, picture: &Picture) -> Response {
     match state
         .blobs
-        .get(&store::screenshot_key(test, client, name))
+        .get(&store::screenshot_key(test, client, picture))
         .await
     {
         Ok(Some(bytes)) => (

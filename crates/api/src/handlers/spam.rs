@@ -2,7 +2,7 @@
 
 use axum::extract::{Path, State};
 use axum::Json;
-use domain::{SpamMethod, SpamVerdict, TestKind};
+use domain::{SpamMethod, TestKind};
 use serde_json::{json, Value};
 use store::TestRow;
 
@@ -26,8 +26,7 @@ async fn results_of(state: &AppState, test: &TestRow) -> ApiResult<Json<Value>> 
     Ok(Json(Value::Array(
         rows.iter()
             .map(|r| {
-                let spam = r.spam.map(|n| SpamVerdict::from_wire(n).wire());
-                json!({"client": r.client, "type": r.kind, "spam": spam, "details": r.details})
+                json!({"client": r.client, "type": r.kind, "spam": r.spam, "details": r.details})
             })
             .collect(),
     )))

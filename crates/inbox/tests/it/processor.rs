@@ -60,7 +60,10 @@ impl Fixture {
             created_at: chrono::Utc::now().timestamp(),
             spam_method: Some(SpamMethod::Seed),
             seed_key: Some(key.to_owned()),
-            spam_filters: vec![(SA.into(), "b2b".into()), (OWN.into(), "b2c".into())],
+            spam_filters: vec![
+                (SA.into(), domain::FilterType::B2b),
+                (OWN.into(), domain::FilterType::B2c),
+            ],
             ..store::testing::new_test(self.account_id, TestKind::Spam)
         };
         self.store
@@ -114,7 +117,7 @@ impl Fixture {
         self.store.pending_inbound().await.expect("inbound") as usize
     }
 
-    async fn verdict(&self, test_id: &str, client: &str) -> Option<i64> {
+    async fn verdict(&self, test_id: &str, client: &str) -> Option<domain::SpamVerdict> {
         self.store
             .spam_results(test_id)
             .await
@@ -185,7 +188,7 @@ async fn a_filter_that_is_down_leaves_its_entry_empty_until_it_returns() {
     }
     assert_eq!(
         f.verdict(&test_id, SA).await,
-        Some(-1),
+        Some(domain::SpamVerdict::NotSpam),
         "spamd's verdict on the clean message is filled in"
     );
     assert_eq!(f.pending().await, 0);

@@ -256,10 +256,14 @@ pub(crate) async fn finish_as_renderer(
     worker: &str,
     png: &[u8],
 ) {
-    for name in [job.variant.as_str(), "thumbnail", "full_thumbnail"] {
+    for picture in [
+        domain::Picture::Shot(job.variant),
+        domain::Picture::Thumbnail,
+        domain::Picture::FullThumbnail,
+    ] {
         blobs
             .put(
-                &store::screenshot_key(&job.test_id, &job.client_id, name),
+                &store::screenshot_key(&job.test_id, &job.client_id, &picture),
                 png.to_vec(),
             )
             .await

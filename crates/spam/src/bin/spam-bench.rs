@@ -81,9 +81,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             iterations,
             iterations as f64 / secs,
             secs * 1000.0 / iterations as f64,
-            spam.spam,
+            spam.spam.wire(),
             spam.score,
-            ham.spam,
+            ham.spam.wire(),
             ham.score
         );
     }

@@ -1,5 +1,6 @@
 //! Scanning real messages with every profile against the running engines.
 
+use domain::SpamVerdict;
 use spam::{
     DnsMode, FilterAddresses, SpamError, SpamFilters, Verdict, MAX_MESSAGE_BYTES, SPAMD_MAX_BYTES,
 };
@@ -55,7 +56,7 @@ fn verdicts(results: Vec<(String, Result<Verdict, SpamError>)>) -> Vec<Verdict> 
 fn summary(verdicts: &[Verdict]) -> String {
     verdicts
         .iter()
-        .map(|v| format!("{} => spam {} ({})", v.client, v.spam, v.details))
+        .map(|v| format!("{} => {} ({})", v.client, v.spam.label(), v.details))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -65,14 +66,17 @@ fn obvious_spam_is_spam_for_most_profiles(harness: &Harness) -> Outcome {
         let filters = filters(harness).await?;
         let verdicts = verdicts(filters.scan_all(&obvious_spam(), &spam_envelope()).await);
         assert_eq!(verdicts.len(), filters.clients().len());
-        let spam = verdicts.iter().filter(|v| v.spam == 1).count();
+        let spam = verdicts
+            .iter()
+            .filter(|v| v.spam == SpamVerdict::Spam)
+            .count();
         assert!(
             spam * 3 >= verdicts.len() * 2,
             "at least two thirds say spam:\n{}",
             summary(&verdicts)
         );
         assert!(
-            verdicts.iter().all(|v| v.spam >= 0),
+            verdicts.iter().all(|v| v.spam != SpamVerdict::NotSpam),
             "{}",
             summary(&verdicts)
         );
@@ -88,14 +92,17 @@ fn clean_newsletter_is_not_spam_for_most_profiles(harness: &Harness) -> Outcome 
                 .scan_all(&clean_newsletter(), &clean_envelope())
                 .await,
         );
-        let ham = verdicts.iter().filter(|v| v.spam == -1).count();
+        let ham = verdicts
+            .iter()
+            .filter(|v| v.spam == SpamVerdict::NotSpam)
+            .count();
         assert!(
             ham * 3 >= verdicts.len() * 2,
             "at least two thirds say not spam:\n{}",
             summary(&verdicts)
         );
         assert!(
-            verdicts.iter().all(|v| v.spam <= 0),
+            verdicts.iter().all(|v| v.spam != SpamVerdict::Spam),
             "{}",
             summary(&verdicts)
         );

@@ -1,6 +1,8 @@
 //! Every blob test runs against both backends: local files, and a real S3-compatible server
 //! (`s3s-fs` on loopback, see `crate::test_s3`), checking what each keeps on disk too.
 
+use domain::Variant;
+
 use super::*;
 use crate::test_s3::{files_under, S3Server};
 
@@ -59,7 +61,7 @@ fn blob(seed: u8, len: usize) -> Vec<u8> {
 #[tokio::test]
 async fn a_blob_reads_back_as_written_and_a_missing_one_is_none() {
     for b in backends().await {
-        let key = screenshot_key("t1", "gmail_chrome_web", "default");
+        let key = screenshot_key("t1", "gmail_chrome_web", &Picture::Shot(Variant::Default));
         let data = blob(1, 4_000);
         b.blobs.put(&key, data.clone()).await.expect("put");
         let got = b.blobs.get(&key).await.expect("get");
@@ -79,8 +81,12 @@ async fn a_blob_reads_back_as_written_and_a_missing_one_is_none() {
         assert_eq!(stored, data, "{}: the file holds the bytes", b.name);
 
         for missing in [
-            screenshot_key("t1", "gmail_chrome_web", "no_images"),
-            screenshot_key("nosuchtest", "gmail_chrome_web", "default"),
+            screenshot_key("t1", "gmail_chrome_web", &Picture::Shot(Variant::NoImages)),
+            screenshot_key(
+                "nosuchtest",
+                "gmail_chrome_web",
+                &Picture::Shot(Variant::Default),
+            ),
         ] {
             let got = b.blobs.get(&missing).await;
             assert!(
@@ -95,7 +101,7 @@ async fn a_blob_reads_back_as_written_and_a_missing_one_is_none() {
 #[tokio::test]
 async fn a_put_replaces_the_blob() {
     for b in backends().await {
-        let key = screenshot_key("t1", "outlook_win", "default");
+        let key = screenshot_key("t1", "outlook_win", &Picture::Shot(Variant::Default));
         b.blobs.put(&key, blob(1, 3_000)).await.expect("first put");
         let second = blob(2, 1_000);
         b.blobs.put(&key, second.clone()).await.expect("second put");
@@ -115,15 +121,22 @@ async fn deleting_a_test_removes_every_blob_of_it_and_nothing_else() {
     for b in backends().await {
         // `t10` shares `t1`'s leading characters: deleting `t1` must not reach it.
         let doomed = [
-            screenshot_key("t1", "gmail_chrome_web", "default"),
-            screenshot_key("t1", "gmail_chrome_web", "thumbnail"),
-            screenshot_key("t1", "gmail_chrome_web", "full_thumbnail"),
-            screenshot_key("t1", "iphone15_ios", "no_images"),
-            diff_key("t1", "t0", "gmail_chrome_web", "default"),
+            screenshot_key("t1", "gmail_chrome_web", &Picture::Shot(Variant::Default)),
+            screenshot_key("t1", "gmail_chrome_web", &Picture::Thumbnail),
+            screenshot_key("t1", "gmail_chrome_web", &Picture::FullThumbnail),
+            screenshot_key("t1", "iphone15_ios", &Picture::Shot(Variant::NoImages)),
+            screenshot_key(
+                "t1",
+                "gmail_chrome_web",
+                &Picture::Diff {
+                    base: "t0".into(),
+                    variant: Variant::Default,
+                },
+            ),
         ];
         let kept = [
-            screenshot_key("t10", "gmail_chrome_web", "default"),
-            screenshot_key("t2", "gmail_chrome_web", "default"),
+            screenshot_key("t10", "gmail_chrome_web", &Picture::Shot(Variant::Default)),
+            screenshot_key("t2", "gmail_chrome_web", &Picture::Shot(Variant::Default)),
         ];
         for (i, key) in doomed.iter().chain(&kept).enumerate() {
             let seed = u8::try_from(i).expect("a few keys");
@@ -165,7 +178,7 @@ async fn deleting_a_test_removes_every_blob_of_it_and_nothing_else() {
 async fn a_large_screenshot_round_trips_intact() {
     // A full-length screenshot of a long email at scale 3 runs to several megabytes.
     for b in backends().await {
-        let key = screenshot_key("t1", "iphone15_ios", "default");
+        let key = screenshot_key("t1", "iphone15_ios", &Picture::Shot(Variant::Default));
         let data = blob(7, 12 * 1024 * 1024);
         b.blobs.put(&key, data.clone()).await.expect("put");
         let got = b.blobs.get(&key).await.expect("get").expect("present");
@@ -226,7 +239,7 @@ async fn wrong_credentials_fail_naming_bucket_endpoint_and_the_settings_to_check
     let dir = tempfile::tempdir().expect("temp dir");
     let cfg = s3_config(&server, |_, secret, _| *secret = "not-the-secret".into());
     let blobs = Blobs::open(&cfg, dir.path()).expect("open");
-    let key = screenshot_key("t1", "gmail_chrome_web", "default");
+    let key = screenshot_key("t1", "gmail_chrome_web", &Picture::Shot(Variant::Default));
     let errors = [
         blobs.put(&key, blob(1, 10)).await.err(),
         blobs.get(&key).await.err(),

@@ -1,7 +1,7 @@
 //! Analytics campaigns: scoped to their account, activated once (clearing test hits), cleared
 //! only in test mode, listed by the §4.5 rules, deleted with their hits.
 
-use analytics::{Client, Device, Source};
+use analytics::{Client, Device, HitKind, Source};
 use store::campaign_report::{ClientOpens, DeviceOpens, Engagement, Period, Tally};
 use store::{Backend, CampaignUpdate, ListFilter, NewCampaign, NewHit, TestModeRules};
 
@@ -25,11 +25,16 @@ fn campaign(account_id: i64, guid: &str, name: &str, created_at: i64) -> NewCamp
     }
 }
 
+/// The kind of the stored name `kind` with `number`.
+fn kind_of(kind: &str, number: i64) -> HitKind {
+    HitKind::from_stored(kind, number).expect("a hit kind")
+}
+
 fn hit(guid: &str, at: i64, kind: &str) -> NewHit {
     NewHit {
         guid: guid.into(),
         at,
-        kind: kind.into(),
+        kind: kind_of(kind, 0),
         number: 0,
         merge_value: Some("a@example.org".into()),
         source: Source::Direct,
@@ -42,6 +47,7 @@ fn hit(guid: &str, at: i64, kind: &str) -> NewHit {
 /// A hit of recipient `who` (`None`: no merge value) from `source`.
 fn hit_by(who: Option<&str>, at: i64, kind: &str, number: i64, source: Source) -> NewHit {
     NewHit {
+        kind: kind_of(kind, number),
         number,
         merge_value: who.map(String::from),
         source,
@@ -559,7 +565,7 @@ async fn a_batch_of_hits_keeps_test_mode_accounting_in_order(backend: Backend) {
         .await
         .expect("hits")
         .into_iter()
-        .map(|h| (h.hit.at, h.hit.kind, h.test))
+        .map(|h| (h.hit.at, h.hit.kind.as_str().to_string(), h.test))
         .collect();
     assert_eq!(
         kept,

@@ -42,7 +42,10 @@ impl Fixture {
                 Vec::new()
             },
             spam_filters: if spam {
-                vec![("f1".into(), "b2b".into()), ("f2".into(), "b2c".into())]
+                vec![
+                    ("f1".into(), domain::FilterType::B2b),
+                    ("f2".into(), domain::FilterType::B2c),
+                ]
             } else {
                 Vec::new()
             },
@@ -70,7 +73,7 @@ impl Fixture {
                 id,
                 &store::SpamUpdate {
                     client: client.into(),
-                    spam: -1,
+                    spam: domain::SpamVerdict::NotSpam,
                     details: "ok".into(),
                 },
                 now,
@@ -117,7 +120,7 @@ async fn a_callback_is_queued_with_the_last_outcome_and_only_once(backend: Backe
     let (_, row) = f.store.test_callback(&id).await.expect("read");
     let row = row.expect("row");
     assert_eq!(row.delivery_id, claimed.delivery_id);
-    assert_eq!(row.state, "leased");
+    assert_eq!(row.state, domain::QueueState::Leased);
     assert_eq!(
         f.store.claim_callback("w", 3_001, 30).await.expect("claim"),
         None

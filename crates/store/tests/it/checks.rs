@@ -69,7 +69,7 @@ async fn a_content_check_is_requested_once_leased_retried_and_finished(backend: 
         .await
         .expect("finish"));
     let row = store.content_check(&id).await.expect("read").expect("row");
-    assert_eq!(row.state, "done");
+    assert_eq!(row.state, domain::QueueState::Done);
     assert_eq!(row.result.as_deref(), Some("{\"findings\":[]}"));
     assert_eq!((row.completed_at, row.last_error), (Some(1_180), None));
     // A later request does not start it again.

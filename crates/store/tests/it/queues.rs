@@ -24,7 +24,7 @@ async fn svc_test(store: &Store, account_id: i64, n: usize) -> String {
         created_at: 1_000 + n as i64,
         spam_method: Some(SpamMethod::Svc),
         seed_key: Some(format!("key{n}")),
-        spam_filters: vec![("SA".into(), "b2b".into())],
+        spam_filters: vec![("SA".into(), domain::FilterType::B2b)],
         ..store::testing::new_test(account_id, TestKind::Spam)
     };
     store.create_test(&test).await.expect("svc test");
