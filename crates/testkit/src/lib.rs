@@ -6,12 +6,15 @@
 //!   runs the accounts CLI against it.
 //! - [`http`]: one stub for the outside HTTP servers a test needs (image hosts, link targets,
 //!   webhook receivers, a forward proxy), recording what it was asked.
+//! - [`smtp`]: one stub for the outside SMTP servers a test needs (a caller's provider with AUTH,
+//!   relaying to the service; a mail host that refuses), recording the envelopes and messages.
 //! - [`fixtures`] (feature `service`): accounts and tests written straight into a store
 //!   (`store::testing`).
 
 pub mod http;
 #[cfg(feature = "service")]
 pub mod service;
+pub mod smtp;
 
 #[cfg(feature = "service")]
 pub use store::testing as fixtures;
