@@ -349,6 +349,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn counting_loopback_counts_both_loopbacks_on_one_port() {
+        let (port, accepted) = counting_loopback(OnAccept::Close).await;
+        let mut expected = 0;
+        for ip in [
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ] {
+            // Without IPv6 on the machine only 127.0.0.1 is bound (and reachable).
+            if TcpStream::connect((ip, port)).await.is_ok() {
+                expected += 1;
+            }
+        }
+        assert!(expected >= 1, "127.0.0.1:{port} accepts");
+        let started = std::time::Instant::now();
+        while accepted.load(Ordering::SeqCst) < expected {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "{expected} connections counted"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
     async fn a_proxy_request_is_counted_by_its_path() {
         let stub = HttpStub::fixed("image/png", b"png".to_vec()).await;
         let reply = send(
