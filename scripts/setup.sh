@@ -22,7 +22,7 @@ packages=(
   spamassassin
   spamd
   rspamd
-  # A local SMTP server with AUTH for the smtp spam-test method's tests.
+  # A local SMTP server with AUTH for the conformance client (conformance/spec_client.py).
   python3-aiosmtpd
   # Build dependencies of -sys crates.
   pkg-config

@@ -11,7 +11,7 @@
 //! offers; what they need fits in this one small type.
 
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -170,25 +170,37 @@ pub async fn counting_listener(ip: IpAddr, on_accept: OnAccept) -> (SocketAddr, 
         .local_addr()
         .unwrap_or_else(|e| panic!("the listener's address: {e}"));
     let accepted = Arc::new(AtomicUsize::new(0));
-    let count = accepted.clone();
-    tokio::spawn(async move {
-        let mut held = Vec::new();
-        while let Ok((mut conn, _)) = listener.accept().await {
-            count.fetch_add(1, Ordering::SeqCst);
-            match on_accept {
-                OnAccept::Close => drop(conn),
-                OnAccept::Hold => held.push(conn),
-                OnAccept::Reply(bytes) => {
-                    tokio::spawn(async move {
-                        let mut buf = [0u8; 8192];
-                        let _ = conn.read(&mut buf).await;
-                        let _ = conn.write_all(bytes).await;
-                    });
-                }
+    tokio::spawn(count(listener, on_accept, accepted.clone()));
+    (addr, accepted)
+}
+
+/// A [`counting_listener`] on one port of both loopbacks: 127.0.0.1, and ::1 where the machine
+/// has IPv6 (without it a connection to `[::1]` cannot succeed anyway), so that every spelling
+/// of "this host" reaches the same count.
+pub async fn counting_loopback(on_accept: OnAccept) -> (u16, Arc<AtomicUsize>) {
+    let (v4, accepted) = counting_listener(Ipv4Addr::LOCALHOST.into(), on_accept).await;
+    if let Ok(v6) = TcpListener::bind((Ipv6Addr::LOCALHOST, v4.port())).await {
+        tokio::spawn(count(v6, on_accept, accepted.clone()));
+    }
+    (v4.port(), accepted)
+}
+
+async fn count(listener: TcpListener, on_accept: OnAccept, accepted: Arc<AtomicUsize>) {
+    let mut held = Vec::new();
+    while let Ok((mut conn, _)) = listener.accept().await {
+        accepted.fetch_add(1, Ordering::SeqCst);
+        match on_accept {
+            OnAccept::Close => drop(conn),
+            OnAccept::Hold => held.push(conn),
+            OnAccept::Reply(bytes) => {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 8192];
+                    let _ = conn.read(&mut buf).await;
+                    let _ = conn.write_all(bytes).await;
+                });
             }
         }
-    });
-    (addr, accepted)
+    }
 }
 
 async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Vec<Request>>>, respond: Responder) {
@@ -331,6 +343,30 @@ mod tests {
             assert!(
                 started.elapsed() < std::time::Duration::from_secs(5),
                 "2 connections counted"
+            );
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn counting_loopback_counts_both_loopbacks_on_one_port() {
+        let (port, accepted) = counting_loopback(OnAccept::Close).await;
+        let mut expected = 0;
+        for ip in [
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ] {
+            // Without IPv6 on the machine only 127.0.0.1 is bound (and reachable).
+            if TcpStream::connect((ip, port)).await.is_ok() {
+                expected += 1;
+            }
+        }
+        assert!(expected >= 1, "127.0.0.1:{port} accepts");
+        let started = std::time::Instant::now();
+        while accepted.load(Ordering::SeqCst) < expected {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(5),
+                "{expected} connections counted"
             );
             tokio::task::yield_now().await;
         }

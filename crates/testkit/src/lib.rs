@@ -8,6 +8,8 @@
 //!   webhook receivers, a forward proxy), recording what it was asked.
 //! - [`on_both!`]: a store-backed test run on SQLite and on PostgreSQL; [`wait::until`]: waiting
 //!   for background work.
+//! - [`smtp`]: one stub for the outside SMTP servers a test needs (a caller's provider with AUTH,
+//!   relaying to the service; a mail host that refuses), recording the envelopes and messages.
 //! - [`fixtures`] (feature `service`): accounts and tests written straight into a store
 //!   (`store::testing`).
 
@@ -15,6 +17,7 @@ mod backends;
 pub mod http;
 #[cfg(feature = "service")]
 pub mod service;
+pub mod smtp;
 pub mod wait;
 
 #[cfg(feature = "service")]

@@ -4,10 +4,12 @@
 //! scheme, the animation while the page stays open), never by fetching a hit URL by hand.
 
 use std::collections::HashMap;
+use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use testkit::http::{HttpStub, Request, Response};
 
 use crate::support::*;
 use crate::web_ui::Browser;
@@ -64,37 +66,24 @@ fn of<'a>(all: &'a [Hit], kind: &str, reader: &str) -> Vec<&'a Hit> {
 /// Emails as a mail service would deliver them (the merge tag replaced per recipient), served
 /// from loopback, and the landing page the tracked link leads to.
 async fn mail_host(pages: Arc<Mutex<HashMap<String, String>>>) -> String {
-    use axum::extract::{Path, State};
-    use axum::response::Html;
-    let app =
-        axum::Router::new()
-            .route(
-                "/mail/{name}",
-                axum::routing::get(
-                    |State(p): State<Arc<Mutex<HashMap<String, String>>>>,
-                     Path(name): Path<String>| async move {
-                        Html(
-                            p.lock()
-                                .ok()
-                                .and_then(|p| p.get(&name).cloned())
-                                .unwrap_or_default(),
-                        )
-                    },
-                ),
-            )
-            .route(
-                "/landing",
-                axum::routing::get(|| async { Html("<title>Landed</title><p>landed</p>") }),
-            )
-            .with_state(pages);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    format!("http://{addr}")
+    let html = |body: String| Response::ok("text/html; charset=utf-8", body);
+    let stub = HttpStub::start(Ipv4Addr::LOCALHOST.into(), move |r: Request| {
+        let path = r.path.split('?').next().unwrap_or_default().to_owned();
+        let response = match path.strip_prefix("/mail/") {
+            Some(name) => html(
+                pages
+                    .lock()
+                    .ok()
+                    .and_then(|p| p.get(name).cloned())
+                    .unwrap_or_default(),
+            ),
+            None if path == "/landing" => html("<title>Landed</title><p>landed</p>".to_owned()),
+            None => Response::status(404),
+        };
+        async move { response }
+    })
+    .await;
+    stub.base()
 }
 
 /// Opens `url` as a reader opens an email: without waiting for the load event, which the

@@ -1,11 +1,11 @@
 //! Issue 4 end to end: spam tests by the seed, smtp and svc methods over real SMTP on loopback,
 //! judged by the real filters (spamd, rspamd, the built-in analyzer) that `mailproof serve` starts.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use testkit::smtp::SmtpStub;
 
 use crate::support::*;
 
@@ -52,56 +52,27 @@ you signed up for this offer. To be removed from our list click <a href="http://
 </body></html>
 "##;
 
-/// An aiosmtpd server with AUTH that relays to the service, as a caller's provider would.
+/// A caller's provider: AUTH required, each message relayed to the service before 250.
 struct RelayServer {
-    child: Child,
     port: u16,
 }
 
 impl RelayServer {
-    fn start(relay_to: std::net::SocketAddr) -> RelayServer {
-        let script = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/resources/relay_smtp_server.py"
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let mut child = Command::new("/usr/bin/python3")
-            .arg(script)
-            .args([
-                &port.to_string(),
-                &relay_to.port().to_string(),
-                RELAY_USER,
-                RELAY_PASSWORD,
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("/usr/bin/python3 runs (install python3-aiosmtpd with scripts/setup.sh)");
-        let stdout = child.stdout.take().expect("relay stdout");
-        let ready = BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .any(|l| l.trim() == "READY");
-        assert!(
-            ready,
-            "the aiosmtpd relay did not start; install python3-aiosmtpd with scripts/setup.sh"
-        );
-        RelayServer { child, port }
+    async fn start(relay_to: std::net::SocketAddr) -> RelayServer {
+        let stub = SmtpStub::builder()
+            .hostname("relay.example.net")
+            .auth(RELAY_USER, RELAY_PASSWORD)
+            .relay_to(relay_to)
+            .start()
+            .await;
+        RelayServer {
+            port: stub.addr.port(),
+        }
     }
 
     fn smtp_info(&self, password: &str) -> Value {
         json!({"host": "127.0.0.1", "port": self.port, "secure": "",
                "username": RELAY_USER, "password": password})
-    }
-}
-
-impl Drop for RelayServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -132,7 +103,7 @@ fn assert_mostly(verdicts: &[Value], spam: i64, what: &str) {
 #[tokio::test]
 async fn clean_and_spammy_mail_gets_a_verdict_from_every_filter_by_all_three_methods() {
     let s = MailServer::start().await;
-    let relay = RelayServer::start(s.smtp);
+    let relay = RelayServer::start(s.smtp).await;
     let mut tests = Vec::new();
     for (kind, subject, html) in [
         ("clean", CLEAN_SUBJECT, CLEAN_HTML),
@@ -204,7 +175,7 @@ async fn clean_and_spammy_mail_gets_a_verdict_from_every_filter_by_all_three_met
 #[tokio::test]
 async fn the_smtp_method_reports_refused_credentials_and_unreachable_hosts() {
     let s = MailServer::start().await;
-    let relay = RelayServer::start(s.smtp);
+    let relay = RelayServer::start(s.smtp).await;
     s.post(
         "/v5/spam/tests",
         &json!({"subject": "S", "html": "<p>x</p>", "test_method": "smtp",
@@ -405,7 +376,7 @@ fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<std::path::Path
 #[tokio::test]
 async fn the_callers_smtp_password_is_used_for_the_send_and_never_kept() {
     let s = MailServer::start().await;
-    let relay = RelayServer::start(s.smtp);
+    let relay = RelayServer::start(s.smtp).await;
     let created = s
         .post(
             "/v5/spam/tests",

@@ -1,66 +1,13 @@
 //! Issue 9, point 1: a caller's `smtp_info.host` goes through the network policy like a `url`
 //! source, so the `smtp` method can neither reach the service's own network nor scan its ports.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::{json, Value};
+use testkit::http::{counting_loopback, OnAccept};
 use tokio::net::TcpListener;
 
 use crate::support::*;
-
-/// Loopback listeners on one port (127.0.0.1, and ::1 where the machine has IPv6) that count the
-/// connections they accept and close each at once.
-struct CountingListener {
-    port: u16,
-    accepted: Arc<AtomicUsize>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl CountingListener {
-    async fn start() -> CountingListener {
-        let v4 = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1");
-        let port = v4.local_addr().expect("listener address").port();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let mut listeners = vec![v4];
-        // Without IPv6 on the machine a connection to [::1] cannot succeed anyway; the 127.0.0.1
-        // listener still catches `[::ffff:127.0.0.1]`.
-        if let Ok(v6) = TcpListener::bind(("::1", port)).await {
-            listeners.push(v6);
-        }
-        let tasks = listeners
-            .into_iter()
-            .map(|listener| {
-                let accepted = Arc::clone(&accepted);
-                tokio::spawn(async move {
-                    while let Ok((conn, _)) = listener.accept().await {
-                        accepted.fetch_add(1, Ordering::SeqCst);
-                        drop(conn);
-                    }
-                })
-            })
-            .collect();
-        CountingListener {
-            port,
-            accepted,
-            tasks,
-        }
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for CountingListener {
-    fn drop(&mut self) {
-        for task in &self.tasks {
-            task.abort();
-        }
-    }
-}
 
 fn spam_test(host: &str, port: u16) -> Value {
     json!({"subject": "S", "html": "<p>x</p>", "test_method": "smtp",
@@ -93,7 +40,7 @@ async fn assert_refused(s: &Server, host: &str, port: u16) {
 #[tokio::test]
 async fn loopback_spellings_in_smtp_info_are_refused_without_a_connection() {
     let s = Server::start().await;
-    let listener = CountingListener::start().await;
+    let (port, accepted) = counting_loopback(OnAccept::Close).await;
     for host in [
         "127.0.0.1",
         "127.1",
@@ -104,9 +51,9 @@ async fn loopback_spellings_in_smtp_info_are_refused_without_a_connection() {
         "[::ffff:127.0.0.1]",
         "localhost",
     ] {
-        assert_refused(&s, host, listener.port).await;
+        assert_refused(&s, host, port).await;
         assert_eq!(
-            listener.accepted(),
+            accepted.load(Ordering::SeqCst),
             0,
             "smtp_info host {host} made the service connect to loopback"
         );

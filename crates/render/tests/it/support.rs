@@ -1,10 +1,9 @@
-//! Shared renderer, a tiny counting image server and pixel helpers.
+//! Shared renderer, a counting image server (the test kit's HTTP stub) and pixel helpers.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use content::netpolicy::NetPolicy;
@@ -12,8 +11,7 @@ use domain::catalog::Viewport;
 use domain::{ColorScheme, Engine};
 use image::{Rgba, RgbaImage};
 use render::{RenderConfig, RenderRequest, Rendered, Renderer};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use testkit::http::{HttpStub, Request, Response};
 
 pub const ENGINES: [Engine; 3] = [Engine::Blink, Engine::Gecko, Engine::Webkit];
 
@@ -114,84 +112,54 @@ pub enum Behaviour {
     Trap,
 }
 
-/// A loopback HTTP server counting requests per path.
+/// A loopback HTTP server counting requests per path (the test kit's stub).
 pub struct ImageServer {
-    pub addr: SocketAddr,
-    hits: Arc<Mutex<HashMap<String, u64>>>,
-    total: Arc<AtomicU64>,
+    stub: HttpStub,
 }
 
 impl ImageServer {
     pub async fn start(ip: &str, behaviour: Behaviour) -> ImageServer {
-        let listener = TcpListener::bind((ip, 0)).await.expect("bind image server");
-        let addr = listener.local_addr().expect("addr");
-        let hits: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-        let total = Arc::new(AtomicU64::new(0));
-        let png = Arc::new(red_png());
-        let (h, t) = (hits.clone(), total.clone());
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let (hits, total, png) = (h.clone(), t.clone(), png.clone());
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 8192];
-                    let mut len = 0;
-                    while !buf[..len].windows(4).any(|w| w == b"\r\n\r\n") && len < buf.len() {
-                        match stream.read(&mut buf[len..]).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => len += n,
-                        }
-                    }
-                    let head = String::from_utf8_lossy(&buf[..len]).to_string();
-                    let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
-                    total.fetch_add(1, Ordering::SeqCst);
-                    *hits.lock().expect("hits").entry(path.clone()).or_default() += 1;
-                    if behaviour == Behaviour::Hang {
-                        tokio::time::sleep(Duration::from_secs(120)).await;
-                        return;
-                    }
-                    let (kind, body): (&str, &[u8]) =
-                        if behaviour == Behaviour::Trap && !path.contains("/img-") {
-                            (
-                                "text/html",
-                                b"<body style=\"background:#ff0000\">trap</body>",
-                            )
-                        } else {
-                            ("image/png", &png)
-                        };
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nCache-Control: max-age=3600\r\nConnection: close\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = stream.write_all(head.as_bytes()).await;
-                    let _ = stream.write_all(body).await;
-                });
+        let ip: IpAddr = ip.parse().expect("a loopback address");
+        let png: Arc<[u8]> = red_png().into();
+        let stub = HttpStub::start(ip, move |r: Request| {
+            let png = png.clone();
+            async move {
+                if behaviour == Behaviour::Hang {
+                    tokio::time::sleep(Duration::from_secs(120)).await;
+                }
+                let response = if behaviour == Behaviour::Trap && !r.path.contains("/img-") {
+                    Response::ok(
+                        "text/html",
+                        b"<body style=\"background:#ff0000\">trap</body>".to_vec(),
+                    )
+                } else {
+                    Response::ok("image/png", png.to_vec())
+                };
+                response.header("Cache-Control", "max-age=3600")
             }
-        });
-        ImageServer { addr, hits, total }
+        })
+        .await;
+        ImageServer { stub }
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        self.stub.url(path)
     }
 
     pub fn hits(&self, path: &str) -> u64 {
-        self.hits
-            .lock()
-            .expect("hits")
-            .get(path)
-            .copied()
-            .unwrap_or(0)
+        self.stub.hits(path) as u64
     }
 
     /// Every path requested so far, sorted.
     pub fn paths(&self) -> Vec<String> {
-        let mut paths: Vec<String> = self.hits.lock().expect("hits").keys().cloned().collect();
+        let mut paths: Vec<String> = self.stub.requests().into_iter().map(|r| r.path).collect();
         paths.sort();
+        paths.dedup();
         paths
     }
 
     pub fn total(&self) -> u64 {
-        self.total.load(Ordering::SeqCst)
+        self.stub.requests().len() as u64
     }
 }
 

@@ -1,68 +1,38 @@
-//! Outbound sending against a local aiosmtpd server with AUTH, and into our own inbound server.
+//! Outbound sending against the test kit's SMTP stub with AUTH, and into our own inbound server.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use content::netpolicy::{NetPolicy, ResolveError};
 use smtp::{Secure, SendError, SmtpInfo};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use testkit::http::{counting_listener, OnAccept};
+use testkit::smtp::{Received, Reply, SmtpStub};
 
 use crate::support::{test_config, TestServer};
 
-const PYTHON: &str = "/usr/bin/python3";
 const USER: &str = "test";
 const PASSWORD: &str = "secret";
 const TIMEOUT: Duration = Duration::from_secs(20);
 
-/// aiosmtpd with AUTH on a free loopback port, writing received mail to a temp dir; killed on drop.
+/// A caller's server: AUTH required, recipients whose local part is "reject" refused with 550.
 struct AuthServer {
+    stub: SmtpStub,
     port: u16,
-    inbox: tempfile::TempDir,
-    _child: Child,
 }
 
 impl AuthServer {
     async fn start() -> Self {
-        let has_aiosmtpd = std::process::Command::new(PYTHON)
-            .args(["-c", "import aiosmtpd"])
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(
-            has_aiosmtpd,
-            "{PYTHON} with aiosmtpd is needed for the outbound tests: install it with scripts/setup.sh"
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("find a free port")
-            .port();
-        let inbox = tempfile::tempdir().expect("temp inbox");
-        let script =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/resources/auth_smtp_server.py");
-        let mut child = Command::new(PYTHON)
-            .arg(script)
-            .arg(port.to_string())
-            .arg(inbox.path())
-            .args([USER, PASSWORD])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the aiosmtpd test server");
-        let stdout = child.stdout.take().expect("child stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let ready = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .expect("aiosmtpd starts within 20 s")
-            .expect("read aiosmtpd output");
-        assert_eq!(ready.as_deref(), Some("READY"), "aiosmtpd did not start");
-        Self {
-            port,
-            inbox,
-            _child: child,
-        }
+        let stub = SmtpStub::builder()
+            .hostname("auth-test.local")
+            .auth(USER, PASSWORD)
+            .answer_rcpt(|rcpt| {
+                rcpt.starts_with("reject@")
+                    .then(|| Reply::new(550, "5.1.1 Mailbox refused by the test server"))
+            })
+            .start()
+            .await;
+        let port = stub.addr.port();
+        Self { stub, port }
     }
 
     fn info(&self, password: &str) -> SmtpInfo {
@@ -73,14 +43,8 @@ impl AuthServer {
         }
     }
 
-    fn received(&self) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(self.inbox.path())
-            .expect("read inbox")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "eml"))
-            .collect();
-        files.sort();
-        files
+    fn received(&self) -> Vec<Received> {
+        self.stub.received()
     }
 }
 
@@ -134,14 +98,18 @@ async fn correct_credentials_deliver_the_message_unchanged() {
     let message = send_to(&server.info(PASSWORD), "jane@example.org")
         .await
         .expect("delivery with the right password");
-    let files = server.received();
-    assert_eq!(files.len(), 1, "one message arrived");
-    let stored = std::fs::read(&files[0]).expect("read the delivered file");
-    assert_eq!(stored, message, "the bytes arrive as sent");
-    let envelope =
-        std::fs::read_to_string(files[0].with_extension("eml.env")).expect("envelope file");
+    let received = server.received();
+    assert_eq!(received.len(), 1, "one message arrived");
+    assert_eq!(received[0].data, message, "the bytes arrive as sent");
     assert_eq!(
-        envelope, "bounce@acme.example\njane@example.org\n",
+        (
+            received[0].mail_from.as_str(),
+            received[0].rcpt_to.as_slice()
+        ),
+        (
+            "bounce@acme.example",
+            ["jane@example.org".to_owned()].as_slice()
+        ),
         "our envelope, not the headers"
     );
 }
@@ -269,17 +237,8 @@ async fn closed_silent_and_non_smtp_ports_give_the_same_error() {
 
 #[tokio::test]
 async fn internal_hosts_are_refused_before_any_connection() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = std::sync::Arc::clone(&accepted);
-    let server = tokio::spawn(async move {
-        while listener.accept().await.is_ok() {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-    });
+    let (addr, accepted) = counting_listener(Ipv4Addr::LOCALHOST.into(), OnAccept::Close).await;
+    let port = addr.port();
     for host in [
         "127.0.0.1",
         "127.1",
@@ -315,7 +274,6 @@ async fn internal_hosts_are_refused_before_any_connection() {
         0,
         "a refused host was connected to"
     );
-    server.abort();
 }
 
 #[tokio::test]
