@@ -111,28 +111,6 @@ pub async fn open_store(
     }
 }
 
-/// The rule for every API key an account is given (`accounts add`, the first account).
-pub(crate) fn check_key(key: &str) -> anyhow::Result<()> {
-    if key.is_empty() || key.len() > 128 || key.contains(':') || key.chars().any(char::is_control) {
-        bail!("the API key must be 1-128 characters without ':' or control characters");
-    }
-    if key == "sandbox" {
-        bail!("the API key 'sandbox' is reserved for the sandbox credentials");
-    }
-    Ok(())
-}
-
-/// Shortest password an account may have.
-pub(crate) const MIN_PASSWORD_CHARS: usize = 8;
-
-/// The rule for every password an account is given (`accounts add`, the first account).
-pub(crate) fn check_password(password: &str) -> anyhow::Result<()> {
-    if password.chars().count() < MIN_PASSWORD_CHARS {
-        bail!("the password must have at least {MIN_PASSWORD_CHARS} characters");
-    }
-    Ok(())
-}
-
 pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
     match cmd {
         AccountsCommand::Add {
@@ -146,20 +124,13 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
             auto_inbox,
             resources,
         } => {
-            check_key(&api_key).context("--api-key")?;
-            check_password(&password).context("--password")?;
-            if monthly_test_limit.is_some_and(|n| n < 1) || rate_limit.is_some_and(|n| n < 1) {
-                bail!("--monthly-test-limit and --rate-limit must be at least 1");
-            }
+            use intake::account;
+            account::check_api_key(&api_key).context("--api-key")?;
+            account::check_password(&password).context("--password")?;
+            account::check_limit(monthly_test_limit).context("--monthly-test-limit")?;
+            account::check_limit(rate_limit).context("--rate-limit")?;
             if let Some(local) = &auto_inbox {
-                let ok = !local.is_empty()
-                    && local.len() <= 64
-                    && local
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-                if !ok {
-                    bail!("--auto-inbox must be 1-64 characters of letters, digits, '.', '_' and '-' (no '+')");
-                }
+                account::check_auto_inbox(local).context("--auto-inbox")?;
             }
             let clients = match clients {
                 Some(list) => {

@@ -1,5 +1,5 @@
 //! Completion webhooks on the wire: the JSON summary POSTed when a test completes, its signature
-//! header, and the per-account signing secret. The delivery worker (in the binary) builds the
+//! header, and the per-account signing secret. The delivery worker (`delivery`) builds the
 //! summary from stored rows with [`Summary::build`], signs the exact bytes with [`signature`] and
 //! posts them through the network policy.
 
