@@ -35,6 +35,17 @@ pub fn secret_eq(expected: &str, given: &str) -> bool {
     !expected.is_empty() && constant_time_eq(expected.as_bytes(), given.as_bytes())
 }
 
+/// A random secret of `len` characters from an alphabet without look-alikes (no `I`, `l`, `O`,
+/// `0`, `1`): about 5.8 bits each, for credentials a person may copy by hand.
+pub fn random_secret(len: usize) -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    let mut rng = rand::thread_rng();
+    (0..len)
+        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+        .collect()
+}
+
 /// A short public name for a secret key: the first 8 bytes of SHA-256 over
 /// `mailproof <purpose> key`, a NUL and the key, in hex. Processes that must share a key publish
 /// and compare this (in the shared database, which is seen more widely than the key file), never

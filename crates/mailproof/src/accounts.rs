@@ -1,4 +1,5 @@
-//! `mailproof accounts add|list|remove`.
+//! `mailproof accounts add|list|remove`, and the first account `mailproof serve` makes on an empty
+//! database; the rules they apply are `intake::account`'s.
 
 use std::path::PathBuf;
 
@@ -109,6 +110,42 @@ pub async fn open_store(
                 .with_context(|| format!("cannot open the database in {}", data_dir.display()))
         }
     }
+}
+
+/// On the first start with an empty database, an enterprise account is made so that a new user
+/// can call the API at once; its credentials are printed this once (or taken from the
+/// environment).
+pub async fn ensure_first_account(store: &Store) -> anyhow::Result<()> {
+    if !store.accounts().await?.is_empty() {
+        return Ok(());
+    }
+    let api_key =
+        std::env::var("MAILPROOF_API_KEY").unwrap_or_else(|_| domain::signing::random_secret(24));
+    let password =
+        std::env::var("MAILPROOF_PASSWORD").unwrap_or_else(|_| domain::signing::random_secret(24));
+    intake::account::check_api_key(&api_key).context("MAILPROOF_API_KEY")?;
+    intake::account::check_password(&password).context("MAILPROOF_PASSWORD")?;
+    let hash = api::hash_password(&password).map_err(anyhow::Error::msg)?;
+    store
+        .create_account(
+            &NewAccount {
+                api_key: api_key.clone(),
+                password_hash: hash,
+                plan: Plan::Enterprise,
+                monthly_test_limit: None,
+                rate_limit_per_minute: None,
+                allowed_clients: None,
+                auto_inbox: None,
+            },
+            chrono::Utc::now().timestamp(),
+        )
+        .await?;
+    println!(
+        "mailproof: created the first account (enterprise plan); keep these, they are shown once:"
+    );
+    println!("  API key:  {api_key}");
+    println!("  password: {password}");
+    Ok(())
 }
 
 pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {

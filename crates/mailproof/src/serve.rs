@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use domain::{Catalog, Plan};
+use domain::Catalog;
 use rand::Rng;
-use store::{Blobs, NewAccount, Store};
+use store::{Blobs, Store};
 use tokio::sync::{watch, Notify};
 
 use crate::config::{Overrides, Role, Roles, Settings};
@@ -323,48 +323,6 @@ fn status_router(state: api::AppState, roles: Roles) -> axum::Router {
         .with_state(state)
 }
 
-fn random_secret(len: usize) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
-    let mut rng = rand::thread_rng();
-    (0..len)
-        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
-        .collect()
-}
-
-/// On the first start with an empty database, an enterprise account is made so that a new user
-/// can call the API at once; its credentials are printed this once (or taken from the
-/// environment).
-async fn ensure_first_account(store: &Store) -> anyhow::Result<()> {
-    if !store.accounts().await?.is_empty() {
-        return Ok(());
-    }
-    let api_key = std::env::var("MAILPROOF_API_KEY").unwrap_or_else(|_| random_secret(24));
-    let password = std::env::var("MAILPROOF_PASSWORD").unwrap_or_else(|_| random_secret(24));
-    intake::account::check_api_key(&api_key).context("MAILPROOF_API_KEY")?;
-    intake::account::check_password(&password).context("MAILPROOF_PASSWORD")?;
-    let hash = api::hash_password(&password).map_err(anyhow::Error::msg)?;
-    store
-        .create_account(
-            &NewAccount {
-                api_key: api_key.clone(),
-                password_hash: hash,
-                plan: Plan::Enterprise,
-                monthly_test_limit: None,
-                rate_limit_per_minute: None,
-                allowed_clients: None,
-                auto_inbox: None,
-            },
-            chrono::Utc::now().timestamp(),
-        )
-        .await?;
-    println!(
-        "mailproof: created the first account (enterprise plan); keep these, they are shown once:"
-    );
-    println!("  API key:  {api_key}");
-    println!("  password: {password}");
-    Ok(())
-}
-
 async fn shutdown_signal() {
     let ctrl_c = async {
         if let Err(e) = tokio::signal::ctrl_c().await {
@@ -412,7 +370,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     blobs.check().await?;
     // The first account's credentials are printed once: by a process that serves the API.
     if roles.has(Role::Api) {
-        ensure_first_account(&store).await?;
+        crate::accounts::ensure_first_account(&store).await?;
     }
     // Bind before building the state: with port 0 the default public URL needs the real port.
     let http_socket = tokio::net::TcpListener::bind(settings.http)
