@@ -238,8 +238,8 @@ fn check_key_files_readable(settings: &Settings) -> anyhow::Result<()> {
                 bail!(
                     "[keys] {name} {} cannot be read by this process (uid {}): {e}. Make it readable by that user, e.g. `chown {} {}` or `chgrp <its group> {} && chmod 0640 {}` (in the container image mailproof runs as uid 10001)",
                     path.display(),
-                    current_uid(),
-                    current_uid(),
+                    procs::own_uid(),
+                    procs::own_uid(),
                     path.display(),
                     path.display(),
                     path.display()
@@ -248,18 +248,6 @@ fn check_key_files_readable(settings: &Settings) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// This process's user id, for messages (from /proc, which needs no unsafe call).
-fn current_uid() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        })
-        .unwrap_or_else(|| "?".into())
 }
 
 /// A process running only some roles shares its work with other processes, which may not share
