@@ -1,5 +1,5 @@
 //! Which analytics work in which client profile: the per-client matrix, measured by
-//! `analytics-matrix` (crates/mailproof/src/bin) in real engines through each profile's own
+//! `analytics-matrix` (crates/jobs/src/bin) in real engines through each profile's own
 //! emulation, and stored in `data/analytics-matrix.toml`.
 //!
 //! What the engines cannot show (an image proxy that fetches each URL once, Apple's prefetching)

@@ -19,7 +19,6 @@ pub mod openapi;
 pub mod params;
 pub mod state;
 pub mod version;
-pub mod webhook;
 
 use axum::extract::Request;
 use axum::http::{header, Method, StatusCode};

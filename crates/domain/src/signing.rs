@@ -1,6 +1,6 @@
 //! The one place that signs and compares secrets: HMAC-SHA256 in hex (presigned screenshot URLs,
 //! CSRF tokens, sandbox sessions, webhook signatures) and a constant-time comparison (signatures,
-//! password hashes, bearer tokens). Pure computation, so it lives with the vocabulary and every
+//! password hashes, bearer tokens), and the public fingerprint of a shared key. Pure computation, so it lives with the vocabulary and every
 //! crate that signs or checks uses it instead of writing its own.
 
 use hmac::{Hmac, Mac};
@@ -35,9 +35,46 @@ pub fn secret_eq(expected: &str, given: &str) -> bool {
     !expected.is_empty() && constant_time_eq(expected.as_bytes(), given.as_bytes())
 }
 
+/// A random secret of `len` characters from an alphabet without look-alikes (no `I`, `l`, `O`,
+/// `0`, `1`): about 5.8 bits each, for credentials a person may copy by hand.
+pub fn random_secret(len: usize) -> String {
+    use rand::Rng;
+    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
+    let mut rng = rand::thread_rng();
+    (0..len)
+        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
+        .collect()
+}
+
+/// A short public name for a secret key: the first 8 bytes of SHA-256 over
+/// `mailproof <purpose> key`, a NUL and the key, in hex. Processes that must share a key publish
+/// and compare this (in the shared database, which is seen more widely than the key file), never
+/// the key.
+pub fn key_fingerprint(purpose: &str, key: &[u8]) -> String {
+    use sha2::Digest;
+    let mut digest = Sha256::new();
+    digest.update(format!("mailproof {purpose} key\0").as_bytes());
+    digest.update(key);
+    hex::encode(&digest.finalize()[..8])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fingerprints_stay_the_ones_already_published() {
+        // Computed independently (Python: sha256(b"mailproof url signing key\0" + b"k" * 32)
+        // [:8].hex()): a different value would make every running service refuse its own key.
+        assert_eq!(
+            key_fingerprint("url signing", &[b'k'; 32]),
+            "ed6d7a59f36f2a0b"
+        );
+        assert_ne!(
+            key_fingerprint("url signing", &[b'k'; 32]),
+            key_fingerprint("url signing", &[b'j'; 32])
+        );
+    }
 
     #[test]
     fn hmac_matches_rfc_4231_case_2() {

@@ -17,12 +17,14 @@ mod address;
 mod auto_inbox;
 mod error;
 mod processor;
+mod service;
 mod sink;
 mod svc;
 
 pub use address::Recipient;
 pub use error::InboxError;
 pub use processor::InboundProcessor;
+pub use service::{filter_profiles, MailConfig, MailService, PartState, StatusBoard};
 pub use sink::InboxSink;
 pub use svc::{bare_address, SvcSender};
 

@@ -9,6 +9,8 @@
 //!
 //! Invariant: no IO. The clock, the catalog and the account are handed in.
 
+pub mod account;
+
 use std::collections::HashSet;
 use std::net::IpAddr;
 

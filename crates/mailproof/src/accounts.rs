@@ -1,4 +1,5 @@
-//! `mailproof accounts add|list|remove`.
+//! `mailproof accounts add|list|remove`, and the first account `mailproof serve` makes on an empty
+//! database; the rules they apply are `intake::account`'s.
 
 use std::path::PathBuf;
 
@@ -111,25 +112,39 @@ pub async fn open_store(
     }
 }
 
-/// The rule for every API key an account is given (`accounts add`, the first account).
-pub(crate) fn check_key(key: &str) -> anyhow::Result<()> {
-    if key.is_empty() || key.len() > 128 || key.contains(':') || key.chars().any(char::is_control) {
-        bail!("the API key must be 1-128 characters without ':' or control characters");
+/// On the first start with an empty database, an enterprise account is made so that a new user
+/// can call the API at once; its credentials are printed this once (or taken from the
+/// environment).
+pub async fn ensure_first_account(store: &Store) -> anyhow::Result<()> {
+    if !store.accounts().await?.is_empty() {
+        return Ok(());
     }
-    if key == "sandbox" {
-        bail!("the API key 'sandbox' is reserved for the sandbox credentials");
-    }
-    Ok(())
-}
-
-/// Shortest password an account may have.
-pub(crate) const MIN_PASSWORD_CHARS: usize = 8;
-
-/// The rule for every password an account is given (`accounts add`, the first account).
-pub(crate) fn check_password(password: &str) -> anyhow::Result<()> {
-    if password.chars().count() < MIN_PASSWORD_CHARS {
-        bail!("the password must have at least {MIN_PASSWORD_CHARS} characters");
-    }
+    let api_key =
+        std::env::var("MAILPROOF_API_KEY").unwrap_or_else(|_| domain::signing::random_secret(24));
+    let password =
+        std::env::var("MAILPROOF_PASSWORD").unwrap_or_else(|_| domain::signing::random_secret(24));
+    intake::account::check_api_key(&api_key).context("MAILPROOF_API_KEY")?;
+    intake::account::check_password(&password).context("MAILPROOF_PASSWORD")?;
+    let hash = api::hash_password(&password).map_err(anyhow::Error::msg)?;
+    store
+        .create_account(
+            &NewAccount {
+                api_key: api_key.clone(),
+                password_hash: hash,
+                plan: Plan::Enterprise,
+                monthly_test_limit: None,
+                rate_limit_per_minute: None,
+                allowed_clients: None,
+                auto_inbox: None,
+            },
+            chrono::Utc::now().timestamp(),
+        )
+        .await?;
+    println!(
+        "mailproof: created the first account (enterprise plan); keep these, they are shown once:"
+    );
+    println!("  API key:  {api_key}");
+    println!("  password: {password}");
     Ok(())
 }
 
@@ -146,20 +161,13 @@ pub async fn run(cmd: AccountsCommand) -> anyhow::Result<()> {
             auto_inbox,
             resources,
         } => {
-            check_key(&api_key).context("--api-key")?;
-            check_password(&password).context("--password")?;
-            if monthly_test_limit.is_some_and(|n| n < 1) || rate_limit.is_some_and(|n| n < 1) {
-                bail!("--monthly-test-limit and --rate-limit must be at least 1");
-            }
+            use intake::account;
+            account::check_api_key(&api_key).context("--api-key")?;
+            account::check_password(&password).context("--password")?;
+            account::check_limit(monthly_test_limit).context("--monthly-test-limit")?;
+            account::check_limit(rate_limit).context("--rate-limit")?;
             if let Some(local) = &auto_inbox {
-                let ok = !local.is_empty()
-                    && local.len() <= 64
-                    && local
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
-                if !ok {
-                    bail!("--auto-inbox must be 1-64 characters of letters, digits, '.', '_' and '-' (no '+')");
-                }
+                account::check_auto_inbox(local).context("--auto-inbox")?;
             }
             let clients = match clients {
                 Some(list) => {

@@ -227,26 +227,7 @@ impl DnsSettings {
 }
 
 /// The `[webhooks]` section: how completion callbacks are retried.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct WebhookSettings {
-    /// Attempts before a callback is marked failed.
-    pub max_attempts: i64,
-    /// Seconds before the first retry; each later retry waits twice as long (with jitter).
-    pub base_delay: u64,
-    /// Longest wait between two attempts, in seconds.
-    pub max_delay: u64,
-}
-
-impl Default for WebhookSettings {
-    fn default() -> Self {
-        WebhookSettings {
-            max_attempts: 8,
-            base_delay: 30,
-            max_delay: 3600,
-        }
-    }
-}
+pub type WebhookSettings = webhooks::Retries;
 
 /// The `[hits]` section: how tracking hits are written (a group commit: every hit is answered
 /// only once its batch is committed) and how many one client or one campaign may record.

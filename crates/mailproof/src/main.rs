@@ -3,13 +3,9 @@
 //! email against a running server for CI (crate `cli`).
 
 mod accounts;
-mod checks;
 mod config;
-mod http;
-mod links;
 mod mail;
 mod serve;
-mod webhooks;
 
 use clap::{Parser, Subcommand};
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use domain::{Catalog, Plan};
+use domain::Catalog;
 use rand::Rng;
-use store::{Blobs, NewAccount, Store};
+use store::{Blobs, Store};
 use tokio::sync::{watch, Notify};
 
 use crate::config::{Overrides, Role, Roles, Settings};
@@ -193,11 +193,7 @@ async fn check_signing_key_shared(
     key: &[u8],
     replace: bool,
 ) -> anyhow::Result<()> {
-    use sha2::Digest;
-    // A fingerprint, not the key: the database is shared more widely than the key file.
-    let mine = hex::encode(
-        &sha2::Sha256::digest([&b"mailproof url signing key\0"[..], key].concat())[..8],
-    );
+    let mine = domain::signing::key_fingerprint("url signing", key);
     let now = chrono::Utc::now().timestamp();
     if replace {
         store
@@ -242,8 +238,8 @@ fn check_key_files_readable(settings: &Settings) -> anyhow::Result<()> {
                 bail!(
                     "[keys] {name} {} cannot be read by this process (uid {}): {e}. Make it readable by that user, e.g. `chown {} {}` or `chgrp <its group> {} && chmod 0640 {}` (in the container image mailproof runs as uid 10001)",
                     path.display(),
-                    current_uid(),
-                    current_uid(),
+                    procs::own_uid(),
+                    procs::own_uid(),
                     path.display(),
                     path.display(),
                     path.display()
@@ -252,18 +248,6 @@ fn check_key_files_readable(settings: &Settings) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// This process's user id, for messages (from /proc, which needs no unsafe call).
-fn current_uid() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        })
-        .unwrap_or_else(|| "?".into())
 }
 
 /// A process running only some roles shares its work with other processes, which may not share
@@ -327,48 +311,6 @@ fn status_router(state: api::AppState, roles: Roles) -> axum::Router {
         .with_state(state)
 }
 
-fn random_secret(len: usize) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
-    let mut rng = rand::thread_rng();
-    (0..len)
-        .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
-        .collect()
-}
-
-/// On the first start with an empty database, an enterprise account is made so that a new user
-/// can call the API at once; its credentials are printed this once (or taken from the
-/// environment).
-async fn ensure_first_account(store: &Store) -> anyhow::Result<()> {
-    if !store.accounts().await?.is_empty() {
-        return Ok(());
-    }
-    let api_key = std::env::var("MAILPROOF_API_KEY").unwrap_or_else(|_| random_secret(24));
-    let password = std::env::var("MAILPROOF_PASSWORD").unwrap_or_else(|_| random_secret(24));
-    crate::accounts::check_key(&api_key).context("MAILPROOF_API_KEY")?;
-    crate::accounts::check_password(&password).context("MAILPROOF_PASSWORD")?;
-    let hash = api::hash_password(&password).map_err(anyhow::Error::msg)?;
-    store
-        .create_account(
-            &NewAccount {
-                api_key: api_key.clone(),
-                password_hash: hash,
-                plan: Plan::Enterprise,
-                monthly_test_limit: None,
-                rate_limit_per_minute: None,
-                allowed_clients: None,
-                auto_inbox: None,
-            },
-            chrono::Utc::now().timestamp(),
-        )
-        .await?;
-    println!(
-        "mailproof: created the first account (enterprise plan); keep these, they are shown once:"
-    );
-    println!("  API key:  {api_key}");
-    println!("  password: {password}");
-    Ok(())
-}
-
 async fn shutdown_signal() {
     let ctrl_c = async {
         if let Err(e) = tokio::signal::ctrl_c().await {
@@ -416,13 +358,13 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     blobs.check().await?;
     // The first account's credentials are printed once: by a process that serves the API.
     if roles.has(Role::Api) {
-        ensure_first_account(&store).await?;
+        crate::accounts::ensure_first_account(&store).await?;
     }
     // Bind before building the state: with port 0 the default public URL needs the real port.
-    let listener = tokio::net::TcpListener::bind(settings.http)
+    let http_socket = tokio::net::TcpListener::bind(settings.http)
         .await
         .with_context(|| format!("cannot listen on {}", settings.http))?;
-    let bound = listener.local_addr()?;
+    let bound = http_socket.local_addr()?;
     let public_url = if settings.public_url_is_default {
         format!("http://{bound}")
     } else {
@@ -471,15 +413,13 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen for SMTP on {}", settings.smtp))?;
         let smtp_bound = smtp_listener.local_addr()?;
-        let mail = crate::mail::MailService::start(
-            crate::mail::MailContext {
-                settings: settings.clone(),
-                store: store.clone(),
-                catalog: catalog.clone(),
-                work_ready: work_ready.clone(),
-                stop: stop_rx.clone(),
-                health: health.clone(),
-            },
+        let mail = inbox::MailService::start(
+            crate::mail::config(&settings),
+            store.clone(),
+            catalog.clone(),
+            work_ready.clone(),
+            stop_rx.clone(),
+            Arc::new(crate::mail::HealthBoard(health.clone())),
             smtp_listener,
         )
         .await?;
@@ -506,7 +446,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     .with_analytics_matrix(analytics_matrix.clone());
 
     let (links_ready, checks_ready) = (state.links_ready.clone(), state.checks_ready.clone());
-    let limits = crate::http::Limits {
+    let limits = listener::Limits {
         header_timeout: Duration::from_secs(settings.http_limits.header_timeout),
         body_timeout: Duration::from_secs(settings.http_limits.body_timeout),
         max_connections: settings.http_limits.max_connections,
@@ -540,7 +480,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     // HTTP is served before the engines start, so that /healthz answers `starting` meanwhile
     // (an orchestrator would otherwise take the process for dead). A failed start ends it.
     let (abort_http, http_aborted) = tokio::sync::oneshot::channel::<()>();
-    let http = tokio::spawn(crate::http::serve(listener, router, limits, async move {
+    let http = tokio::spawn(listener::serve(http_socket, router, limits, async move {
         tokio::select! {
             _ = shutdown_signal() => {}
             _ = http_aborted => {}
@@ -578,22 +518,27 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     // Link checks follow links on the network and need no engine: background work of the mail
     // role, beside the filters' own URI blocklist lookups (and, like them, off the API's hosts).
     if let Some((mail, _)) = &mail {
-        runtime.spawn(crate::links::run(
-            store.clone(),
-            settings.fetch.clone(),
-            mail.uribl.clone(),
-            links_ready,
-            runtime.cancel_token(),
-            settings.queues.link_check_workers,
-        ));
+        runtime.spawn(
+            jobs::LinkCheckWorker {
+                store: store.clone(),
+                policy: settings.fetch.clone(),
+                uribl: mail.uribl.clone(),
+            }
+            .run(
+                links_ready,
+                runtime.cancel_token(),
+                settings.queues.link_check_workers,
+            ),
+        );
         // Callbacks are outbound background work, like the link checks: the mail role's.
-        runtime.spawn(crate::webhooks::run(
-            store.clone(),
-            settings.fetch.clone(),
-            settings.webhooks.clone(),
-            runtime.cancel_token(),
-            settings.queues.callback_workers,
-        ));
+        runtime.spawn(
+            webhooks::DeliveryWorker {
+                store: store.clone(),
+                policy: settings.fetch.clone(),
+                retries: settings.webhooks.clone(),
+            }
+            .run(runtime.cancel_token(), settings.queues.callback_workers),
+        );
     }
     // Retention runs in every api process: its deletes are idempotent (a test already purged is
     // not picked again; deleting screenshots already gone succeeds), so several api processes
@@ -607,15 +552,12 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     // Content checks judge contrast in the engine: the render role's, where the engines are (with
     // `[render] engines = []` the reports say contrast was not judged, and why).
     if roles.has(Role::Render) {
-        let worker = crate::checks::Worker {
-            store: store.clone(),
-            policy: settings.fetch.clone(),
-            renderer: rendering.clone(),
-            lease_secs: crate::checks::lease_secs(
-                &settings.fetch,
-                Duration::from_secs(settings.render.render_timeout.max(1)),
-            ),
-        };
+        let worker = jobs::ContentCheckWorker::new(
+            store.clone(),
+            settings.fetch.clone(),
+            rendering.clone(),
+            Duration::from_secs(settings.render.render_timeout.max(1)),
+        );
         runtime.spawn(worker.run(
             checks_ready,
             runtime.cancel_token(),

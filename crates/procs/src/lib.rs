@@ -99,6 +99,11 @@ fn pid_of(pid: u32) -> Option<Pid> {
     Pid::from_raw(i32::try_from(pid).ok()?)
 }
 
+/// This process's real user id (for messages that name the user a file must be readable by).
+pub fn own_uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

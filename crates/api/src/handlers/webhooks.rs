@@ -28,7 +28,7 @@ fn account(caller: &Caller) -> ApiResult<&Account> {
 async fn settings(state: &AppState, account: &Account) -> ApiResult<Value> {
     let secret = state
         .store
-        .webhook_secret(account.id, &crate::webhook::new_secret())
+        .webhook_secret(account.id, &::webhooks::new_secret())
         .await?
         .ok_or_else(|| {
             ApiError::new(
@@ -39,7 +39,7 @@ async fn settings(state: &AppState, account: &Account) -> ApiResult<Value> {
     Ok(json!({
         "callback_url": state.store.webhook_url(account.id).await?,
         "secret": secret,
-        "signature_header": crate::webhook::SIGNATURE_HEADER,
+        "signature_header": ::webhooks::SIGNATURE_HEADER,
     }))
 }
 

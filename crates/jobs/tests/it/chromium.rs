@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use domain::{ColorScheme, Engine, ScreenshotStatus, Variant};
+use domain::{ColorScheme, Engine, Picture, ScreenshotStatus, Variant};
 use jobs::RenderWorkerConfig;
 use render::{RenderConfig, Renderer};
 use store::{screenshot_key, Backend};
@@ -45,7 +45,7 @@ async fn chromium_draws_a_queued_job() {
     );
     let png = f
         .blobs
-        .get(&screenshot_key(&test, &client.id, "default"))
+        .get(&screenshot_key(&test, &client.id, &Picture::Shot(Variant::Default)))
         .await
         .expect("the blob store answers")
         .expect("the screenshot is stored");

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use domain::{ColorScheme, Engine, ScreenshotStatus, Variant};
+use domain::{ColorScheme, Engine, Picture, ScreenshotStatus, Variant};
 use jobs::RenderWorkerConfig;
 use store::{screenshot_key, Backend};
 use tokio::sync::Notify;
@@ -20,10 +20,11 @@ fn now() -> i64 {
 }
 
 /// The width of the PNG stored under `name`.
-async fn stored_width(f: &Fixture, test: &str, client: &str, name: &str) -> u32 {
+async fn stored_width(f: &Fixture, test: &str, client: &str, picture: Picture) -> u32 {
+    let name = picture.name();
     let bytes = f
         .blobs
-        .get(&screenshot_key(test, client, name))
+        .get(&screenshot_key(test, client, &picture))
         .await
         .expect("the blob store answers")
         .unwrap_or_else(|| panic!("no {name} screenshot of {client} stored"));
@@ -53,16 +54,16 @@ async fn a_drawn_job_is_stored_and_done(backend: Backend) {
     // The request was the client's: its width, and its height once turned.
     let wide = |css: u32| (css as f32 * client.scale).round() as u32;
     assert_eq!(
-        stored_width(&f, &test, &client.id, "default").await,
+        stored_width(&f, &test, &client.id, Picture::Shot(Variant::Default)).await,
         wide(client.viewport.width)
     );
     assert_eq!(
-        stored_width(&f, &test, &client.id, "horizontal").await,
+        stored_width(&f, &test, &client.id, Picture::Shot(Variant::Horizontal)).await,
         wide(client.viewport.height)
     );
-    assert_eq!(stored_width(&f, &test, &client.id, "thumbnail").await, 2);
+    assert_eq!(stored_width(&f, &test, &client.id, Picture::Thumbnail).await, 2);
     assert_eq!(
-        stored_width(&f, &test, &client.id, "full_thumbnail").await,
+        stored_width(&f, &test, &client.id, Picture::FullThumbnail).await,
         3
     );
     let drawn = engine.requests.lock().expect("not poisoned").clone();
@@ -117,7 +118,7 @@ async fn an_engine_that_dies_is_retried_after_a_backoff_then_given_up(backend: B
     assert_eq!(f.store.pending_jobs().await.expect("count"), 0);
     assert_eq!(
         f.blobs
-            .get(&screenshot_key(&test, &client, "default"))
+            .get(&screenshot_key(&test, &client, &Picture::Shot(Variant::Default)))
             .await
             .expect("the blob store answers"),
         None

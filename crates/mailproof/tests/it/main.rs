@@ -5,7 +5,6 @@ mod support;
 mod analytics;
 mod analytics_durability;
 mod analytics_e2e;
-mod analytics_matrix;
 mod auth;
 mod auto_inbox;
 mod checks;

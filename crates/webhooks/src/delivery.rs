@@ -8,15 +8,47 @@
 
 use std::time::Duration;
 
-use api::webhook::{self, Summary};
 use background::Loops;
 use content::fetch::FetchError;
 use content::NetPolicy;
 use rand::Rng;
+use serde::Deserialize;
 use store::{CallbackOutcome, ClaimedCallback, Store};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::WebhookSettings;
+use crate::summary::{self as webhook, Summary};
+
+/// How completion callbacks are retried (the `[webhooks]` section of the settings file).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Retries {
+    /// Attempts before a callback is marked failed.
+    pub max_attempts: i64,
+    /// Seconds before the first retry; each later retry waits twice as long (with jitter).
+    pub base_delay: u64,
+    /// Longest wait between two attempts, in seconds.
+    pub max_delay: u64,
+}
+
+impl Default for Retries {
+    fn default() -> Self {
+        Retries {
+            max_attempts: 8,
+            base_delay: 30,
+            max_delay: 3600,
+        }
+    }
+}
+
+/// What stops one delivery from being recorded (the claim loop logs it and backs off; the
+/// callback's lease hands it on).
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("cannot encode the callback summary: {0}")]
+    Encode(#[from] serde_json::Error),
+}
 
 /// How often the queue is looked at: callbacks are queued by other tasks' transactions (the
 /// render worker, the inbox processor), and retries fall due as time passes.
@@ -31,7 +63,7 @@ fn lease_secs(policy: &NetPolicy) -> i64 {
 /// The callback queue with the configured backoff (doubling from `base_delay` up to `max_delay`,
 /// up to half taken off at random so that receivers coming back up are not hit by every retry at
 /// once) and attempts.
-fn queue(settings: &WebhookSettings) -> store::Queue {
+fn queue(settings: &Retries) -> store::Queue {
     let secs = |s: u64| i64::try_from(s).unwrap_or(i64::MAX);
     store::CALLBACKS.with_backoff(
         store::Backoff::doubling(secs(settings.base_delay), secs(settings.max_delay)),
@@ -39,79 +71,84 @@ fn queue(settings: &WebhookSettings) -> store::Queue {
     )
 }
 
-/// Runs `workers` delivery loops at once, so that while one account's receiver is slow another
-/// account's callback finds a free worker (the store's per-account cap keeps one account from
-/// taking them all).
-pub async fn run(
-    store: Store,
-    policy: NetPolicy,
-    settings: WebhookSettings,
-    cancel: CancellationToken,
-    workers: usize,
-) {
-    let loops = Loops::new(store::CALLBACKS.name, workers, None, POLL);
-    let (store, policy, settings) = (&store, &policy, &settings);
-    loops
-        .run(cancel, |slot| async move {
-            run_one(store, policy, settings, &slot.owner).await
-        })
-        .await;
+pub struct DeliveryWorker {
+    pub store: Store,
+    pub policy: NetPolicy,
+    pub retries: Retries,
 }
 
-/// Delivers one due callback; false when none is due.
-async fn run_one(
-    store: &Store,
-    policy: &NetPolicy,
-    settings: &WebhookSettings,
-    worker: &str,
-) -> anyhow::Result<bool> {
-    let now = chrono::Utc::now().timestamp();
-    let Some(callback) = store
-        .claim_callback(worker, now, lease_secs(policy))
-        .await?
-    else {
-        return Ok(false);
-    };
-    // A test (or account) deleted meanwhile takes its callback row with it.
-    let Some(test) = store.test_any_account(&callback.test_id).await? else {
-        return Ok(true);
-    };
-    let Some(secret) = store
-        .webhook_secret(callback.account_id, &webhook::new_secret())
-        .await?
-    else {
-        return Ok(true);
-    };
-    let clients = store.test_clients(&test.id).await?;
-    let spam = store.spam_results(&test.id).await?;
-    let body = Summary::build(&callback, &test, &clients, &spam).to_body()?;
-    let sent_at = chrono::Utc::now().timestamp();
-    let headers = [
-        (
-            webhook::SIGNATURE_HEADER,
-            webhook::signature(&secret, sent_at, &body),
-        ),
-        (webhook::DELIVERY_HEADER, callback.delivery_id.clone()),
-        (webhook::EVENT_HEADER, webhook::EVENT_COMPLETED.to_owned()),
-    ];
-    let answer =
-        content::fetch::post(&callback.url, "application/json", &headers, body, policy).await;
-    let outcome = outcome(&callback, answer, settings, rand::thread_rng().gen());
-    log(&callback, &outcome);
-    let recorded = store
-        .finish_callback(&callback, worker, chrono::Utc::now().timestamp(), &outcome)
-        .await?;
-    if !recorded {
-        tracing::info!(test_id = %callback.test_id, "callback lease lost meanwhile; outcome dropped");
+impl DeliveryWorker {
+    /// Runs `workers` delivery loops at once, so that while one account's receiver is slow
+    /// another account's callback finds a free worker (the store's per-account cap keeps one
+    /// account from taking them all).
+    pub async fn run(self, cancel: CancellationToken, workers: usize) {
+        let loops = Loops::new(store::CALLBACKS.name, workers, None, POLL);
+        let this = &self;
+        loops
+            .run(
+                cancel,
+                |slot| async move { this.run_one(&slot.owner).await },
+            )
+            .await;
     }
-    Ok(true)
+
+    /// Delivers one due callback; false when none is due.
+    pub async fn run_one(&self, worker: &str) -> Result<bool, DeliveryError> {
+        let store = &self.store;
+        let now = chrono::Utc::now().timestamp();
+        let Some(callback) = store
+            .claim_callback(worker, now, lease_secs(&self.policy))
+            .await?
+        else {
+            return Ok(false);
+        };
+        // A test (or account) deleted meanwhile takes its callback row with it.
+        let Some(test) = store.test_any_account(&callback.test_id).await? else {
+            return Ok(true);
+        };
+        let Some(secret) = store
+            .webhook_secret(callback.account_id, &webhook::new_secret())
+            .await?
+        else {
+            return Ok(true);
+        };
+        let clients = store.test_clients(&test.id).await?;
+        let spam = store.spam_results(&test.id).await?;
+        let body = Summary::build(&callback, &test, &clients, &spam).to_body()?;
+        let sent_at = chrono::Utc::now().timestamp();
+        let headers = [
+            (
+                webhook::SIGNATURE_HEADER,
+                webhook::signature(&secret, sent_at, &body),
+            ),
+            (webhook::DELIVERY_HEADER, callback.delivery_id.clone()),
+            (webhook::EVENT_HEADER, webhook::EVENT_COMPLETED.to_owned()),
+        ];
+        let answer = content::fetch::post(
+            &callback.url,
+            "application/json",
+            &headers,
+            body,
+            &self.policy,
+        )
+        .await;
+        let outcome = outcome(&callback, answer, &self.retries, rand::thread_rng().gen());
+        log(&callback, &outcome);
+        let recorded = store
+            .finish_callback(&callback, worker, chrono::Utc::now().timestamp(), &outcome)
+            .await?;
+        if !recorded {
+            tracing::info!(test_id = %callback.test_id, "callback lease lost meanwhile; outcome dropped");
+        }
+        Ok(true)
+    }
 }
 
 /// What an attempt's answer means for the callback.
 fn outcome(
     callback: &ClaimedCallback,
     answer: Result<u16, FetchError>,
-    settings: &WebhookSettings,
+    settings: &Retries,
     jitter: f64,
 ) -> CallbackOutcome {
     let (error, status) = match answer {
@@ -179,8 +216,8 @@ fn log(callback: &ClaimedCallback, outcome: &CallbackOutcome) {
 mod tests {
     use super::*;
 
-    fn settings() -> WebhookSettings {
-        WebhookSettings {
+    fn settings() -> Retries {
+        Retries {
             max_attempts: 4,
             base_delay: 10,
             max_delay: 60,

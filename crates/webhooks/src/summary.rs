@@ -1,9 +1,8 @@
 //! Completion webhooks on the wire: the JSON summary POSTed when a test completes, its signature
-//! header, and the per-account signing secret. The delivery worker (in the binary) builds the
+//! header, and the per-account signing secret. The delivery worker (`delivery`) builds the
 //! summary from stored rows with [`Summary::build`], signs the exact bytes with [`signature`] and
 //! posts them through the network policy.
 
-use rand::Rng;
 use serde::Serialize;
 use store::{ClaimedCallback, ClientRow, SpamRow, TestRow};
 
@@ -18,12 +17,7 @@ pub const EVENT_COMPLETED: &str = "test.completed";
 
 /// A new signing secret: `whsec_` and 32 random characters (about 190 bits).
 pub fn new_secret() -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789";
-    let mut rng = rand::thread_rng();
-    let random: String = (0..32)
-        .map(|_| char::from(ALPHABET[rng.gen_range(0..ALPHABET.len())]))
-        .collect();
-    format!("whsec_{random}")
+    format!("whsec_{}", domain::signing::random_secret(32))
 }
 
 /// The value of [`SIGNATURE_HEADER`] for `body` sent at `timestamp`. The timestamp is signed with

@@ -17,20 +17,22 @@ use store::CONTENT_CHECKS;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::JobError;
+
 /// How often the queue is looked at without a wake-up: picks up expired leases, retries that
 /// came due, and checks requested through another process sharing the database.
 const POLL: Duration = Duration::from_secs(2);
 
 /// Everything one check may take: every image at its timeout a few at a time, and the engine
 /// pass with its own retry, with room to spare.
-pub fn lease_secs(policy: &NetPolicy, render_timeout: Duration) -> i64 {
+fn lease_secs(policy: &NetPolicy, render_timeout: Duration) -> i64 {
     let images = checks::MAX_IMAGES as u64;
     let per_image = policy.timeout.as_secs().max(1);
     let render = render_timeout.as_secs().max(1) * 2;
     i64::try_from(images * per_image / 4 + render + 60).unwrap_or(i64::MAX)
 }
 
-pub struct Worker {
+pub struct ContentCheckWorker {
     pub store: Store,
     pub policy: NetPolicy,
     /// The engines; `None` when none run, and then contrast is reported as not judged.
@@ -38,7 +40,24 @@ pub struct Worker {
     pub lease_secs: i64,
 }
 
-impl Worker {
+impl ContentCheckWorker {
+    /// A worker whose lease covers a check's images under `policy` and an engine pass of
+    /// `render_timeout`, retried once.
+    pub fn new(
+        store: Store,
+        policy: NetPolicy,
+        renderer: Option<Arc<Renderer>>,
+        render_timeout: Duration,
+    ) -> ContentCheckWorker {
+        let lease_secs = lease_secs(&policy, render_timeout);
+        ContentCheckWorker {
+            store,
+            policy,
+            renderer,
+            lease_secs,
+        }
+    }
+
     /// Runs `workers` claim loops at once, so that one account's slow check (images from hosts
     /// that never answer) leaves a worker for another account's.
     pub async fn run(self, ready: Arc<Notify>, cancel: CancellationToken, workers: usize) {
@@ -52,7 +71,7 @@ impl Worker {
     }
 
     /// Runs one due check; false when none is due.
-    pub async fn run_one(&self, worker: &str, ready: &Notify) -> anyhow::Result<bool> {
+    pub async fn run_one(&self, worker: &str, ready: &Notify) -> Result<bool, JobError> {
         let now = chrono::Utc::now().timestamp();
         let Some((test_id, attempt)) = self
             .store
@@ -122,20 +141,7 @@ impl Worker {
             ));
         };
         let tagged = checks::tag_lines(html).map_err(Failure::Final)?;
-        let request = RenderRequest {
-            html: tagged,
-            engine: Engine::Blink,
-            viewport: Viewport {
-                width: 600,
-                height: 800,
-            },
-            scale: 1.0,
-            mobile: false,
-            color_scheme: ColorScheme::Light,
-            // Colours do not depend on images (text over a background image is not judged at
-            // all), and the images were just downloaded once to be weighed.
-            block_images: true,
-        };
+        let request = contrast_request(tagged);
         match renderer.evaluate(request, checks::CONTRAST_PROBE).await {
             Ok(json) => checks::contrast_findings(&json).map_err(Failure::Final),
             Err(e @ RenderError::EngineUnavailable(_)) => Err(Failure::Final(format!(
@@ -144,6 +150,25 @@ impl Worker {
             Err(e) if e.is_retryable() => Err(Failure::Retry(e.to_string())),
             Err(e) => Err(Failure::Final(e.to_string())),
         }
+    }
+}
+
+/// What Chromium loads to judge contrast: the page as authored (with each element tagged with its
+/// source line), at a desktop width, light, without images. Colours do not depend on images (text
+/// over a background image is not judged at all), and the images were just downloaded once to be
+/// weighed.
+pub fn contrast_request(tagged_html: String) -> RenderRequest {
+    RenderRequest {
+        html: tagged_html,
+        engine: Engine::Blink,
+        viewport: Viewport {
+            width: 600,
+            height: 800,
+        },
+        scale: 1.0,
+        mobile: false,
+        color_scheme: ColorScheme::Light,
+        block_images: true,
     }
 }
 

@@ -39,7 +39,7 @@ use render::{RenderConfig, RenderRequest, Renderer};
 /// reading step (2 s), well inside the render's resource wait.
 const HOLD: Duration = Duration::from_millis(3500);
 
-const METHOD: &str = "analytics-matrix (crates/mailproof/src/bin/analytics-matrix.rs): each profile's \
+const METHOD: &str = "analytics-matrix (crates/jobs/src/bin/analytics-matrix.rs): each profile's \
 emulate transform of an email carrying the tracking code, drawn by the profile's engine through the \
 render proxy as a screenshot is, a loopback recorder noting the hit URLs requested. open: images as the \
 profile shows them by default (blocked where data/behaviours.toml says remote-images-blocked-by-default), then shown. read: images shown, the open image held 3.5 s; r2.gif \
@@ -335,7 +335,7 @@ async fn run(args: &[String]) -> anyhow::Result<()> {
         };
         matrix.check_ids(catalog.clients().iter().map(|c| c.id.as_str()))?;
         let text = format!(
-            "# Written by `analytics-matrix write data` (crates/mailproof/src/bin/analytics-matrix.rs);\n\
+            "# Written by `analytics-matrix write data` (crates/jobs/src/bin/analytics-matrix.rs);\n\
              # read and checked against clients.toml at start-up. Re-run it when a rule set or engine changes.\n{}",
             matrix.to_toml()?
         );
