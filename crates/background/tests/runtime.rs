@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use background::{Heartbeat, Loops, Runtime, Slot};
-use domain::{TestKind, Variant};
+use domain::{QueueState, TestKind, Variant};
 use store::{Backend, Claim, Key, Store, RENDER};
 use tokio::sync::Notify;
 
@@ -208,7 +208,8 @@ async fn shutdown_finishes_the_row_in_flight_and_claims_nothing_after(backend: B
                 .await
                 .expect("read")
                 .expect("row")
-                .state,
+                .state
+                .as_str(),
         );
     }
     states.sort();
@@ -283,7 +284,7 @@ async fn a_failing_handler_backs_off_and_its_loop_goes_on(backend: Backend) {
             .expect("read")
             .expect("row")
             .state,
-        "done"
+        QueueState::Done
     );
     // Back to polling: new work is taken without another error pause.
     request_another_check(&store).await;
