@@ -45,7 +45,11 @@ async fn chromium_draws_a_queued_job() {
     );
     let png = f
         .blobs
-        .get(&screenshot_key(&test, &client.id, &Picture::Shot(Variant::Default)))
+        .get(&screenshot_key(
+            &test,
+            &client.id,
+            &Picture::Shot(Variant::Default),
+        ))
         .await
         .expect("the blob store answers")
         .expect("the screenshot is stored");

@@ -61,7 +61,10 @@ async fn a_drawn_job_is_stored_and_done(backend: Backend) {
         stored_width(&f, &test, &client.id, Picture::Shot(Variant::Horizontal)).await,
         wide(client.viewport.height)
     );
-    assert_eq!(stored_width(&f, &test, &client.id, Picture::Thumbnail).await, 2);
+    assert_eq!(
+        stored_width(&f, &test, &client.id, Picture::Thumbnail).await,
+        2
+    );
     assert_eq!(
         stored_width(&f, &test, &client.id, Picture::FullThumbnail).await,
         3
@@ -118,7 +121,11 @@ async fn an_engine_that_dies_is_retried_after_a_backoff_then_given_up(backend: B
     assert_eq!(f.store.pending_jobs().await.expect("count"), 0);
     assert_eq!(
         f.blobs
-            .get(&screenshot_key(&test, &client, &Picture::Shot(Variant::Default)))
+            .get(&screenshot_key(
+                &test,
+                &client,
+                &Picture::Shot(Variant::Default)
+            ))
             .await
             .expect("the blob store answers"),
         None
