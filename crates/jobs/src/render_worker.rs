@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use background::{Heartbeat, Loops, Slot};
 use domain::catalog::Viewport;
-use domain::{Catalog, Picture, Variant};
+use domain::{Catalog, Picture, QueueState, Variant};
 use emulate::RuleBook;
 use rand::Rng;
 use render::RenderRequest;
@@ -141,10 +141,10 @@ enum Cause {
 /// Why the store refused a worker's renewal or finish of `job`, from what the job's row says now.
 async fn refusal(store: &Store, job: &ClaimedJob) -> String {
     match store.job_holder(job.id).await {
-        Ok(Some((state, _))) if state == "done" || state == "failed" => format!(
+        Ok(Some((state @ (QueueState::Done | QueueState::Failed), _))) => format!(
             "the job is already {state} (a finish whose answer was lost to a database fault, or another worker's)"
         ),
-        Ok(Some((state, Some(owner)))) if state == "leased" => {
+        Ok(Some((QueueState::Leased, Some(owner)))) => {
             format!("its lease expired and {owner} took the job over")
         }
         Ok(Some((state, _))) => format!(

@@ -2,7 +2,7 @@
 //! claimable again, so a worker that dies mid-render delays that screenshot but never loses it, and
 //! several worker processes (on several machines, once the database is shared) can drain one queue.
 
-use domain::{Spelled, Variant};
+use domain::{QueueState, Spelled, Variant};
 use sqlx::Row;
 
 use crate::{Claim, Key, Outcome, Result, Store, StoreError, RENDER};
@@ -209,13 +209,16 @@ impl Store {
 
     /// A render job's state and lease owner (`None` when it is gone): for saying why a worker's
     /// finish or renewal was refused.
-    pub async fn job_holder(&self, id: i64) -> Result<Option<(String, Option<String>)>> {
+    pub async fn job_holder(&self, id: i64) -> Result<Option<(QueueState, Option<String>)>> {
         let row = sqlx::query("SELECT state, lease_owner FROM render_jobs WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        row.map(|r| Ok((r.try_get("state")?, r.try_get("lease_owner")?)))
-            .transpose()
+        row.map(|r| {
+            let state = RENDER.parse_state(&r.try_get::<String, _>("state")?)?;
+            Ok((state, r.try_get("lease_owner")?))
+        })
+        .transpose()
     }
 
     /// Counts jobs not yet done or failed: for progress logs and tests.

@@ -88,10 +88,7 @@ pub async fn serve(
         Err(e) => return e.into_response(),
     };
     let (parts, _) = req.into_parts();
-    let Some((name, picture)) = file
-        .strip_suffix(".png")
-        .and_then(|n| Some((n, Picture::parse(n)?)))
-    else {
+    let Some(picture) = file.strip_suffix(".png").and_then(Picture::parse) else {
         return forbidden("no such screenshot");
     };
     if domain::TestId::parse(&test).is_none() {
@@ -109,7 +106,8 @@ pub async fn serve(
         Some(account) => matches!(state.store.test(account.id, &test).await, Ok(Some(_))),
         None => match (q.expires, q.signature.as_deref()) {
             (Some(expires), Some(sig)) if expires >= now => {
-                let want = signature(&state.settings.signing_key, &test, &client, name, expires);
+                let name = picture.name();
+                let want = signature(&state.settings.signing_key, &test, &client, &name, expires);
                 domain::signing::secret_eq(&want, sig)
             }
             _ => false,

@@ -133,7 +133,7 @@ async fn a_renewed_lease_is_kept_and_a_taken_over_job_is_finished_once(backend: 
         .expect("finish"));
     assert_eq!(
         store.job_holder(first.id).await.expect("holder"),
-        Some(("leased".to_string(), Some("w2".to_string()))),
+        Some((domain::QueueState::Leased, Some("w2".to_string()))),
         "what w1 is told"
     );
     assert!(store
@@ -149,7 +149,7 @@ async fn a_renewed_lease_is_kept_and_a_taken_over_job_is_finished_once(backend: 
     );
     assert_eq!(
         store.job_holder(first.id).await.expect("holder"),
-        Some(("done".to_string(), None))
+        Some((domain::QueueState::Done, None))
     );
     let c = &store.test_clients(&id).await.expect("clients")[0];
     assert_eq!(c.status, ScreenshotStatus::Complete);
