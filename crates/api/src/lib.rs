@@ -13,7 +13,6 @@ pub mod error;
 pub mod handlers;
 pub mod health;
 pub mod hits;
-mod login;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
@@ -30,7 +29,9 @@ use axum::Router;
 
 pub use auth::hash_password;
 pub use error::{ApiError, ErrorName};
-pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
+pub use state::{
+    ApiSettings, AppSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo,
+};
 
 use handlers::{
     analysis, analytics, checks, clients, create, diff, email, links, lists, shots, spam, webhooks,

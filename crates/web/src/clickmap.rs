@@ -10,17 +10,16 @@
 use std::collections::BTreeMap;
 
 use analytics::clickmap::{boxes_html, find_boxes, LinkBox};
-use api::handlers::{create, shots};
+use app::screenshots as shots;
 use axum::extract::{Form, Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use domain::ScreenshotStatus;
+use domain::{ScreenshotStatus, TestKind};
 use maud::{html, Markup};
 use serde::Deserialize;
-use serde_json::{json, Map};
 use store::{CampaignRow, ListFilter};
 
 use crate::session::Viewer;
-use crate::{api_error, internal, WebState};
+use crate::{app_error, internal, WebState};
 
 /// The profile both pictures are drawn in: a Chromium webmail whose emulation keeps inline
 /// styles, `object-position` and `visibility` (data/rules/hey-desktop-webmail.toml), so the
@@ -66,13 +65,16 @@ pub async fn draw(
         (plain_subject(&guid), html),
         (boxes_subject(&guid), painted),
     ] {
-        let mut body = Map::new();
-        body.insert("subject".into(), json!(subject));
-        body.insert("html".into(), json!(html));
-        body.insert("clients".into(), json!([CLIENT]));
-        body.insert("image_blocking".into(), json!(false));
-        if let Err(e) = create::create_email(&state.api, &viewer.caller, body).await {
-            return api_error(&e);
+        let req = app::create::TestRequest {
+            subject: Some(subject),
+            html: Some(html),
+            clients: vec![CLIENT.to_string()],
+            ..app::create::TestRequest::default()
+        };
+        let created =
+            app::create::create_test(&state.app, &viewer.caller, TestKind::Email, req).await;
+        if let Err(e) = created {
+            return app_error(&e);
         }
     }
     Redirect::to(&format!("/campaigns/{guid}#clickmap-h")).into_response()
@@ -90,14 +92,14 @@ async fn test_for(
         ..ListFilter::default()
     };
     let rows = state
-        .api
+        .app
         .store
         .list_tests(account, &filter)
         .await
         .map_err(|e| internal("listing the click map's tests failed", e))?;
     let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
     let summaries = state
-        .api
+        .app
         .store
         .test_summaries(account, &ids)
         .await
@@ -110,7 +112,7 @@ async fn test_for(
         return Ok(None);
     };
     let clients = state
-        .api
+        .app
         .store
         .test_clients(&id)
         .await
@@ -126,7 +128,7 @@ async fn test_for(
 async fn boxes(state: &WebState, test: &str) -> Result<(Vec<LinkBox>, u32, u32), String> {
     let key = store::screenshot_key(test, CLIENT, domain::Variant::Default.as_str());
     let png = state
-        .api
+        .app
         .blobs
         .get(&key)
         .await
@@ -172,7 +174,7 @@ pub async fn section(
         ) => match boxes(state, &painted).await {
             Ok((boxes, w, h)) => {
                 let src = shots::url(
-                    &state.api.settings,
+                    &state.app.settings,
                     &plain,
                     CLIENT,
                     domain::Variant::Default.as_str(),

@@ -9,44 +9,10 @@ use axum::response::{IntoResponse, Response};
 
 use crate::auth::{authenticate, Caller};
 use crate::error::{ApiError, ErrorName};
-use crate::state::{ApiSettings, AppState};
+use crate::state::AppState;
 
-const PRESIGNED_LIFE_SECS: i64 = 24 * 3600;
-
-/// Names a screenshot file may have: the four variants and the two thumbnails (and diffs, see
-/// `valid_name`).
-const NAMES: [&str; 6] = [
-    "default",
-    "no_images",
-    "horizontal",
-    "horizontal_no_images",
-    "thumbnail",
-    "full_thumbnail",
-];
-
-/// A screenshot or thumbnail name, or the name of a visual diff's highlight image
-/// (`store::diff_name`).
-fn valid_name(name: &str) -> bool {
-    NAMES.contains(&name)
-        || store::parse_diff_name(name).is_some_and(|(base, variant)| {
-            domain::TestId::parse(base).is_some() && domain::Variant::parse(variant).is_some()
-        })
-}
-
-fn signature(key: &[u8], test: &str, client: &str, name: &str, expires: i64) -> String {
-    let signed = format!("{test}/{client}/{name}/{expires}");
-    domain::signing::hmac_sha256_hex(key, &[signed.as_bytes()])
-}
-
-/// A fresh URL for a screenshot, presigned for 24 hours from `now`.
-pub fn url(s: &ApiSettings, test: &str, client: &str, name: &str, now: i64) -> String {
-    let expires = now + PRESIGNED_LIFE_SECS;
-    let sig = signature(&s.signing_key, test, client, name, expires);
-    format!(
-        "{}/screenshots/{test}/{client}/{name}.png?expires={expires}&signature={sig}",
-        s.public_url
-    )
-}
+pub use app::screenshots::url;
+use app::screenshots::{signature, valid_name};
 
 pub struct Presign {
     expires: Option<i64>,
@@ -139,11 +105,7 @@ pub async fn serve(
 /// The stored picture `name` of `client` in `test` as a response, for a caller already allowed
 /// to see it (the presigned check above, or the web's share-link check).
 pub async fn png(state: &AppState, test: &str, client: &str, name: &str) -> Response {
-    match state
-        .blobs
-        .get(&store::screenshot_key(test, client, name))
-        .await
-    {
+    match app::screenshots::png(state, test, client, name).await {
         Ok(Some(bytes)) => (
             StatusCode::OK,
             [
@@ -156,6 +118,6 @@ pub async fn png(state: &AppState, test: &str, client: &str, name: &str) -> Resp
         Ok(None) => forbidden(
             "this screenshot does not exist yet; check the client's status in the results",
         ),
-        Err(e) => ApiError::internal("reading a screenshot failed", e).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }
