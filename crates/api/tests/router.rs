@@ -2,8 +2,6 @@
 //! `mailproof serve`: the JSON a caller sends reaches the application layer, and its answers and
 //! refusals come back in the spec's shapes (§2.1, §7).
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{header, Request, StatusCode};
 use base64::Engine as _;
@@ -22,8 +20,7 @@ async fn service() -> Service {
     let (db, store) = testing::store(store::Backend::from_env()).await;
     let dir = tempfile::tempdir().expect("a directory for the blobs");
     let blobs = store::Blobs::open(&store::BlobsConfig::Local, dir.path()).expect("local blobs");
-    let catalog = domain::Catalog::parse(include_str!("../../../data/clients.toml"))
-        .expect("data/clients.toml is valid");
+    let catalog = app::testing::catalog();
     let client = catalog.clients()[0].id.clone();
     for (key, password) in [("alice", "alice-pw"), ("bob", "bob-pw")] {
         let hash = api::hash_password(password).expect("hash");
@@ -42,19 +39,7 @@ async fn service() -> Service {
         .await;
     }
     let settings = api::ApiSettings {
-        app: api::AppSettings {
-            public_url: "http://mailproof.test".into(),
-            tracking_base: "http://mailproof.test/t".into(),
-            signing_key: vec![7; 32],
-            net_policy: content::netpolicy::NetPolicy::default(),
-            reprocess_quota: 3,
-            default_rate_limit: 600,
-            seed_domain: "seed.mailproof.test".into(),
-            max_body_bytes: 1 << 20,
-            failed_logins_per_address: 10,
-            failed_logins_per_key: 10,
-            sandbox_requests_per_minute: 60,
-        },
+        app: app::testing::settings(),
         metrics_token: None,
         metrics_port_public: false,
         hits: api::hits::HitSettings::default(),
@@ -62,10 +47,10 @@ async fn service() -> Service {
     let state = api::AppState::new(
         store,
         blobs,
-        Arc::new(catalog),
+        catalog,
         Vec::new(),
         settings,
-        Arc::default(),
+        Default::default(),
     );
     Service {
         router: api::router(state),

@@ -22,6 +22,8 @@ pub mod owned;
 pub mod results;
 pub mod screenshots;
 pub mod state;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use auth::{check_credentials, hash_password, Caller};
 pub use error::{Error, ErrorName, Result};

@@ -5,9 +5,7 @@ mod campaigns;
 mod checks;
 mod tests;
 
-use std::sync::Arc;
-
-use app::{AppState, Caller, Settings};
+use app::{AppState, Caller};
 use store::testing::{self, TestDb};
 
 /// A service's application state on a fresh database, with two accounts.
@@ -23,28 +21,13 @@ pub async fn fixture() -> Fixture {
     let (db, store) = testing::store(store::Backend::from_env()).await;
     let dir = tempfile::tempdir().expect("a directory for the blobs");
     let blobs = store::Blobs::open(&store::BlobsConfig::Local, dir.path()).expect("local blobs");
-    let catalog = domain::Catalog::parse(include_str!("../../../../data/clients.toml"))
-        .expect("data/clients.toml is valid");
-    let settings = Settings {
-        public_url: "http://mailproof.test".into(),
-        tracking_base: "http://mailproof.test/t".into(),
-        signing_key: vec![7; 32],
-        net_policy: content::netpolicy::NetPolicy::default(),
-        reprocess_quota: 3,
-        default_rate_limit: 600,
-        seed_domain: "seed.mailproof.test".into(),
-        max_body_bytes: 1 << 20,
-        failed_logins_per_address: 10,
-        failed_logins_per_key: 10,
-        sandbox_requests_per_minute: 60,
-    };
     let state = AppState::new(
         store.clone(),
         blobs,
-        Arc::new(catalog),
+        app::testing::catalog(),
         Vec::new(),
-        settings,
-        Arc::default(),
+        app::testing::settings(),
+        Default::default(),
     );
     let alice = Caller::Account(testing::add_account(&store, "alice").await);
     let bob = Caller::Account(testing::add_account(&store, "bob").await);
