@@ -41,6 +41,54 @@ pub struct CampaignRequest {
     pub click_url: Option<String>,
 }
 
+impl CampaignRequest {
+    /// Nothing was given at all (an empty JSON object, a blank form).
+    fn is_empty(&self) -> bool {
+        let CampaignRequest {
+            name,
+            transfer_encoding,
+            charset,
+            total_subscribers,
+            read_threshold,
+            skim_threshold,
+            delete_threshold,
+            merge_tag,
+            customer_id,
+            google_analytics,
+            click_html,
+            click_url,
+        } = self;
+        [
+            name,
+            transfer_encoding,
+            charset,
+            merge_tag,
+            customer_id,
+            click_html,
+            click_url,
+        ]
+        .iter()
+        .all(|v| v.is_none())
+            && [
+                total_subscribers,
+                read_threshold,
+                skim_threshold,
+                delete_threshold,
+            ]
+            .iter()
+            .all(|v| v.is_none())
+            && !google_analytics
+    }
+}
+
+/// `NoContent`: a request without a single field.
+pub fn no_content() -> Error {
+    Error::new(
+        ErrorName::NoContent,
+        "the request has no content: send a JSON object with the campaign's fields",
+    )
+}
+
 /// What creating a campaign answers.
 #[derive(Clone, Debug)]
 pub struct CreatedCampaign {
@@ -156,6 +204,9 @@ pub async fn create_campaign(
     caller: &Caller,
     req: CampaignRequest,
 ) -> Result<CreatedCampaign> {
+    if req.is_empty() {
+        return Err(no_content());
+    }
     let name = req
         .name
         .clone()

@@ -89,10 +89,7 @@ fn whole_in(field: &str, n: Option<i64>, min: i64, max: i64) -> ApiResult<Option
 }
 
 fn no_content() -> ApiError {
-    ApiError::new(
-        ErrorName::NoContent,
-        "the request has no content: send a JSON object with the campaign's fields",
-    )
+    app::campaigns::no_content().into()
 }
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC), the interface's date form.

@@ -49,6 +49,10 @@ async fn a_created_campaign_has_a_report_its_owner_alone_reads() {
 #[tokio::test]
 async fn campaign_refusals_carry_the_spec_error_names() {
     let f = fixture().await;
+    let err = campaigns::create_campaign(&f.state, &f.alice, CampaignRequest::default())
+        .await
+        .expect_err("nothing given");
+    assert_eq!(err.name, ErrorName::NoContent);
     let bad_thresholds = CampaignRequest {
         name: Some("x".into()),
         total_subscribers: Some(10),
