@@ -5,197 +5,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-/// Error names of spec §7.1 and §7.2 (plus `Forbidden` for screenshot URLs, which answer 403).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorName {
-    NoAccept,
-    AccessDenied,
-    RateLimited,
-    InvalidJson,
-    WrongVersion,
-    InvalidParameter,
-    NotFound,
-    BadMethod,
-    BadRequest,
-    ServerError,
-    ProcessingError,
-    TestLimitReached,
-    PermissionError,
-    InvalidTestId,
-    NoClient,
-    NoClients,
-    InvalidClient,
-    InvalidFreeClient,
-    InvalidTestClient,
-    ClientNotFound,
-    NoSubject,
-    NoSource,
-    InvalidUrl,
-    MissingCustomerId,
-    SmtpError,
-    SmtpAuthenticationError,
-    InvalidSpamType,
-    NoSpamResults,
-    NoSeedList,
-    Forbidden,
-    NoContent,
-    ErrorCreateCampaign,
-    ErrorUpdateCampaign,
-    ErrorGetCampaign,
-    ErrorActivatingCampaign,
-    InvalidData,
-    NoCampaigns,
-    CampaignAlreadyActive,
-    CannotClearData,
-    CampaignNotActive,
-    ExpirationLessThanMinimum,
-    ExpirationMaximumExceeded,
-}
-
-impl ErrorName {
-    pub const ALL: [ErrorName; 42] = [
-        ErrorName::NoAccept,
-        ErrorName::AccessDenied,
-        ErrorName::RateLimited,
-        ErrorName::InvalidJson,
-        ErrorName::WrongVersion,
-        ErrorName::InvalidParameter,
-        ErrorName::NotFound,
-        ErrorName::BadMethod,
-        ErrorName::BadRequest,
-        ErrorName::ServerError,
-        ErrorName::ProcessingError,
-        ErrorName::TestLimitReached,
-        ErrorName::PermissionError,
-        ErrorName::InvalidTestId,
-        ErrorName::NoClient,
-        ErrorName::NoClients,
-        ErrorName::InvalidClient,
-        ErrorName::InvalidFreeClient,
-        ErrorName::InvalidTestClient,
-        ErrorName::ClientNotFound,
-        ErrorName::NoSubject,
-        ErrorName::NoSource,
-        ErrorName::InvalidUrl,
-        ErrorName::MissingCustomerId,
-        ErrorName::SmtpError,
-        ErrorName::SmtpAuthenticationError,
-        ErrorName::InvalidSpamType,
-        ErrorName::NoSpamResults,
-        ErrorName::NoSeedList,
-        ErrorName::Forbidden,
-        ErrorName::NoContent,
-        ErrorName::ErrorCreateCampaign,
-        ErrorName::ErrorUpdateCampaign,
-        ErrorName::ErrorGetCampaign,
-        ErrorName::ErrorActivatingCampaign,
-        ErrorName::InvalidData,
-        ErrorName::NoCampaigns,
-        ErrorName::CampaignAlreadyActive,
-        ErrorName::CannotClearData,
-        ErrorName::CampaignNotActive,
-        ErrorName::ExpirationLessThanMinimum,
-        ErrorName::ExpirationMaximumExceeded,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorName::NoAccept => "NoAccept",
-            ErrorName::AccessDenied => "AccessDenied",
-            ErrorName::RateLimited => "RateLimited",
-            ErrorName::InvalidJson => "InvalidJSON",
-            ErrorName::WrongVersion => "WrongVersion",
-            ErrorName::InvalidParameter => "InvalidParameter",
-            ErrorName::NotFound => "NotFound",
-            ErrorName::BadMethod => "BadMethod",
-            ErrorName::BadRequest => "BadRequest",
-            ErrorName::ServerError => "ServerError",
-            ErrorName::ProcessingError => "ProcessingError",
-            ErrorName::TestLimitReached => "TestLimitReached",
-            ErrorName::PermissionError => "PermissionError",
-            ErrorName::InvalidTestId => "InvalidTestID",
-            ErrorName::NoClient => "NoClient",
-            ErrorName::NoClients => "NoClients",
-            ErrorName::InvalidClient => "InvalidClient",
-            ErrorName::InvalidFreeClient => "InvalidFreeClient",
-            ErrorName::InvalidTestClient => "InvalidTestClient",
-            ErrorName::ClientNotFound => "ClientNotFound",
-            ErrorName::NoSubject => "NoSubject",
-            ErrorName::NoSource => "NoSource",
-            ErrorName::InvalidUrl => "InvalidURL",
-            ErrorName::MissingCustomerId => "MissingCustomerID",
-            ErrorName::SmtpError => "SMTPError",
-            ErrorName::SmtpAuthenticationError => "SMTPAuthenticationError",
-            ErrorName::InvalidSpamType => "InvalidSpamType",
-            ErrorName::NoSpamResults => "NoSpamResults",
-            ErrorName::NoSeedList => "NoSeedList",
-            ErrorName::Forbidden => "Forbidden",
-            ErrorName::NoContent => "NoContent",
-            ErrorName::ErrorCreateCampaign => "ErrorCreateCampaign",
-            ErrorName::ErrorUpdateCampaign => "ErrorUpdateCampaign",
-            ErrorName::ErrorGetCampaign => "ErrorGetCampaign",
-            ErrorName::ErrorActivatingCampaign => "ErrorActivatingCampaign",
-            ErrorName::InvalidData => "InvalidData",
-            ErrorName::NoCampaigns => "NoCampaigns",
-            ErrorName::CampaignAlreadyActive => "CampaignAlreadyActive",
-            ErrorName::CannotClearData => "CannotClearData",
-            ErrorName::CampaignNotActive => "CampaignNotActive",
-            ErrorName::ExpirationLessThanMinimum => "ExpirationLessThanMinimum",
-            ErrorName::ExpirationMaximumExceeded => "ExpirationMaximumExceeded",
-        }
-    }
-
-    /// The status code of each error name. README's error table is generated from this list by a
-    /// test, so the two cannot drift apart.
-    pub fn status(self) -> StatusCode {
-        match self {
-            ErrorName::NoAccept => StatusCode::NOT_ACCEPTABLE,
-            ErrorName::AccessDenied => StatusCode::UNAUTHORIZED,
-            ErrorName::RateLimited => StatusCode::TOO_MANY_REQUESTS,
-            ErrorName::NotFound
-            | ErrorName::InvalidTestId
-            | ErrorName::ClientNotFound
-            | ErrorName::NoCampaigns => StatusCode::NOT_FOUND,
-            // A storage failure the caller may retry (§7.2 says "retry").
-            ErrorName::ErrorCreateCampaign
-            | ErrorName::ErrorUpdateCampaign
-            | ErrorName::ErrorGetCampaign
-            | ErrorName::ErrorActivatingCampaign => StatusCode::SERVICE_UNAVAILABLE,
-            // The campaign's state forbids the action now.
-            ErrorName::CampaignAlreadyActive
-            | ErrorName::CannotClearData
-            | ErrorName::CampaignNotActive => StatusCode::CONFLICT,
-            ErrorName::BadMethod => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorName::ServerError | ErrorName::ProcessingError => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
-            ErrorName::TestLimitReached | ErrorName::PermissionError | ErrorName::Forbidden => {
-                StatusCode::FORBIDDEN
-            }
-            ErrorName::SmtpError | ErrorName::SmtpAuthenticationError => StatusCode::BAD_GATEWAY,
-            ErrorName::InvalidJson
-            | ErrorName::WrongVersion
-            | ErrorName::InvalidParameter
-            | ErrorName::BadRequest
-            | ErrorName::NoClient
-            | ErrorName::NoClients
-            | ErrorName::InvalidClient
-            | ErrorName::InvalidFreeClient
-            | ErrorName::InvalidTestClient
-            | ErrorName::NoSubject
-            | ErrorName::NoSource
-            | ErrorName::InvalidUrl
-            | ErrorName::MissingCustomerId
-            | ErrorName::InvalidSpamType
-            | ErrorName::NoSpamResults
-            | ErrorName::NoSeedList
-            | ErrorName::NoContent
-            | ErrorName::InvalidData
-            | ErrorName::ExpirationLessThanMinimum
-            | ErrorName::ExpirationMaximumExceeded => StatusCode::BAD_REQUEST,
-        }
-    }
-}
+pub use app::ErrorName;
 
 #[derive(Debug)]
 pub struct ApiError {
@@ -235,27 +45,27 @@ impl ApiError {
 
     /// An internal failure: the cause goes to the log, the caller gets a generic message.
     pub fn internal(context: &str, cause: impl std::fmt::Display) -> ApiError {
-        tracing::error!(error = %cause, "{context}");
-        ApiError::new(
-            ErrorName::ServerError,
-            format!("{context}; the failure was logged, please retry shortly"),
-        )
+        app::Error::internal(context, cause).into()
     }
 }
 
 impl From<store::StoreError> for ApiError {
     fn from(e: store::StoreError) -> ApiError {
-        match e {
-            store::StoreError::TestLimitReached { customer_id, limit } => ApiError::new(
-                ErrorName::TestLimitReached,
-                format!(
-                    "customer {customer_id:?} has used its {limit} tests for this calendar month; \
-                     more can be created from the first day of next month (UTC)"
-                ),
-            ),
-            other => ApiError::internal("storage failed", other),
-        }
+        app::Error::from(e).into()
     }
+}
+
+impl From<app::Error> for ApiError {
+    fn from(e: app::Error) -> ApiError {
+        let mut out = ApiError::new(e.name, e.message);
+        out.retry_after = e.retry_after;
+        out
+    }
+}
+
+/// The HTTP status of an error name.
+pub fn status_of(name: ErrorName) -> StatusCode {
+    StatusCode::from_u16(name.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
 #[derive(Serialize)]
@@ -283,7 +93,7 @@ pub fn error_body(name: &str, message: &str) -> Vec<u8> {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = self.status.unwrap_or(self.name.status());
+        let status = self.status.unwrap_or(status_of(self.name));
         let mut resp = (
             status,
             [(
@@ -316,7 +126,7 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 #[cfg(test)]
 mod tests {
-    use super::{ApiError, ErrorName};
+    use super::{status_of, ApiError, ErrorName};
 
     /// Some SDKs show only the first 120 bytes of a failed response: the name must come first.
     #[test]
@@ -341,7 +151,7 @@ mod tests {
             let status = row.split('|').nth(2).unwrap_or("").trim();
             assert_eq!(
                 status,
-                name.status().as_str(),
+                status_of(name).as_str(),
                 "README status of {}",
                 name.as_str()
             );

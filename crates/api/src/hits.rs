@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use store::{Backend, CampaignRow, NewHit, Store, TestModeRules};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::state::RateLimiter;
+use app::RateLimiter;
 
 /// The `[hits]` settings.
 #[derive(Clone, Debug, PartialEq, Eq)]

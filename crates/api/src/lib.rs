@@ -1,19 +1,20 @@
 //! mailproof's HTTP interface: the email-testing API v5 (`shared/spec/email-testing-api-v5.md`).
 //!
+//! Handlers parse the request, call the application layer (`app`) and serialize its answer.
+//!
 //! Invariants:
-//! - Only this crate knows JSON wire shapes and HTTP status codes; storage and workers see plain
-//!   types.
-//! - Every error a caller can see is an [`ApiError`] with a §7.1 name and a message saying how to
-//!   fix the request.
-//! - Every test endpoint checks ownership: another account's test id is `InvalidTestID`; every
-//!   analytics campaign call likewise: another account's guid is `NoCampaigns`.
+//! - Only this crate knows the API's JSON wire shapes; `app`, storage and workers see plain types.
+//! - Every error a caller can see is an [`ApiError`] (from `app::Error`) with a §7.1 name and a
+//!   message saying how to fix the request.
+//! - Every test endpoint checks ownership through `app::owned`: another account's test id is
+//!   `InvalidTestID`; every analytics campaign call likewise: another account's guid is
+//!   `NoCampaigns`.
 
 pub mod auth;
 pub mod error;
 pub mod handlers;
 pub mod health;
 pub mod hits;
-mod login;
 pub mod metrics;
 pub mod openapi;
 pub mod params;
@@ -29,7 +30,9 @@ use axum::Router;
 
 pub use auth::hash_password;
 pub use error::{ApiError, ErrorName};
-pub use state::{ApiSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
+pub use state::{
+    ApiSettings, AppSettings, AppState, SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo,
+};
 
 use handlers::{
     analysis, analytics, checks, clients, create, diff, email, links, lists, shots, spam, webhooks,

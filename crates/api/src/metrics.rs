@@ -25,7 +25,7 @@ pub async fn count_requests(req: Request, next: Next) -> Response {
 /// `GET /metrics`. With `[metrics] token` set, only `Authorization: Bearer <token>` is answered;
 /// without one, only a service listening on loopback alone answers.
 pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if state.settings.metrics_token.is_none() && state.settings.metrics_port_public {
+    if state.http.metrics_token.is_none() && state.http.metrics_port_public {
         return ApiError::new(
             ErrorName::AccessDenied,
             "GET /metrics is closed: the HTTP port listens beyond loopback and no [metrics] token \
@@ -33,7 +33,7 @@ pub async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Respo
         )
         .into_response();
     }
-    if let Some(token) = &state.settings.metrics_token {
+    if let Some(token) = &state.http.metrics_token {
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())

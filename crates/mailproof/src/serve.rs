@@ -388,17 +388,19 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| format!("{public_url}/t"));
     let api_settings = api::ApiSettings {
-        tracking_base,
-        public_url,
-        signing_key,
-        net_policy: settings.fetch.clone(),
-        reprocess_quota: settings.reprocess_quota,
-        default_rate_limit: settings.default_rate_limit,
-        seed_domain: settings.seed_domain.clone(),
-        max_body_bytes: settings.max_body_bytes,
-        failed_logins_per_address: settings.http_limits.failed_logins_per_address,
-        failed_logins_per_key: settings.http_limits.failed_logins_per_key,
-        sandbox_requests_per_minute: settings.http_limits.sandbox_requests_per_minute,
+        app: api::AppSettings {
+            tracking_base,
+            public_url,
+            signing_key,
+            net_policy: settings.fetch.clone(),
+            reprocess_quota: settings.reprocess_quota,
+            default_rate_limit: settings.default_rate_limit,
+            seed_domain: settings.seed_domain.clone(),
+            max_body_bytes: settings.max_body_bytes,
+            failed_logins_per_address: settings.http_limits.failed_logins_per_address,
+            failed_logins_per_key: settings.http_limits.failed_logins_per_key,
+            sandbox_requests_per_minute: settings.http_limits.sandbox_requests_per_minute,
+        },
         metrics_token: settings.metrics.token.clone(),
         metrics_port_public: !settings.http.ip().is_loopback(),
         hits: settings.hits.settings(),
@@ -462,7 +464,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             share_days: 7,
             analytics_matrix: analytics_matrix.clone(),
         };
-        web::router(state.clone(), web_options).fallback_service(api::router(state))
+        web::router(state.app.clone(), web_options).fallback_service(api::router(state))
     } else {
         status_router(state, roles)
     }

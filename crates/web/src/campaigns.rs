@@ -2,19 +2,18 @@
 //! (its tracking code with a copy button, what each client profile lets it measure, the report)
 //! and the per-client matrix on its own.
 //!
-//! Campaigns are read through the store's account-scoped lookups (another account's guid is "not
-//! found"); the form goes through `api::handlers::analytics::create_campaign`, the code the API's
-//! `createcampaign` runs, so its refusals read as the API's. The matrix is the one loaded and
+//! Campaigns are read through `app::owned_campaign` (another account's guid is "not found"); the
+//! form goes through `app::campaigns::create_campaign`, the code the API's `createcampaign` runs,
+//! so its refusals read as the API's. The matrix is the one loaded and
 //! checked at start-up (`WebOptions::analytics_matrix`).
 
 use analytics::matrix::{proxy_fact, OpenSignal};
-use api::handlers::analytics as api_analytics;
+use app::campaigns as ops;
 use axum::extract::{Form, Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
 use store::CampaignRow;
 
 use crate::pages::{chrome, list_query, page_link};
@@ -49,7 +48,7 @@ pub async fn list(
     let (error, rows) = match (&filter, viewer.caller.account()) {
         (Err(e), _) => (Some(e.message.clone()), Vec::new()),
         (Ok(_), None) => (None, Vec::new()),
-        (Ok(f), Some(a)) => match state.api.store.list_campaigns(a.id, f).await {
+        (Ok(f), Some(a)) => match state.app.store.list_campaigns(a.id, f).await {
             Ok(r) => (None, r),
             Err(e) => return internal("listing campaigns failed", e),
         },
@@ -77,7 +76,7 @@ pub async fn list(
                         tr data-guid=(c.guid) {
                             td { a href={ "/campaigns/" (c.guid) } { (c.name) } }
                             td { (date(c.created_at)) }
-                            td.status { (api_analytics::status(r, now)) }
+                            td.status { (ops::status(r, now)) }
                             td { (c.total_subscribers) }
                         }
                     }
@@ -118,7 +117,7 @@ pub struct CampaignForm {
     google_analytics: Option<String>,
 }
 
-fn form_markup(f: &CampaignForm, csrf: &str, error: Option<&api::ApiError>) -> Markup {
+fn form_markup(f: &CampaignForm, csrf: &str, error: Option<&app::Error>) -> Markup {
     let field = |id: &str, label: &str, value: &str, kind: &str, help: &str| {
         html! {
             label for=(id) { (label) }
@@ -161,28 +160,21 @@ pub async fn new_form(viewer: Viewer) -> Response {
     )
 }
 
-/// The request body `createcampaign` would get from this form.
-fn body_of(f: &CampaignForm) -> Map<String, Value> {
-    let mut m = Map::new();
-    for (k, v) in [
-        ("name", &f.name),
-        ("total_subscribers", &f.total_subscribers),
-        ("merge_tag", &f.merge_tag),
-        ("read_threshold", &f.read_threshold),
-        ("skim_threshold", &f.skim_threshold),
-        ("delete_threshold", &f.delete_threshold),
-    ] {
-        if !v.trim().is_empty() {
-            m.insert(k.into(), Value::from(v.trim()));
-        }
-    }
-    if !f.click_html.trim().is_empty() {
-        m.insert(
-            "click_tracking".into(),
-            json!({"html": f.click_html, "google_analytics": f.google_analytics.is_some()}),
-        );
-    }
-    m
+/// The request this form makes; a threshold that is not a number is refused as the API would.
+fn request_of(f: &CampaignForm) -> Result<ops::CampaignRequest, app::Error> {
+    let text = |v: &str| Some(v.trim().to_string()).filter(|v| !v.is_empty());
+    let has_click = !f.click_html.trim().is_empty();
+    Ok(ops::CampaignRequest {
+        name: text(&f.name),
+        total_subscribers: ops::whole_from_text("total_subscribers", &f.total_subscribers)?,
+        merge_tag: text(&f.merge_tag),
+        read_threshold: ops::whole_from_text("read_threshold", &f.read_threshold)?,
+        skim_threshold: ops::whole_from_text("skim_threshold", &f.skim_threshold)?,
+        delete_threshold: ops::whole_from_text("delete_threshold", &f.delete_threshold)?,
+        click_html: has_click.then(|| f.click_html.clone()),
+        google_analytics: has_click && f.google_analytics.is_some(),
+        ..ops::CampaignRequest::default()
+    })
 }
 
 pub async fn create(
@@ -193,18 +185,19 @@ pub async fn create(
     if let Err(refused) = viewer.check_csrf(&f.csrf) {
         return refused;
     }
-    let body = body_of(&f);
-    match api_analytics::create_campaign(&state.api, &viewer.caller, body).await {
-        Ok(out) => match out["guid"].as_str() {
-            Some(guid) if viewer.caller.account().is_some() => {
-                Redirect::to(&format!("/campaigns/{guid}")).into_response()
-            }
+    let created = match request_of(&f) {
+        Ok(req) => ops::create_campaign(&state.app, &viewer.caller, req).await,
+        Err(e) => Err(e),
+    };
+    match created {
+        Ok(out) => match out.guid.as_str() {
+            guid if out.stored => Redirect::to(&format!("/campaigns/{guid}")).into_response(),
             // The sandbox stores nothing: show the code it answered.
             _ => {
                 let main = html! {
                     h1 { "Sandbox campaign" }
                     p.note role="note" { "Sandbox: the campaign was checked but not stored." }
-                    (code_section(out["tracking_code"].as_str().unwrap_or_default()))
+                    (code_section(&out.tracking_code))
                 };
                 page(
                     StatusCode::OK,
@@ -213,7 +206,7 @@ pub async fn create(
             }
         },
         Err(e) => {
-            let status = e.status.unwrap_or_else(|| e.name.status());
+            let status = crate::status_of(e.name);
             let main = form_markup(&f, &viewer.csrf, Some(&e));
             page(status, layout("New campaign", chrome(&viewer), None, main))
         }
@@ -240,16 +233,16 @@ pub(crate) async fn owned(
     viewer: &Viewer,
     guid: &str,
 ) -> Result<CampaignRow, Response> {
-    let Some(account) = viewer.caller.account() else {
-        return Err(campaign_not_found());
-    };
-    if !analytics::is_guid(guid) {
-        return Err(campaign_not_found());
-    }
-    match state.api.store.campaign(account.id, guid).await {
-        Ok(Some(c)) => Ok(c),
-        Ok(None) => Err(campaign_not_found()),
-        Err(e) => Err(internal("reading the campaign failed", e)),
+    app::owned_campaign(&state.app, &viewer.caller, guid)
+        .await
+        .map_err(not_found_or_failed)
+}
+
+/// Another account's guid, or a malformed one, is a campaign that does not exist.
+fn not_found_or_failed(e: app::Error) -> Response {
+    match e.name {
+        app::ErrorName::NoCampaigns | app::ErrorName::InvalidData => campaign_not_found(),
+        _ => crate::app_error(&e),
     }
 }
 
@@ -258,25 +251,14 @@ pub async fn campaign_page(
     viewer: Viewer,
     Path(guid): Path<String>,
 ) -> Response {
-    let row = match owned(&state, &viewer, &guid).await {
+    let (row, report) = match ops::campaign_report(&state.app, &viewer.caller, &guid).await {
         Ok(r) => r,
-        Err(resp) => return resp,
+        Err(e) => return not_found_or_failed(e),
     };
     let c = &row.campaign;
     let now = chrono::Utc::now().timestamp();
-    let status = api_analytics::status(&row, now);
-    let code = api_analytics::tracking_code(&state.api.settings, c);
-    let ranges = state.api.analytics.egress.configured();
-    let report = match state
-        .api
-        .store
-        .campaign_report(row.campaign.account_id, &c.guid, ranges)
-        .await
-    {
-        Ok(Some(r)) => r,
-        Ok(None) => return campaign_not_found(),
-        Err(e) => return internal("reading the campaign's report failed", e),
-    };
+    let status = ops::status(&row, now);
+    let code = ops::tracking_code(&state.app.settings, c);
     let clicks: std::collections::BTreeMap<u32, i64> = report
         .clicks
         .iter()
@@ -330,7 +312,7 @@ fn matrix_table(state: &WebState) -> Markup {
                     th scope="col" { "Print" } th scope="col" { "Forward" } th scope="col" { "Dark mode" } th scope="col" { "Image proxy" }
                 } }
                 tbody {
-                    @for client in state.api.catalog.clients() {
+                    @for client in state.app.catalog.clients() {
                         @if let Some(row) = matrix.get(&client.id) {
                             @let proxy = proxy_fact(&client.family);
                             tr data-client=(client.id) {
@@ -382,7 +364,7 @@ fn matrix_table(state: &WebState) -> Markup {
 /// The catalog's families that have a proxy fact, once each, in catalog order.
 fn proxy_families(state: &WebState) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for c in state.api.catalog.clients() {
+    for c in state.app.catalog.clients() {
         if proxy_fact(&c.family).is_some() && !out.contains(&c.family) {
             out.push(c.family.clone());
         }

@@ -10,17 +10,16 @@
 use std::collections::BTreeMap;
 
 use analytics::clickmap::{boxes_html, find_boxes, LinkBox};
-use api::handlers::{create, shots};
+use app::screenshots as shots;
 use axum::extract::{Form, Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
-use domain::{Picture, ScreenshotStatus, Variant};
+use domain::{Picture, ScreenshotStatus, TestKind, Variant};
 use maud::{html, Markup};
 use serde::Deserialize;
-use serde_json::{json, Map};
 use store::{CampaignRow, ListFilter};
 
 use crate::session::Viewer;
-use crate::{api_error, internal, WebState};
+use crate::{app_error, internal, WebState};
 
 /// The profile both pictures are drawn in: a Chromium webmail whose emulation keeps inline
 /// styles, `object-position` and `visibility` (data/rules/hey-desktop-webmail.toml), so the
@@ -69,13 +68,16 @@ pub async fn draw(
         (plain_subject(&guid), html),
         (boxes_subject(&guid), painted),
     ] {
-        let mut body = Map::new();
-        body.insert("subject".into(), json!(subject));
-        body.insert("html".into(), json!(html));
-        body.insert("clients".into(), json!([CLIENT]));
-        body.insert("image_blocking".into(), json!(false));
-        if let Err(e) = create::create_email(&state.api, &viewer.caller, body).await {
-            return api_error(&e);
+        let req = app::create::TestRequest {
+            subject: Some(subject),
+            html: Some(html),
+            clients: vec![CLIENT.to_string()],
+            ..app::create::TestRequest::default()
+        };
+        let created =
+            app::create::create_test(&state.app, &viewer.caller, TestKind::Email, req).await;
+        if let Err(e) = created {
+            return app_error(&e);
         }
     }
     Redirect::to(&format!("/campaigns/{guid}#clickmap-h")).into_response()
@@ -93,14 +95,14 @@ async fn test_for(
         ..ListFilter::default()
     };
     let rows = state
-        .api
+        .app
         .store
         .list_tests(account, &filter)
         .await
         .map_err(|e| internal("listing the click map's tests failed", e))?;
     let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
     let summaries = state
-        .api
+        .app
         .store
         .test_summaries(account, &ids)
         .await
@@ -113,7 +115,7 @@ async fn test_for(
         return Ok(None);
     };
     let clients = state
-        .api
+        .app
         .store
         .test_clients(&id)
         .await
@@ -129,7 +131,7 @@ async fn test_for(
 async fn boxes(state: &WebState, test: &str) -> Result<(Vec<LinkBox>, u32, u32), String> {
     let key = store::screenshot_key(test, CLIENT, &DEFAULT_SHOT);
     let png = state
-        .api
+        .app
         .blobs
         .get(&key)
         .await
@@ -174,7 +176,7 @@ pub async fn section(
             Some((painted, ScreenshotStatus::Complete)),
         ) => match boxes(state, &painted).await {
             Ok((boxes, w, h)) => {
-                let src = shots::url(&state.api.settings, &plain, CLIENT, &DEFAULT_SHOT, now);
+                let src = shots::url(&state.app.settings, &plain, CLIENT, &DEFAULT_SHOT, now);
                 html! {
                     figure.clickmap {
                         div.clickmap-stage {

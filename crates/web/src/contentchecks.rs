@@ -3,7 +3,7 @@
 //! `GET /v5/email/tests/<id>/checks` answers: the static findings at once, contrast and image
 //! weights when the worker beside the engines is done.
 
-use api::handlers::checks::{self, CheckState};
+use app::checks::{self, CheckState};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -25,9 +25,9 @@ pub async fn report(
         Ok(_) => return not_found(),
         Err(r) => return r,
     };
-    let st = match checks::check_state(&state.api, &test).await {
+    let st = match checks::check_state(&state.app, &test).await {
         Ok(s) => s,
-        Err(e) => return crate::api_error(&e),
+        Err(e) => return crate::app_error(&e),
     };
     let source = format!("/tests/{}/content?view=source", test.id);
     let main = html! {

@@ -1,10 +1,10 @@
-//! mailproof's web interface: server-rendered pages (maud) on the API's own building blocks, served
+//! mailproof's web interface: server-rendered pages (maud) on the application layer (`app`), served
 //! on the API's port under `/` while the API stays under `/v5`.
 //!
 //! Invariants:
-//! - No rule of the API is repeated here: sign-in goes through `api::auth::check_credentials`
-//!   (argon2 bounded, failed-login limits), test creation through `api::handlers::create`, and
-//!   ownership through the store's account-scoped lookups (another account's test is "not found").
+//! - No rule of the API is repeated here: sign-in goes through `app::check_credentials` (argon2
+//!   bounded, failed-login limits), test and campaign creation through `app::create` and
+//!   `app::campaigns`, and ownership through `app::owned` (another account's test is "not found").
 //! - Every state-changing form is a POST carrying the session's CSRF token.
 //! - Screenshots are shown through the API's presigned URLs, so local files and S3 both work.
 
@@ -44,15 +44,15 @@ pub struct WebOptions {
 
 #[derive(Clone)]
 pub struct WebState {
-    pub api: api::AppState,
+    pub app: app::AppState,
     pub options: WebOptions,
 }
 
 /// Every page of the web interface. Mount it in front of `api::router` (as its fallback) so that
 /// both answer on one port.
-pub fn router(api: api::AppState, options: WebOptions) -> Router {
-    let max_body = api.settings.max_body_bytes;
-    let state = WebState { api, options };
+pub fn router(app: app::AppState, options: WebOptions) -> Router {
+    let max_body = app.settings.max_body_bytes;
+    let state = WebState { app, options };
     Router::new()
         .route("/", get(pages::home))
         .route("/signin", get(pages::signin_form).post(pages::signin))
@@ -246,10 +246,14 @@ pub(crate) fn internal(context: &str, cause: impl std::fmt::Display) -> Response
     )
 }
 
-/// An API error as a page.
-pub(crate) fn api_error(e: &api::ApiError) -> Response {
-    let status = e.status.unwrap_or_else(|| e.name.status());
-    page_error(status, e.name.as_str(), &e.message)
+/// The HTTP status of an error name.
+pub(crate) fn status_of(name: app::ErrorName) -> StatusCode {
+    StatusCode::from_u16(name.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// An application error as a page.
+pub(crate) fn app_error(e: &app::Error) -> Response {
+    page_error(status_of(e.name), e.name.as_str(), &e.message)
 }
 
 /// `YYYY-MM-DD HH:MM UTC`.

@@ -3,7 +3,7 @@
 //! link_state}`), so the worker, the network policy and the report are those of
 //! `PUT`/`GET /v5/email/tests/<id>/links`.
 
-use api::handlers::links::{self, LinkState};
+use app::links::{self, LinkState};
 use axum::extract::{Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -36,9 +36,9 @@ pub async fn start(
         Ok(_) => return not_found(),
         Err(r) => return r,
     };
-    match links::request_check(&state.api, &test).await {
+    match links::request_check(&state.app, &test).await {
         Ok(()) => Redirect::to(&format!("/tests/{}/links", test.id)).into_response(),
-        Err(e) => crate::api_error(&e),
+        Err(e) => crate::app_error(&e),
     }
 }
 
@@ -52,9 +52,9 @@ pub async fn report(
         Ok(_) => return not_found(),
         Err(r) => return r,
     };
-    let st = match links::link_state(&state.api, &test).await {
+    let st = match links::link_state(&state.app, &test).await {
         Ok(s) => s,
-        Err(e) => return crate::api_error(&e),
+        Err(e) => return crate::app_error(&e),
     };
     let button = |label: &str| {
         html! {

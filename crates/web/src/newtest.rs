@@ -5,13 +5,11 @@
 
 use std::collections::HashSet;
 
-use api::handlers::create;
-use api::ErrorName;
+use app::ErrorName;
 use axum::extract::{Multipart, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{html, Markup};
-use serde_json::{json, Map, Value};
 
 use crate::pages::CATEGORIES;
 use crate::session::Viewer;
@@ -88,10 +86,10 @@ fn form_errors(d: &Draft, has_upload: bool, clients_ticked: bool) -> Vec<FieldEr
 }
 
 fn form_markup(state: &WebState, viewer: &Viewer, d: &Draft, errs: &[FieldError]) -> Markup {
-    let rules = intake::ClientRules::new(&state.api.catalog, viewer.caller.account());
+    let rules = intake::ClientRules::new(&state.app.catalog, viewer.caller.account());
     let defaults: HashSet<String> = rules.default_list().into_iter().collect();
     let usable: Vec<&domain::Client> = state
-        .api
+        .app
         .catalog
         .clients()
         .iter()
@@ -294,7 +292,6 @@ pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multi
             ),
         )
     };
-    let mut body = Map::new();
     let mut subject = d.subject.trim().to_string();
     let mut html_src = (!d.html.trim().is_empty()).then(|| d.html.clone());
     if let Some((file_name, bytes)) = &upload {
@@ -314,26 +311,41 @@ pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multi
     if !errs.is_empty() {
         return show(&d, errs);
     }
-    body.insert("subject".into(), json!(subject));
-    if let Some(h) = html_src {
-        body.insert("html".into(), json!(h));
-    } else if !d.url.trim().is_empty() {
-        body.insert("url".into(), json!(d.url.trim()));
-    }
-    // Never empty here: an empty list in the API means "my defaults", a form with nothing
-    // ticked means none, and form_errors said so.
-    body.insert("clients".into(), json!(client_order));
-    body.insert("image_blocking".into(), json!(d.image_blocking));
-    if d.spam {
-        body.insert(
-            "spam".into(),
-            json!({"test_method": if d.spam_method.is_empty() { "svc" } else { d.spam_method.as_str() }}),
-        );
-    }
-    match create::create_email(&state.api, &viewer.caller, body).await {
-        Ok(Value::Object(resp)) => {
-            let id = resp.get("id").and_then(Value::as_str).unwrap_or_default();
-            if viewer.is_sandbox() {
+    let spam = if d.spam {
+        let method = if d.spam_method.is_empty() {
+            "svc"
+        } else {
+            d.spam_method.as_str()
+        };
+        match method.parse::<domain::SpamMethod>() {
+            Ok(method) => Some(app::create::SpamRequest {
+                method,
+                ..app::create::SpamRequest::default()
+            }),
+            Err(()) => {
+                let m = format!("spam method {method:?} is not one of svc, smtp, seed");
+                return show(&d, vec![(field_of(ErrorName::InvalidSpamType), m)]);
+            }
+        }
+    } else {
+        None
+    };
+    let url = d.url.trim();
+    let req = app::create::TestRequest {
+        subject: Some(subject),
+        url: (html_src.is_none() && !url.is_empty()).then(|| url.to_string()),
+        html: html_src,
+        // Never empty here: an empty list means "my defaults", a form with nothing ticked means
+        // none, and form_errors said so.
+        clients: client_order.clone(),
+        image_blocking: d.image_blocking,
+        spam,
+        ..app::create::TestRequest::default()
+    };
+    match app::create::create_test(&state.app, &viewer.caller, domain::TestKind::Email, req).await {
+        Ok(created) => {
+            let id = created.id.as_str();
+            if !created.stored {
                 let main = html! {
                     h1 { "Checked, not stored" }
                     p role="status" { "The sandbox accepted this test (it would have the id " code { (id) } "), but nothing was stored: sign in with your account to run tests." }
@@ -346,7 +358,6 @@ pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multi
             }
             Redirect::to(&format!("/tests/{id}")).into_response()
         }
-        Ok(_) => crate::internal("creating the test failed", "unexpected answer"),
         Err(e) => show(&d, vec![(field_of(e.name), plain(&e.message))]),
     }
 }

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use api::auth::Caller;
-use api::handlers::shots;
+use app::screenshots as shots;
+use app::Caller;
 use axum::extract::{Form, Path, Query, RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -137,8 +137,8 @@ pub async fn signin(
         return session::csrf_refused();
     }
     let next = safe_next(Some(&f.next));
-    let caller = match api::auth::check_credentials(
-        &state.api,
+    let caller = match app::check_credentials(
+        &state.app,
         f.api_key.trim().to_string(),
         f.password,
         address,
@@ -147,8 +147,8 @@ pub async fn signin(
     {
         Ok(c) => c,
         Err(e) => {
-            let status = e.name.status();
-            let text = if e.name == api::ErrorName::AccessDenied {
+            let status = crate::status_of(e.name);
+            let text = if e.name == app::ErrorName::AccessDenied {
                 "Unknown API key or wrong password.".to_string()
             } else {
                 e.message.clone()
@@ -163,12 +163,12 @@ pub async fn signin(
     let id = match caller.account() {
         // The public sandbox credentials store nothing: the cookie is signed instead.
         None => {
-            session::sandbox_session(&state.api.settings.signing_key, now + session::SESSION_SECS)
+            session::sandbox_session(&state.app.settings.signing_key, now + session::SESSION_SECS)
         }
         Some(account) => {
             let id = session::new_secret();
             if let Err(e) = state
-                .api
+                .app
                 .store
                 .create_session(
                     &session::secret_hash(&id),
@@ -210,7 +210,7 @@ pub async fn signout(
     if let Err(r) = viewer.check_csrf(&f.csrf) {
         return r;
     }
-    if let Err(e) = state.api.store.delete_session(&viewer.session_hash).await {
+    if let Err(e) = state.app.store.delete_session(&viewer.session_hash).await {
         return internal("ending the session failed", e);
     }
     let mut resp = Redirect::to("/signin").into_response();
@@ -235,7 +235,7 @@ pub(crate) fn list_query(
     results: i64,
 ) -> (
     HashMap<String, String>,
-    Result<store::ListFilter, api::ApiError>,
+    Result<store::ListFilter, app::Error>,
     i64,
 ) {
     let mut form: HashMap<String, String> = HashMap::new();
@@ -256,7 +256,7 @@ pub(crate) fn list_query(
         .caller
         .account()
         .is_none_or(|a| a.plan.is_enterprise());
-    let filter = api::handlers::lists::parse_query(Some(&query), None, enterprise);
+    let filter = app::lists::parse_query(Some(&query), None, enterprise);
     let page_no = form.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
     (form, filter, page_no)
 }
@@ -288,12 +288,12 @@ pub async fn tests_list(
         (Err(e), _) => (Some(e.message.clone()), Vec::new(), HashMap::new()),
         (Ok(_), None) => (None, Vec::new(), HashMap::new()),
         (Ok(f), Some(a)) => {
-            let rows = match state.api.store.list_tests(a.id, f).await {
+            let rows = match state.app.store.list_tests(a.id, f).await {
                 Ok(r) => r,
                 Err(e) => return internal("listing tests failed", e),
             };
             let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
-            let summaries = match state.api.store.test_summaries(a.id, &ids).await {
+            let summaries = match state.app.store.test_summaries(a.id, &ids).await {
                 Ok(s) => s,
                 Err(e) => return internal("reading test summaries failed", e),
             };
@@ -378,23 +378,18 @@ pub(crate) async fn owned(
     viewer: &Viewer,
     id: &str,
 ) -> Result<TestRow, Response> {
-    let Some(account) = viewer.caller.account() else {
-        return Err(not_found());
-    };
-    if domain::TestId::parse(id).is_none() {
-        return Err(not_found());
-    }
-    match state.api.store.test(account.id, id).await {
-        Ok(Some(t)) => Ok(t),
-        Ok(None) => Err(not_found()),
-        Err(e) => Err(internal("reading the test failed", e)),
-    }
+    app::owned_test_of_any_kind(&state.app, &viewer.caller, id)
+        .await
+        .map_err(|e| match e.name {
+            app::ErrorName::InvalidTestId => not_found(),
+            _ => crate::app_error(&e),
+        })
 }
 
 async fn shared(state: &WebState, token: &str) -> Result<TestRow, Response> {
     let now = chrono::Utc::now().timestamp();
     let share = match state
-        .api
+        .app
         .store
         .live_share(&session::secret_hash(token), now)
         .await
@@ -403,7 +398,7 @@ async fn shared(state: &WebState, token: &str) -> Result<TestRow, Response> {
         Ok(None) => return Err(not_found()),
         Err(e) => return Err(internal("reading the share link failed", e)),
     };
-    match state.api.store.test(share.account_id, &share.test_id).await {
+    match state.app.store.test(share.account_id, &share.test_id).await {
         Ok(Some(t)) => Ok(t),
         Ok(None) => Err(not_found()),
         Err(e) => Err(internal("reading the test failed", e)),
@@ -412,14 +407,14 @@ async fn shared(state: &WebState, token: &str) -> Result<TestRow, Response> {
 
 pub(crate) fn display_name(state: &WebState, id: &str) -> String {
     state
-        .api
+        .app
         .catalog
         .get(id)
         .map_or_else(|| id.to_string(), |c| c.display_name.clone())
 }
 
 fn category(state: &WebState, id: &str) -> Option<Category> {
-    state.api.catalog.get(id).map(|c| c.category)
+    state.app.catalog.get(id).map(|c| c.category)
 }
 
 /// The gallery's and the form's order of categories.
@@ -447,7 +442,7 @@ fn gallery_order<'r>(
 /// A card's shape follows its client's screen: a landscape card for desktop and web clients, a
 /// portrait one for phones, so a screenshot is never padded into the other shape.
 fn shape(state: &WebState, id: &str) -> &'static str {
-    match state.api.catalog.get(id) {
+    match state.app.catalog.get(id) {
         Some(c) if c.viewport.width < c.viewport.height => "portrait",
         _ => "landscape",
     }
@@ -464,7 +459,7 @@ fn picture_url(
     now: i64,
 ) -> String {
     match scope.owner {
-        Some(_) => shots::url(&state.api.settings, &scope.test.id, client, picture, now),
+        Some(_) => shots::url(&state.app.settings, &scope.test.id, client, picture, now),
         None => format!("{}/shots/{client}/{picture}.png", scope.base),
     }
 }
@@ -563,17 +558,17 @@ fn readable_details(details: &str) -> Markup {
 async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Response> {
     let now = chrono::Utc::now().timestamp();
     let t = &scope.test;
-    let clients = match state.api.store.test_clients(&t.id).await {
+    let clients = match state.app.store.test_clients(&t.id).await {
         Ok(c) => c,
         Err(e) => return Err(internal("reading the test's clients failed", e)),
     };
-    let spam = match state.api.store.spam_results(&t.id).await {
+    let spam = match state.app.store.spam_results(&t.id).await {
         Ok(s) => s,
         Err(e) => return Err(internal("reading spam results failed", e)),
     };
     let finished = clients.iter().filter(|c| c.status.is_final()).count();
     let shares = match scope.owner.and_then(|v| v.caller.account()) {
-        Some(a) => match state.api.store.shares_of_test(a.id, &t.id).await {
+        Some(a) => match state.app.store.shares_of_test(a.id, &t.id).await {
             Ok(s) => s,
             Err(e) => return Err(internal("reading share links failed", e)),
         },
@@ -724,11 +719,11 @@ pub async fn shared_test(State(state): State<WebState>, Path(token): Path<String
 async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
     let now = chrono::Utc::now().timestamp();
     let test = &scope.test;
-    let clients = match state.api.store.test_clients(&test.id).await {
+    let clients = match state.app.store.test_clients(&test.id).await {
         Ok(c) => c,
         Err(e) => return internal("reading the test's clients failed", e),
     };
-    let spam = match state.api.store.spam_results(&test.id).await {
+    let spam = match state.app.store.spam_results(&test.id).await {
         Ok(s) => s,
         Err(e) => return internal("reading spam results failed", e),
     };
@@ -817,20 +812,29 @@ pub async fn shared_picture(
     else {
         return not_found();
     };
-    let in_test = match state.api.store.test_clients(&test.id).await {
+    let in_test = match state.app.store.test_clients(&test.id).await {
         Ok(rows) => rows.iter().any(|r| r.client_id == client),
         Err(e) => return internal("reading the test's clients failed", e),
     };
     if !in_test {
         return not_found();
     }
-    let mut resp = shots::png(&state.api, &test.id, &client, &picture).await;
-    // Not kept by the browser past a revocation.
-    resp.headers_mut().insert(
-        header::CACHE_CONTROL,
-        header::HeaderValue::from_static("no-store"),
-    );
-    resp
+    match shots::png(&state.app, &test.id, &client, &picture).await {
+        // Not kept by the browser past a revocation.
+        Ok(Some(bytes)) => (
+            [
+                (header::CONTENT_TYPE, "image/png"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Ok(None) => crate::app_error(&app::Error::new(
+            app::ErrorName::Forbidden,
+            "this screenshot does not exist yet; check the client's status in the results",
+        )),
+        Err(e) => crate::app_error(&e),
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -844,7 +848,7 @@ async fn client_markup(
     client: &str,
     variant: Option<&str>,
 ) -> Result<Markup, Response> {
-    let rows = match state.api.store.test_clients(&scope.test.id).await {
+    let rows = match state.app.store.test_clients(&scope.test.id).await {
         Ok(c) => c,
         Err(e) => return Err(internal("reading the test's clients failed", e)),
     };
@@ -868,7 +872,7 @@ async fn client_markup(
         .filter(|v| row.variants.contains(v))
         .unwrap_or(Variant::Default);
     let name = display_name(state, client);
-    let profile = state.api.catalog.get(client);
+    let profile = state.app.catalog.get(client);
     let engine = row
         .engine
         .clone()
@@ -999,7 +1003,7 @@ async fn compare_markup(
         .filter(|(k, _)| k == "c")
         .map(|(_, v)| v.into_owned())
         .collect();
-    let rows = match state.api.store.test_clients(&scope.test.id).await {
+    let rows = match state.app.store.test_clients(&scope.test.id).await {
         Ok(c) => c,
         Err(e) => return Err(internal("reading the test's clients failed", e)),
     };
@@ -1093,9 +1097,9 @@ pub async fn content_page(
         Ok(t) => t,
         Err(r) => return r,
     };
-    let html_src = match api::handlers::email::stored_content(&state.api, &test).await {
+    let html_src = match app::results::stored_content(&state.app, &test).await {
         Ok(h) => h,
-        Err(e) => return crate::api_error(&e),
+        Err(e) => return crate::app_error(&e),
     };
     let view = q.view.as_deref().unwrap_or("source");
     let (title, body) = match view {
@@ -1157,7 +1161,7 @@ pub async fn reprocess(
     };
     let now = chrono::Utc::now().timestamp();
     match state
-        .api
+        .app
         .store
         .reprocess(&test.id, std::slice::from_ref(&f.client), now)
         .await
@@ -1166,7 +1170,7 @@ pub async fn reprocess(
             if let Some((_, store::ReprocessOutcome::Refused { reason, .. })) = outcomes.first() {
                 return crate::page_error(StatusCode::FORBIDDEN, "Not reprocessed", reason);
             }
-            state.api.work_ready.notify_waiters();
+            state.app.work_ready.notify_waiters();
             Redirect::to(&format!("/tests/{}/clients/{}", test.id, f.client)).into_response()
         }
         Err(e) => internal("queueing the reprocess failed", e),
@@ -1210,7 +1214,7 @@ pub async fn create_share(
     let token = session::new_secret();
     let now = chrono::Utc::now().timestamp();
     if let Err(e) = state
-        .api
+        .app
         .store
         .create_share(
             &session::secret_hash(&token),
@@ -1223,7 +1227,7 @@ pub async fn create_share(
     {
         return internal("creating the share link failed", e);
     }
-    let link = format!("{}/share/{token}", state.api.settings.public_url);
+    let link = format!("{}/share/{token}", state.app.settings.public_url);
     let main = html! {
         h1 { "Share link created" }
         p { "Anyone with this link can see the results of “" (test.subject) "” until " (date(now + days * 86_400)) ". It is shown only now: copy it." }
@@ -1265,7 +1269,7 @@ pub async fn revoke_share(
     };
     let now = chrono::Utc::now().timestamp();
     match state
-        .api
+        .app
         .store
         .revoke_share(test.account_id, &f.share, now)
         .await

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use api::auth::Caller;
+use app::Caller;
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
@@ -94,10 +94,6 @@ pub struct Viewer {
 }
 
 impl Viewer {
-    pub fn is_sandbox(&self) -> bool {
-        matches!(self.caller, Caller::Sandbox)
-    }
-
     /// Checks a submitted form's CSRF token; the refusal is the 403 page.
     pub fn check_csrf(&self, given: &str) -> Result<(), Response> {
         if token_matches(&self.csrf, given) {
@@ -152,21 +148,21 @@ impl FromRequestParts<WebState> for Viewer {
         };
         let hash = secret_hash(&id);
         let now = chrono::Utc::now().timestamp();
-        if is_sandbox_session(&state.api.settings.signing_key, &id, now) {
+        if is_sandbox_session(&state.app.settings.signing_key, &id, now) {
             return Ok(Viewer {
                 caller: Caller::Sandbox,
-                csrf: csrf_for(&state.api.settings.signing_key, &id),
+                csrf: csrf_for(&state.app.settings.signing_key, &id),
                 session_hash: hash,
             });
         }
-        let session = match state.api.store.session(&hash, now).await {
+        let session = match state.app.store.session(&hash, now).await {
             Ok(Some(s)) => s,
             Ok(None) => return Err(to_signin()),
             Err(e) => return Err(crate::internal("reading the session failed", e)),
         };
         let caller = match session.account_id {
             None => Caller::Sandbox,
-            Some(account_id) => match state.api.store.account_by_id(account_id).await {
+            Some(account_id) => match state.app.store.account_by_id(account_id).await {
                 Ok(Some(a)) => Caller::Account(a),
                 Ok(None) => return Err(to_signin()),
                 Err(e) => return Err(crate::internal("reading the account failed", e)),
@@ -174,7 +170,7 @@ impl FromRequestParts<WebState> for Viewer {
         };
         Ok(Viewer {
             caller,
-            csrf: csrf_for(&state.api.settings.signing_key, &id),
+            csrf: csrf_for(&state.app.settings.signing_key, &id),
             session_hash: hash,
         })
     }

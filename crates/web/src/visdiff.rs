@@ -2,8 +2,8 @@
 //! client present in both, through the API's own comparison (`api::handlers::diff::compare`), so
 //! the figures and highlight images are those of `GET /v5/email/tests/<id>/diff/<other>`.
 
-use api::handlers::diff::{self, ClientOutcome, Comparison, VariantOutcome, Variants};
-use api::handlers::shots;
+use app::diff::{self, ClientOutcome, Comparison, VariantOutcome, Variants};
+use app::screenshots as shots;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -49,7 +49,7 @@ async fn choices(
         limit: PICKER_SIZE,
         ..ListFilter::default()
     };
-    let store = &state.api.store;
+    let store = &state.app.store;
     let (recent, earlier) = match (
         store.list_tests(account_id, &recent).await,
         store.list_tests(account_id, &same_subject).await,
@@ -213,7 +213,7 @@ pub async fn diff_page(
 /// The comparison of `other` (before) with `test` (after): the highlights are drawn over `test`'s
 /// screenshots, and extra height is `test`'s minus `other`'s.
 async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result<Markup, Response> {
-    let store = &state.api.store;
+    let store = &state.app.store;
     let (rows, other_rows) = match (
         store.test_clients(&test.id).await,
         store.test_clients(&other.id).await,
@@ -222,9 +222,9 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
         (Err(e), _) | (_, Err(e)) => return Err(internal("reading the tests' clients failed", e)),
     };
     let c: Comparison =
-        match diff::compare(&state.api, other, test, Variants::Only(Variant::Default)).await {
+        match diff::compare(&state.app, other, test, Variants::Only(Variant::Default)).await {
             Ok(c) => c,
-            Err(e) => return Err(crate::api_error(&e)),
+            Err(e) => return Err(crate::app_error(&e)),
         };
     let now = chrono::Utc::now().timestamp();
     // The summary atop the page: every compared client, the most changed first.
@@ -311,8 +311,8 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
                                         dt { "Changed regions" } dd.regions { (d.boxes.len()) }
                                         dt { "Extra height" } dd.extra { (extra_height(d.extra_height)) }
                                     }
-                                    @let before_src = shots::url(&state.api.settings, &other.id, &cc.client, &Picture::Shot(Variant::Default), now);
-                                    @let after_src = shots::url(&state.api.settings, &test.id, &cc.client, &Picture::Shot(Variant::Default), now);
+                                    @let before_src = shots::url(&state.app.settings, &other.id, &cc.client, &Picture::Shot(Variant::Default), now);
+                                    @let after_src = shots::url(&state.app.settings, &test.id, &cc.client, &Picture::Shot(Variant::Default), now);
                                     div.swipe hidden {
                                         label { "Before " input.swipe-range type="range" min="0" max="100" value="50" aria-label={ "Slide between before and after in " (name) }; " after" }
                                         div.swipe-stage {

@@ -24,8 +24,8 @@ pub(crate) async fn panel(
     test: &TestRow,
     client: &str,
 ) -> Markup {
-    let analysis = api::handlers::analysis::client_analysis(&state.api, test, client).await;
-    let tips = api::handlers::analysis::client_tips(&state.api, &viewer.caller, client);
+    let analysis = app::results::client_analysis(&state.app, test, client).await;
+    let tips = app::results::client_tips(&state.app, &viewer.caller, client);
     let source = format!("/tests/{}/content?view=source", test.id);
     html! {
         aside.why aria-labelledby="why-h" {

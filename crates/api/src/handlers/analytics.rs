@@ -18,21 +18,17 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use chrono::{DateTime, Months, NaiveDate, Utc};
 use serde_json::{json, Map, Value};
-use store::{CampaignRow, CampaignUpdate, NewCampaign, NewHit, TestModeRules};
+use store::{CampaignRow, CampaignUpdate, NewHit, TestModeRules};
 
-use crate::auth::Caller;
+use crate::auth::{Authed, Caller};
 use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::params::{self, Body};
-use crate::state::{ApiSettings, AppState};
+use crate::state::AppState;
 
-/// Defaults of the interface (seconds the email stayed open).
-const DEFAULT_READ: i64 = 15;
-const DEFAULT_SKIM: i64 = 7;
-const DEFAULT_DELETE: i64 = 2;
-/// Longest threshold accepted: an hour is far beyond any reading time a tracking code measures.
-const MAX_THRESHOLD: i64 = 3_600;
-/// Longest campaign name accepted, in characters.
-const MAX_NAME_CHARS: usize = 500;
+use app::campaigns::{
+    check_thresholds, out_of_range, status, tracked_html, tracking_code, MAX_THRESHOLD,
+};
+
 /// A campaign runs at least this long (spec §8)…
 const MIN_RUN_DAYS: i64 = 30;
 /// …at most this long from its start…
@@ -54,86 +50,46 @@ fn invalid(msg: impl Into<String>) -> ApiError {
 }
 
 fn no_campaign(guid: &str) -> ApiError {
-    ApiError::new(
-        ErrorName::NoCampaigns,
-        format!("no campaign {guid:?} for this account; GET /v5/analytics/campaigns lists yours"),
-    )
+    app::owned::no_campaign(guid).into()
 }
 
 /// A storage failure as the §7.2 name of what was being done; the cause goes to the log.
 fn failed(name: ErrorName, doing: &str) -> impl FnOnce(store::StoreError) -> ApiError + '_ {
-    move |e| {
-        tracing::error!(error = %e, "{doing} failed");
-        ApiError::new(
-            name,
-            format!("{doing} failed; the failure was logged, please retry shortly"),
-        )
-    }
-}
-
-/// The base of every tracking URL (`[analytics] tracking_base_url`, by default the service's
-/// public URL with `/t`).
-fn tracking_base(s: &ApiSettings) -> String {
-    s.tracking_base.trim_end_matches('/').to_string()
+    let failed = app::owned::failed(name, doing);
+    move |e| failed(e).into()
 }
 
 fn check_guid(guid: &str) -> ApiResult<()> {
-    if ::analytics::is_guid(guid) {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "guid {guid:?} is malformed: a campaign guid looks like 0123abcd-0000-4000-8000-00000000beef"
-        )))
-    }
+    Ok(app::owned::check_guid(guid)?)
 }
 
 /// The caller's campaign `guid`, or `NoCampaigns`.
 async fn owned(state: &AppState, caller: &Caller, guid: &str) -> ApiResult<CampaignRow> {
-    check_guid(guid)?;
-    let Some(account) = caller.account() else {
-        return Err(no_campaign(guid));
-    };
-    state
-        .store
-        .campaign(account.id, guid)
-        .await
-        .map_err(failed(ErrorName::ErrorGetCampaign, "reading the campaign"))?
-        .ok_or_else(|| no_campaign(guid))
+    Ok(app::owned_campaign(state, caller, guid).await?)
 }
 
 /// A whole number in `min..=max`; strings of digits are taken too (spec §1's permissive handling).
 fn whole(m: &Map<String, Value>, field: &str, min: i64, max: i64) -> ApiResult<Option<i64>> {
     let n = match m.get(field) {
         None | Some(Value::Null) => return Ok(None),
-        Some(Value::String(s)) if s.trim().is_empty() => return Ok(None),
         Some(Value::Number(n)) => n.as_i64(),
-        Some(Value::String(s)) => s.trim().parse().ok(),
+        Some(Value::String(s)) => {
+            return whole_in(field, app::campaigns::whole_from_text(field, s)?, min, max)
+        }
         Some(_) => None,
     };
-    match n {
-        Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-        _ => Err(invalid(format!(
-            "`{field}` must be an integer from {min} to {max}"
-        ))),
-    }
+    whole_in(field, Some(n.ok_or_else(|| out_of_range(field))?), min, max)
 }
 
-/// `delete ≤ skim ≤ read`: each bucket starts where the one below it ends.
-fn check_thresholds(read: i64, skim: i64, delete: i64) -> ApiResult<()> {
-    if delete <= skim && skim <= read {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "thresholds must satisfy delete_threshold ≤ skim_threshold ≤ read_threshold; got {delete}, {skim}, {read}"
-        )))
+fn whole_in(field: &str, n: Option<i64>, min: i64, max: i64) -> ApiResult<Option<i64>> {
+    match n {
+        Some(n) if !(min..=max).contains(&n) => Err(out_of_range(field).into()),
+        n => Ok(n),
     }
 }
 
 fn no_content() -> ApiError {
-    ApiError::new(
-        ErrorName::NoContent,
-        "the request has no content: send a JSON object with the campaign's fields",
-    )
+    app::campaigns::no_content().into()
 }
 
 /// `YYYY-MM-DD HH:MM:SS` (UTC), the interface's date form.
@@ -144,184 +100,48 @@ fn datetime(t: Option<i64>) -> Value {
         })
 }
 
-/// `testing`, `current` or `expired` (shown by the web pages too).
-pub fn status(row: &CampaignRow, now: i64) -> &'static str {
-    match (row.activated_at, row.expires_at) {
-        (None, _) => "testing",
-        (Some(_), Some(end)) if end <= now => "expired",
-        _ => "current",
-    }
-}
-
-/// The click-tracking HTML with its links rewritten, for a campaign that has one.
-fn tracked_html(s: &ApiSettings, c: &NewCampaign) -> ApiResult<Option<String>> {
-    c.click_html
-        .as_deref()
-        .map(|html| {
-            ::analytics::rewrite_links(html, &tracking_base(s), &c.guid, c.merge_tag.as_deref())
-                .map(|(out, _)| out)
-                .map_err(|e| ApiError::internal("rewriting the stored click-tracking HTML", e))
-        })
-        .transpose()
-}
-
-/// The campaign's tracking code on this service's tracking base.
-pub fn tracking_code(s: &ApiSettings, c: &NewCampaign) -> String {
-    ::analytics::tracking_code(&tracking_base(s), &c.guid, c.merge_tag.as_deref())
-}
-
-/// The click-tracking HTML of a create request: `html`, or the page `url` names (fetched under
-/// the network policy, as an email test's `url`; checked but not fetched in the sandbox).
-async fn click_source(
-    state: &AppState,
-    click: &Map<String, Value>,
-    sandbox: bool,
-) -> ApiResult<Option<String>> {
-    if let Some(html) = params::string(click, "html")?.filter(|h| !h.trim().is_empty()) {
-        return Ok(Some(html));
-    }
-    let Some(url) = params::string(click, "url")?.filter(|u| !u.trim().is_empty()) else {
-        return Ok(None);
-    };
-    super::create::check_source_url(url.trim())?;
-    if sandbox {
-        return Ok(None);
-    }
-    let fetched = content::fetch::fetch_source(url.trim(), &state.settings.net_policy)
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                ErrorName::InvalidUrl,
-                format!("`click_tracking.url` {url:?} could not be fetched: {e}"),
-            )
-        })?;
-    Ok(Some(fetched.body))
-}
-
 /// `POST /v5/analytics/createcampaign` → `{guid, tracking_code}` (with click tracking also
 /// `click_tracking.html`, the sender's HTML with every web link going through the service).
 pub async fn create(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Body(m): Body,
 ) -> ApiResult<Json<Value>> {
-    create_campaign(&state, &caller, m).await.map(Json)
-}
-
-/// The checks and the storing of `createcampaign`, and its answer; the web interface's form calls
-/// it too, so that both word every refusal the same way.
-pub async fn create_campaign(
-    state: &AppState,
-    caller: &Caller,
-    m: Map<String, Value>,
-) -> ApiResult<Value> {
     if m.is_empty() {
         return Err(no_content());
     }
-    let name = params::string(&m, "name")?
-        .filter(|n| !n.trim().is_empty())
-        .ok_or_else(|| invalid("the `name` field is required: give the campaign a name"))?;
-    let encoding = params::string(&m, "transfer_encoding")?;
-    let charset = params::string(&m, "charset")?;
-    let name =
-        content::decode::decode_source(&name, encoding.as_deref(), charset.as_deref(), "name")
-            .map_err(|e| invalid(e.to_string()))?;
-    if name.trim().is_empty() {
-        return Err(invalid(
-            "the `name` field is empty once decoded: give the campaign a name",
-        ));
-    }
-    if name.chars().count() > MAX_NAME_CHARS {
-        return Err(invalid(format!(
-            "`name` is longer than {MAX_NAME_CHARS} characters"
-        )));
-    }
-    let total_subscribers = match m.get("total_subscribers") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.trim().is_empty() => None,
-        Some(_) => Some(
-            whole(&m, "total_subscribers", 1, i64::from(i32::MAX)).map_err(|_| {
-                invalid("total subscribers must be an integer: `total_subscribers` is the number of recipients, at least 1")
-            })?,
-        ),
-    }
-    .flatten()
-    .ok_or_else(|| {
-        invalid("the `total_subscribers` field is required: the number of recipients the email goes to")
-    })?;
-    let read = whole(&m, "read_threshold", 0, MAX_THRESHOLD)?.unwrap_or(DEFAULT_READ);
-    let skim = whole(&m, "skim_threshold", 0, MAX_THRESHOLD)?.unwrap_or(DEFAULT_SKIM);
-    let delete = whole(&m, "delete_threshold", 0, MAX_THRESHOLD)?.unwrap_or(DEFAULT_DELETE);
-    check_thresholds(read, skim, delete)?;
-    let merge_tag = params::string(&m, "merge_tag")?.filter(|t| !t.trim().is_empty());
-    if let Some(tag) = &merge_tag {
-        ::analytics::check_merge_tag(tag).map_err(|e| invalid(e.to_string()))?;
-    }
-    let customer_id = params::string(&m, "customer_id")?.filter(|c| !c.trim().is_empty());
-    let plan_enterprise = caller.account().is_none_or(|a| a.plan.is_enterprise());
-    if customer_id.is_some() && !plan_enterprise {
-        return Err(ApiError::new(
-            ErrorName::PermissionError,
-            "`customer_id` is an enterprise feature; your plan does not include it: remove it or upgrade the plan",
-        ));
-    }
+    let total_subscribers = whole(&m, "total_subscribers", i64::MIN, i64::MAX)
+        .map_err(|_| ApiError::from(out_of_range("total_subscribers")))?;
     let click = params::object(&m, "click_tracking")?.unwrap_or_default();
-    let google_analytics = params::boolean(&click, "google_analytics")?.unwrap_or(false);
-    let click_html = click_source(state, &click, caller.account().is_none()).await?;
-    let guid = ::analytics::guid_from(rand::random());
-    let (rewritten, links) = match &click_html {
-        Some(html) => {
-            let (out, links) = ::analytics::rewrite_links(
-                html,
-                &tracking_base(&state.settings),
-                &guid,
-                merge_tag.as_deref(),
-            )
-            .map_err(|e| invalid(format!("`click_tracking.html`: {e}")))?;
-            (Some(out), links)
-        }
-        None => (None, Vec::new()),
-    };
-    let campaign = NewCampaign {
-        guid,
-        account_id: caller.account().map_or(0, |a| a.id),
-        name,
-        customer_id,
+    let req = app::campaigns::CampaignRequest {
+        name: params::string(&m, "name")?,
+        transfer_encoding: params::string(&m, "transfer_encoding")?,
+        charset: params::string(&m, "charset")?,
         total_subscribers,
-        merge_tag,
-        read_threshold: read,
-        skim_threshold: skim,
-        delete_threshold: delete,
-        google_analytics,
-        click_html,
-        click_links: links,
-        created_at: Utc::now().timestamp(),
+        read_threshold: whole(&m, "read_threshold", 0, MAX_THRESHOLD)?,
+        skim_threshold: whole(&m, "skim_threshold", 0, MAX_THRESHOLD)?,
+        delete_threshold: whole(&m, "delete_threshold", 0, MAX_THRESHOLD)?,
+        merge_tag: params::string(&m, "merge_tag")?,
+        customer_id: params::string(&m, "customer_id")?,
+        google_analytics: params::boolean(&click, "google_analytics")?.unwrap_or(false),
+        click_html: params::string(&click, "html")?,
+        click_url: params::string(&click, "url")?,
     };
-    // The sandbox answers from the request and stores nothing (spec §5.3).
-    if caller.account().is_some() {
-        state
-            .store
-            .create_campaign(&campaign)
-            .await
-            .map_err(failed(
-                ErrorName::ErrorCreateCampaign,
-                "creating the campaign",
-            ))?;
-    }
+    let created = app::campaigns::create_campaign(&state, &caller, req).await?;
     let mut out = json!({
-        "guid": campaign.guid,
-        "tracking_code": tracking_code(&state.settings, &campaign),
+        "guid": created.guid,
+        "tracking_code": created.tracking_code,
     });
-    if let Some(html) = rewritten {
-        out["click_tracking"] = json!({"html": html, "links": campaign.click_links.len()});
+    if let Some((html, links)) = created.click_tracking {
+        out["click_tracking"] = json!({"html": html, "links": links});
     }
-    Ok(out)
+    Ok(Json(out))
 }
 
 /// `GET /v5/analytics/gettrackingcode/<guid>` → `{tracking_code, guid}`.
 pub async fn get_tracking_code(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let row = owned(&state, &caller, &guid).await?;
@@ -338,7 +158,7 @@ pub async fn get_tracking_code(
 /// `GET /v5/analytics/getcampaigninfo/<guid>`.
 pub async fn get_campaign_info(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let row = owned(&state, &caller, &guid).await?;
@@ -371,7 +191,7 @@ pub async fn get_campaign_info(
 /// `subject` matches the campaign name.
 pub async fn list(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     RawQuery(q): RawQuery,
 ) -> ApiResult<Json<Value>> {
     let enterprise = caller.account().is_none_or(|a| a.plan.is_enterprise());
@@ -395,7 +215,7 @@ pub async fn list(
 }
 
 /// A path that names no guid (`/gettrackingcode/`).
-pub async fn missing_guid(_caller: Caller) -> ApiError {
+pub async fn missing_guid(_caller: Authed) -> ApiError {
     invalid("the guid is missing: put the campaign's guid at the end of the path")
 }
 
@@ -403,7 +223,7 @@ pub async fn missing_guid(_caller: Caller) -> ApiError {
 /// cleared, and the campaign runs for 90 days (change with `setcampaignexpiration`).
 pub async fn activate(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let row = owned(&state, &caller, &guid).await?;
@@ -446,7 +266,7 @@ pub async fn activate(
 /// start (spec §8).
 pub async fn set_expiration(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, guid)): Path<(String, String)>,
     Body(m): Body,
 ) -> ApiResult<Json<Value>> {
@@ -528,7 +348,7 @@ pub async fn set_expiration(
 /// still in test mode.
 pub async fn clear(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let row = owned(&state, &caller, &guid).await?;
@@ -559,7 +379,7 @@ pub async fn clear(
 /// the three thresholds, in test mode or active.
 pub async fn update(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((v, guid)): Path<(String, String)>,
     Body(m): Body,
 ) -> ApiResult<Json<Value>> {
@@ -604,7 +424,7 @@ pub async fn update(
 /// `DELETE /v5/analytics/campaigns/<guid>` (mailproof's own): the campaign and all its hits.
 pub async fn delete(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let row = owned(&state, &caller, &guid).await?;
@@ -671,7 +491,7 @@ fn hits_csv(hits: &[store::HitRow]) -> Result<Vec<u8>, String> {
 /// `test` (1 for hits in test mode), `source`, `client`, `device` (the hit's classes).
 pub async fn export(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let row = owned(&state, &caller, &guid).await?;
@@ -712,34 +532,13 @@ pub struct Stats {
     pub client_matrix: Vec<ClientAnalytics>,
 }
 
-/// One profile's row of the matrix, with its image proxy when one stands between the reader and
-/// the service (a fact from the sources, not measured).
+/// One profile's row of the matrix, with its image proxy.
 #[derive(serde::Serialize)]
 pub struct ClientAnalytics {
     #[serde(flatten)]
     pub signals: ::analytics::matrix::ClientSignals,
     pub image_proxy: Option<&'static str>,
-    /// Reading time cannot be measured behind the proxy, whatever the engine does.
     pub proxy_hides_timing: bool,
-}
-
-fn client_analytics(state: &AppState) -> Vec<ClientAnalytics> {
-    state
-        .analytics_matrix
-        .clients
-        .iter()
-        .map(|signals| {
-            let proxy = state
-                .catalog
-                .get(&signals.id)
-                .and_then(|c| ::analytics::matrix::proxy_fact(&c.family));
-            ClientAnalytics {
-                signals: signals.clone(),
-                image_proxy: proxy.map(|p| p.name),
-                proxy_hides_timing: proxy.is_some_and(|p| p.hides_timing),
-            }
-        })
-        .collect()
 }
 
 /// `GET /v5/analytics/getcampaignstats/<guid>` (mailproof's own): the campaign's report, the
@@ -747,25 +546,21 @@ fn client_analytics(state: &AppState) -> Vec<ClientAnalytics> {
 /// matrix of what each profile lets through.
 pub async fn stats(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Json<Stats>> {
-    check_guid(&guid)?;
-    let Some(account) = caller.account() else {
-        return Err(no_campaign(&guid));
-    };
-    let report = state
-        .store
-        .campaign_report(account.id, &guid, state.analytics.egress.configured())
-        .await
-        .map_err(failed(
-            ErrorName::ErrorGetCampaign,
-            "reading the campaign's report",
-        ))?
-        .ok_or_else(|| no_campaign(&guid))?;
+    let (_, report) = app::campaigns::campaign_report(&state, &caller, &guid).await?;
+    let client_matrix = app::campaigns::client_analytics(&state)
+        .into_iter()
+        .map(|c| ClientAnalytics {
+            signals: c.signals,
+            image_proxy: c.image_proxy,
+            proxy_hides_timing: c.proxy_hides_timing,
+        })
+        .collect();
     Ok(Json(Stats {
         report,
-        client_matrix: client_analytics(&state),
+        client_matrix,
     }))
 }
 

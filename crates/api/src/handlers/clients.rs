@@ -5,7 +5,7 @@ use axum::Json;
 use domain::Client;
 use serde_json::{json, Map, Value};
 
-use crate::auth::Caller;
+use crate::auth::{Authed, Caller};
 use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::params::{self, Body};
 use crate::state::AppState;
@@ -49,7 +49,7 @@ pub fn client_json(c: &Client) -> Value {
 
 /// Every usable profile and alias: an alias is listed under its own id with `alias_of` naming
 /// its profile, so existing v5 tools that keep only the listed ids send their stock ids.
-pub async fn list_clients(State(state): State<AppState>, caller: Caller) -> Json<Value> {
+pub async fn list_clients(State(state): State<AppState>, caller: Authed) -> Json<Value> {
     let clients: Map<String, Value> = state
         .catalog
         .entries()
@@ -60,7 +60,7 @@ pub async fn list_clients(State(state): State<AppState>, caller: Caller) -> Json
     Json(json!({"clients": clients}))
 }
 
-pub async fn default_clients(State(state): State<AppState>, caller: Caller) -> Json<Value> {
+pub async fn default_clients(State(state): State<AppState>, caller: Authed) -> Json<Value> {
     let ids = intake::ClientRules::new(&state.catalog, caller.account()).default_list();
     Json(json!({"clients": ids}))
 }
@@ -69,7 +69,7 @@ pub async fn default_clients(State(state): State<AppState>, caller: Caller) -> J
 /// valid id changes nothing and is an error; an empty list clears the defaults (all clients).
 pub async fn set_default_clients(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Body(m): Body,
 ) -> ApiResult<Json<Value>> {
     let requested = params::id_list(&m, "clients")?.ok_or_else(|| {

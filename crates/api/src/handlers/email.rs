@@ -7,8 +7,11 @@ use domain::{Picture, ScreenshotStatus, TestKind};
 use serde_json::{json, Map, Value};
 use store::{ClientRow, ReprocessOutcome, TestRow};
 
+pub use app::owned_test;
+pub use app::results::{stored_content, test_client};
+
 use super::shots;
-use crate::auth::Caller;
+use crate::auth::{Authed, Caller};
 use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::params::{self, Body};
 use crate::state::AppState;
@@ -17,36 +20,9 @@ use crate::version::ApiVersion;
 /// Screenshots still Processing after this long are requeued on Get Test Info (spec §3).
 const STALE_PROCESSING_SECS: i64 = 180;
 
-fn invalid_test(id: &str) -> ApiError {
-    ApiError::new(
-        ErrorName::InvalidTestId,
-        format!("no test {id:?} on this account; list your tests with GET /v5/tests"),
-    )
-}
-
-/// The caller's test of the given kind, or `InvalidTestID`: a missing test, another account's test
-/// and a test of the other kind are indistinguishable to the caller.
-pub async fn owned_test(
-    state: &AppState,
-    caller: &Caller,
-    id: &str,
-    kind: TestKind,
-) -> ApiResult<TestRow> {
-    let Some(account) = caller.account() else {
-        return Err(invalid_test(id));
-    };
-    if domain::TestId::parse(id).is_none() {
-        return Err(invalid_test(id));
-    }
-    match state.store.test(account.id, id).await? {
-        Some(t) if t.kind == kind => Ok(t),
-        _ => Err(invalid_test(id)),
-    }
-}
-
 pub async fn test_info(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
@@ -189,7 +165,7 @@ pub fn client_result(
 
 pub async fn results(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     version: ApiVersion,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
@@ -210,7 +186,7 @@ pub async fn results(
 
 pub async fn results_for_client(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     version: ApiVersion,
     Path((_, id, client)): Path<(String, String, String)>,
 ) -> ApiResult<Json<Value>> {
@@ -225,31 +201,8 @@ pub async fn results_for_client(
     Ok(Json(Value::Object(out)))
 }
 
-/// The client `client` (a URL segment) of `test`, or `ClientNotFound` naming the test's clients.
-pub async fn test_client(state: &AppState, test: &TestRow, client: &str) -> ApiResult<ClientRow> {
-    let client = client.trim().to_ascii_lowercase();
-    let rows = state.store.test_clients(&test.id).await?;
-    let names = || {
-        rows.iter()
-            .map(|r| r.client_id.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match rows.iter().find(|r| r.client_id == client) {
-        Some(row) => Ok(row.clone()),
-        None => Err(ApiError::new(
-            ErrorName::ClientNotFound,
-            format!(
-                "client {client:?} is not in test {}; its clients are: {}",
-                test.id,
-                names()
-            ),
-        )),
-    }
-}
-
 /// `/results/` with no client id: the URL parameter is missing.
-pub async fn results_without_client(_caller: Caller) -> ApiError {
+pub async fn results_without_client(_caller: Authed) -> ApiError {
     ApiError::new(
         ErrorName::NoClient,
         "the client id is missing from the URL: use /v5/email/tests/<test_id>/results/<client_id>",
@@ -258,7 +211,7 @@ pub async fn results_without_client(_caller: Caller) -> ApiError {
 
 pub async fn reprocess(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
     Body(m): Body,
 ) -> ApiResult<Json<Value>> {
@@ -315,10 +268,7 @@ pub async fn delete_test(
     kind: TestKind,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(state, caller, id, kind).await?;
-    let Some(account) = caller.account() else {
-        return Err(invalid_test(id));
-    };
-    state.store.delete_test(account.id, &test.id).await?;
+    state.store.delete_test(test.account_id, &test.id).await?;
     if let Err(e) = state.blobs.delete_test(&test.id).await {
         // The rows are gone, so nothing links to these files any more; log for the operator.
         tracing::warn!(test_id = %test.id, error = %e, "could not delete screenshots of a deleted test");
@@ -329,24 +279,15 @@ pub async fn delete_test(
 
 pub async fn delete_email_test(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     delete_test(&state, &caller, &id, TestKind::Email).await
 }
 
-pub async fn stored_content(state: &AppState, test: &TestRow) -> ApiResult<String> {
-    state.store.test_content(&test.id).await?.ok_or_else(|| {
-        ApiError::new(
-            ErrorName::NotFound,
-            "this test's content was removed: tests keep their content for 90 days after processing",
-        )
-    })
-}
-
 pub async fn content(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
@@ -357,7 +298,7 @@ pub async fn content(
 
 pub async fn content_inlinecss(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
@@ -376,7 +317,7 @@ pub async fn content_inlinecss(
 
 pub async fn content_textonly(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;

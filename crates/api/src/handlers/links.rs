@@ -6,10 +6,11 @@ use axum::Json;
 use domain::TestKind;
 use serde::Serialize;
 use serde_json::{json, Value};
-use store::TestRow;
 
-use super::email::owned_test;
-use crate::auth::Caller;
+pub use app::links::{link_state, request_check, LinkState};
+use app::owned_test;
+
+use crate::auth::Authed;
 use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::state::AppState;
 
@@ -22,7 +23,7 @@ const URIBL_NOT_ASKED: &str =
 /// `PUT /v5/email/tests/{id}/links`.
 pub async fn start(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
@@ -89,7 +90,7 @@ fn wire_link(l: &content::links::LinkReport) -> WireLink<'_> {
 /// `GET /v5/email/tests/{id}/links`.
 pub async fn report(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
@@ -123,44 +124,4 @@ pub async fn report(
             })))
         }
     }
-}
-
-/// Where a test's link check stands.
-#[derive(Clone, Debug)]
-pub enum LinkState {
-    /// Never requested.
-    NotStarted,
-    /// Queued or running.
-    Pending,
-    Complete {
-        completed_at: Option<i64>,
-        check: content::links::LinkCheck,
-    },
-}
-
-/// Queues a link check of `test` (already owned by the caller) and wakes the worker; the API's
-/// `PUT` and the web's "Check links" button both call this.
-pub async fn request_check(state: &AppState, test: &TestRow) -> ApiResult<()> {
-    state
-        .store
-        .request_link_check(&test.id, chrono::Utc::now().timestamp())
-        .await?;
-    state.links_ready.notify_one();
-    Ok(())
-}
-
-/// The state of `test`'s link check (the caller already owns `test`).
-pub async fn link_state(state: &AppState, test: &TestRow) -> ApiResult<LinkState> {
-    let Some(row) = state.store.link_check(&test.id).await? else {
-        return Ok(LinkState::NotStarted);
-    };
-    let Some(result) = row.result.filter(|_| row.state == domain::QueueState::Done) else {
-        return Ok(LinkState::Pending);
-    };
-    let check: content::links::LinkCheck = serde_json::from_str(&result)
-        .map_err(|e| ApiError::internal("stored link report is unreadable", e))?;
-    Ok(LinkState::Complete {
-        completed_at: row.completed_at,
-        check,
-    })
 }

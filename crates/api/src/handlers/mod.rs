@@ -16,10 +16,10 @@ pub mod webhooks;
 use axum::Json;
 use serde_json::{json, Value};
 
-use crate::auth::Caller;
+use crate::auth::Authed;
 
 /// `GET /v5/auth` and `/v5/analytics/analytics_auth` (spec §4.1): reaching here means the
 /// credentials were accepted.
-pub async fn auth_check(_caller: Caller) -> Json<Value> {
+pub async fn auth_check(_caller: Authed) -> Json<Value> {
     Json(json!({"success": true}))
 }

@@ -6,29 +6,14 @@ use axum::body::Body as HttpBody;
 use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use domain::Picture;
 
 use crate::auth::{authenticate, Caller};
 use crate::error::{ApiError, ErrorName};
-use crate::state::{ApiSettings, AppState};
+use crate::state::AppState;
 
-const PRESIGNED_LIFE_SECS: i64 = 24 * 3600;
-
-fn signature(key: &[u8], test: &str, client: &str, name: &str, expires: i64) -> String {
-    let signed = format!("{test}/{client}/{name}/{expires}");
-    domain::signing::hmac_sha256_hex(key, &[signed.as_bytes()])
-}
-
-/// A fresh URL for a screenshot, presigned for 24 hours from `now`.
-pub fn url(s: &ApiSettings, test: &str, client: &str, picture: &Picture, now: i64) -> String {
-    let expires = now + PRESIGNED_LIFE_SECS;
-    let name = picture.name();
-    let sig = signature(&s.signing_key, test, client, &name, expires);
-    format!(
-        "{}/screenshots/{test}/{client}/{name}.png?expires={expires}&signature={sig}",
-        s.public_url
-    )
-}
+use app::screenshots::signature;
+pub use app::screenshots::url;
+use domain::Picture;
 
 pub struct Presign {
     expires: Option<i64>,
@@ -122,11 +107,7 @@ pub async fn serve(
 /// The stored `picture` of `client` in `test` as a response, for a caller already allowed to see
 /// it (the presigned check above, or the web's share-link check).
 pub async fn png(state: &AppState, test: &str, client: &str, picture: &Picture) -> Response {
-    match state
-        .blobs
-        .get(&store::screenshot_key(test, client, picture))
-        .await
-    {
+    match app::screenshots::png(state, test, client, picture).await {
         Ok(Some(bytes)) => (
             StatusCode::OK,
             [
@@ -139,6 +120,6 @@ pub async fn png(state: &AppState, test: &str, client: &str, picture: &Picture) 
         Ok(None) => forbidden(
             "this screenshot does not exist yet; check the client's status in the results",
         ),
-        Err(e) => ApiError::internal("reading a screenshot failed", e).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
     }
 }

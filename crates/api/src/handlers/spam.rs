@@ -7,11 +7,11 @@ use serde_json::{json, Value};
 use store::TestRow;
 
 use super::email::{delete_test, owned_test};
-use crate::auth::Caller;
+use crate::auth::Authed;
 use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::state::AppState;
 
-pub async fn spam_clients(State(state): State<AppState>, _caller: Caller) -> Json<Value> {
+pub async fn spam_clients(State(state): State<AppState>, _caller: Authed) -> Json<Value> {
     Json(Value::Array(
         state
             .spam_clients
@@ -59,7 +59,7 @@ fn seed_addresses(state: &AppState, test: &TestRow) -> ApiResult<Json<Value>> {
 
 pub async fn spam_test_results(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Spam).await?;
@@ -68,7 +68,7 @@ pub async fn spam_test_results(
 
 pub async fn delete_spam_test(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     delete_test(&state, &caller, &id, TestKind::Spam).await
@@ -76,7 +76,7 @@ pub async fn delete_spam_test(
 
 pub async fn spam_test_seedlist(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Spam).await?;
@@ -92,7 +92,7 @@ fn no_spam() -> ApiError {
 
 pub async fn email_spam_results(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
@@ -104,7 +104,7 @@ pub async fn email_spam_results(
 
 pub async fn email_spam_seedlist(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
@@ -120,7 +120,7 @@ pub async fn email_spam_seedlist(
 /// Reserves a seed key and list ahead of test creation (spec §4.4).
 pub async fn reserve_seedlist(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
 ) -> ApiResult<Json<Value>> {
     let key = domain::seed::generate_key();
     if let Some(a) = caller.account() {

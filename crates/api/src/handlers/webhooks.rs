@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use store::Account;
 
 use super::email::owned_test;
-use crate::auth::Caller;
+use crate::auth::{Authed, Caller};
 use crate::error::{ApiError, ApiResult, ErrorName};
 use crate::params::{self, Body};
 use crate::state::AppState;
@@ -46,7 +46,7 @@ async fn settings(state: &AppState, account: &Account) -> ApiResult<Value> {
 /// `GET /v5/account/webhook`.
 pub async fn get_account_webhook(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
 ) -> ApiResult<Json<Value>> {
     Ok(Json(settings(&state, account(&caller)?).await?))
 }
@@ -55,7 +55,7 @@ pub async fn get_account_webhook(
 /// carry none; `null` or `""` clears it.
 pub async fn put_account_webhook(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Body(m): Body,
 ) -> ApiResult<Json<Value>> {
     let account = account(&caller)?;
@@ -99,7 +99,7 @@ async fn callback_state(state: &AppState, test_id: &str) -> ApiResult<Value> {
 /// `GET /v5/email/tests/{id}/callback`.
 pub async fn email_test_callback(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
@@ -109,7 +109,7 @@ pub async fn email_test_callback(
 /// `GET /v5/spam/tests/{id}/callback`.
 pub async fn spam_test_callback(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let test = owned_test(&state, &caller, &id, TestKind::Spam).await?;
