@@ -1,5 +1,6 @@
 //! A killed or hung engine is restarted and the next render succeeds, the same way for all three.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use domain::Engine;
@@ -58,10 +59,17 @@ fn restarts(engine: Engine) -> u64 {
         .map_or(0, |n| n.trim().parse().expect("a counter"))
 }
 
+/// The restart counter is process-wide: the WebKit replacement tests take turns, so that each
+/// sees only its own restart.
+static WEBKIT_RESTART_TESTS: Mutex<()> = Mutex::new(());
+
 /// Starts a WebKit-only renderer, breaks one of its processes with `signal`, and checks that the
 /// next render succeeds because the pool replaced the whole engine (a new helper on a new Xvfb)
 /// and counted the restart, as it does for Chromium and Firefox.
 fn webkit_is_replaced_through_the_pool_after(name: &str, signal: procs::Signal) {
+    let _turn = WEBKIT_RESTART_TESTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
     run(async {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut cfg = config(dir.path().to_path_buf(), &[Engine::Webkit]);
