@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use background::Loops;
 use content::checks::{self, CheckReport, Finding, Severity};
 use content::NetPolicy;
 use domain::catalog::Viewport;
@@ -18,10 +17,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::JobError;
-
-/// How often the queue is looked at without a wake-up: picks up expired leases, retries that
-/// came due, and checks requested through another process sharing the database.
-const POLL: Duration = Duration::from_secs(2);
 
 /// Everything one check may take: every image at its timeout a few at a time, and the engine
 /// pass with its own retry, with room to spare.
@@ -58,16 +53,9 @@ impl ContentCheckWorker {
         }
     }
 
-    /// Runs `workers` claim loops at once, so that one account's slow check (images from hosts
-    /// that never answer) leaves a worker for another account's.
+    /// Runs `workers` claim loops at once.
     pub async fn run(self, ready: Arc<Notify>, cancel: CancellationToken, workers: usize) {
-        let loops = Loops::new(CONTENT_CHECKS.name, workers, Some(ready.clone()), POLL);
-        let (this, ready) = (&self, &*ready);
-        loops
-            .run(cancel, |slot| async move {
-                this.run_one(&slot.owner, ready).await
-            })
-            .await;
+        crate::check_loops(&self, workers, ready, cancel).await;
     }
 
     /// Runs one due check; false when none is due.
@@ -196,5 +184,13 @@ fn unreadable(reason: &str) -> Finding {
         message: format!("{reason}; the static checks could not run"),
         line: None,
         contrast: None,
+    }
+}
+
+impl crate::CheckWorker for ContentCheckWorker {
+    const QUEUE: &'static str = CONTENT_CHECKS.name;
+
+    async fn handle_one(&self, owner: &str, ready: &Notify) -> Result<bool, JobError> {
+        self.run_one(owner, ready).await
     }
 }

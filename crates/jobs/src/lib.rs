@@ -23,3 +23,43 @@ pub use engine::RenderEngine;
 pub use error::JobError;
 pub use link_checks::LinkCheckWorker;
 pub use render_worker::{prepared_request, render_request, RenderWorker, RenderWorkerConfig};
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// How often an idle check loop looks at its queue without a wake-up: picks up expired leases,
+/// retries that came due, and checks requested through another process sharing the database.
+const CHECK_POLL: Duration = Duration::from_secs(2);
+
+/// A check worker, as its loops see it: one due row of `QUEUE` handled per call.
+trait CheckWorker: Sync {
+    const QUEUE: &'static str;
+    /// Handles one due row under the lease owner `owner`; false when none is due.
+    fn handle_one(
+        &self,
+        owner: &str,
+        ready: &Notify,
+    ) -> impl Future<Output = Result<bool, JobError>> + Send;
+}
+
+/// Runs `workers` loops of `worker`'s queue on `background::Loops`, woken by `ready`. Several at
+/// once, so that one account's slow check (hosts that never answer) leaves a loop for another
+/// account's.
+async fn check_loops<W: CheckWorker>(
+    worker: &W,
+    workers: usize,
+    ready: Arc<Notify>,
+    cancel: CancellationToken,
+) {
+    let loops = background::Loops::new(W::QUEUE, workers, Some(ready.clone()), CHECK_POLL);
+    let wake = &*ready;
+    loops
+        .run(cancel, |slot| async move {
+            worker.handle_one(&slot.owner, wake).await
+        })
+        .await;
+}

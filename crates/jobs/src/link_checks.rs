@@ -3,9 +3,7 @@
 //! claimed again when its lease expires.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use background::Loops;
 use content::uribl::UriblLookup;
 use content::NetPolicy;
 use store::Store;
@@ -13,10 +11,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::JobError;
-
-/// How often the queue is looked at without a wake-up: picks up expired leases and checks
-/// requested through another process sharing the database.
-const POLL: Duration = Duration::from_secs(2);
 
 /// The lease on one check: every link at its timeout, a few at a time, with room to spare.
 fn lease_secs(policy: &NetPolicy) -> i64 {
@@ -33,17 +27,9 @@ pub struct LinkCheckWorker {
 }
 
 impl LinkCheckWorker {
-    /// Runs `workers` claim loops at once, so that while one account's check waits on silent
-    /// hosts another account's check finds a free worker (the store's per-account cap keeps one
-    /// account from taking them all).
+    /// Runs `workers` claim loops at once.
     pub async fn run(self, ready: Arc<Notify>, cancel: CancellationToken, workers: usize) {
-        let loops = Loops::new(store::LINK_CHECKS.name, workers, Some(ready.clone()), POLL);
-        let (this, ready) = (&self, &*ready);
-        loops
-            .run(cancel, |slot| async move {
-                this.run_one(&slot.owner, ready).await
-            })
-            .await;
+        crate::check_loops(&self, workers, ready, cancel).await;
     }
 
     /// Runs one due check; false when none is due.
@@ -85,5 +71,13 @@ impl LinkCheckWorker {
             tracing::info!(%test_id, "link check result dropped: requested again or lease lost");
         }
         Ok(true)
+    }
+}
+
+impl crate::CheckWorker for LinkCheckWorker {
+    const QUEUE: &'static str = store::LINK_CHECKS.name;
+
+    async fn handle_one(&self, owner: &str, ready: &Notify) -> Result<bool, JobError> {
+        self.run_one(owner, ready).await
     }
 }
