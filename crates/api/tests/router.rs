@@ -11,6 +11,7 @@ use tower::ServiceExt as _;
 
 struct Service {
     router: axum::Router,
+    blobs: store::Blobs,
     client: String,
     _db: TestDb,
     _blobs: tempfile::TempDir,
@@ -46,7 +47,7 @@ async fn service() -> Service {
     };
     let state = api::AppState::new(
         store,
-        blobs,
+        blobs.clone(),
         catalog,
         Vec::new(),
         settings,
@@ -54,6 +55,7 @@ async fn service() -> Service {
     );
     Service {
         router: api::router(state),
+        blobs,
         client,
         _db: db,
         _blobs: dir,
@@ -140,4 +142,55 @@ async fn a_creation_refused_by_the_application_layer_answers_its_spec_name() {
     let (status, refused) = call(&s, create).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
     assert_eq!(refused["error"]["name"], "NoSubject", "{refused}");
+}
+
+/// Creates a test of `alice`'s for the service's client; its id.
+async fn alices_test(s: &Service, alice: &str) -> String {
+    let create = Request::post("/v5/email/tests")
+        .header(header::AUTHORIZATION, alice)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(
+            json!({"subject": "Shots", "html": "<p>Hi</p>", "clients": [s.client]}).to_string(),
+        ))
+        .expect("a request");
+    let (status, created) = call(s, create).await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    created["id"].as_str().expect("an id").to_string()
+}
+
+#[tokio::test]
+async fn a_screenshot_is_served_to_its_owners_credentials_and_to_nobody_elses() {
+    let s = service().await;
+    let alice = basic("alice", "alice-pw");
+    let id = alices_test(&s, &alice).await;
+    let png = b"\x89PNG\r\n\x1a\n a stored picture".to_vec();
+    let picture = domain::Picture::Shot(domain::Variant::Default);
+    s.blobs
+        .put(
+            &store::screenshot_key(&id, &s.client, &picture),
+            png.clone(),
+        )
+        .await
+        .expect("stored");
+    let path = format!("/screenshots/{id}/{}/default.png", s.client);
+
+    let resp = s
+        .router
+        .clone()
+        .oneshot(get(&path, Some(&alice)))
+        .await
+        .expect("the router answers");
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()[header::CONTENT_TYPE], "image/png");
+    let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .expect("a body");
+    assert_eq!(body.as_ref(), png.as_slice());
+
+    // Another account's credentials, and none without a signature, see a §7 refusal.
+    for auth in [Some(basic("bob", "bob-pw")), None] {
+        let (status, refused) = call(&s, get(&path, auth.as_deref())).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{auth:?}: {refused}");
+        assert_eq!(refused["error"]["name"], "Forbidden", "{refused}");
+    }
 }

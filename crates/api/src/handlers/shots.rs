@@ -80,7 +80,7 @@ pub async fn serve(
         return forbidden("no such screenshot");
     }
     let owner = match authenticate(&parts, &state).await {
-        Ok(Some(Caller::Account(a))) => Some(a),
+        Ok(Some(caller @ Caller::Account(_))) => Some(caller),
         Ok(Some(Caller::Sandbox)) | Err(_) => {
             return forbidden("these credentials do not give access to this screenshot")
         }
@@ -88,7 +88,9 @@ pub async fn serve(
     };
     let now = chrono::Utc::now().timestamp();
     let allowed = match &owner {
-        Some(account) => matches!(state.store.test(account.id, &test).await, Ok(Some(_))),
+        Some(caller) => app::owned_test_of_any_kind(&state, caller, &test)
+            .await
+            .is_ok(),
         None => match (q.expires, q.signature.as_deref()) {
             (Some(expires), Some(sig)) if expires >= now => {
                 let name = picture.name();
