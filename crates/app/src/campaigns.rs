@@ -6,7 +6,7 @@ use store::{CampaignRow, NewCampaign};
 
 use crate::auth::Caller;
 use crate::error::{Error, ErrorName, Result};
-use crate::owned::{failed, no_campaign, owned_campaign};
+use crate::owned::{failed, owned_campaign};
 use crate::state::{AppState, Settings};
 
 /// Defaults of the interface (seconds the email stayed open).
@@ -349,16 +349,11 @@ pub async fn campaign_report(
     let row = owned_campaign(state, caller, guid).await?;
     let report = state
         .store
-        .campaign_report(
-            row.campaign.account_id,
-            &row.campaign.guid,
-            state.relay_ranges_configured,
-        )
+        .report_of(&row, state.relay_ranges_configured)
         .await
         .map_err(failed(
             ErrorName::ErrorGetCampaign,
             "reading the campaign's report",
-        ))?
-        .ok_or_else(|| no_campaign(guid))?;
+        ))?;
     Ok((row, report))
 }

@@ -639,10 +639,21 @@ impl Store {
         guid: &str,
         ranges_configured: bool,
     ) -> Result<Option<CampaignReport>> {
-        let Some(row) = self.campaign(account_id, guid).await? else {
-            return Ok(None);
-        };
+        match self.campaign(account_id, guid).await? {
+            Some(row) => Ok(Some(self.report_of(&row, ranges_configured).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The report of a campaign already read (and its ownership checked) by the caller, so the
+    /// row is not read twice.
+    pub async fn report_of(
+        &self,
+        row: &CampaignRow,
+        ranges_configured: bool,
+    ) -> Result<CampaignReport> {
         let c = &row.campaign;
+        let guid = c.guid.as_str();
         let test = i64::from(row.activated_at.is_none());
         let reliable = sources_where(Source::is_reliable);
         let machine = sources_where(Source::is_machine);
@@ -815,7 +826,7 @@ impl Store {
             }
         }
 
-        Ok(Some(CampaignReport {
+        Ok(CampaignReport {
             guid: c.guid.clone(),
             test_mode: row.activated_at.is_none(),
             total_subscribers: c.total_subscribers,
@@ -836,7 +847,7 @@ impl Store {
                 by_agent_only: totals.try_get("by_agent")?,
                 ranges_configured,
             },
-        }))
+        })
     }
 
     /// Reliable opens grouped by one class column (`client` or `device`), most first.
