@@ -378,11 +378,7 @@ impl RenderWorker {
         })?;
         let rule_set = transformed.rule_set.clone();
         let render_failure = |e: render::RenderError| Failure {
-            code: if e.is_retryable() {
-                "engine_failure"
-            } else {
-                "render_failed"
-            },
+            code: e.bounce_code(),
             message: e.to_string(),
             cause: Cause::Email {
                 retryable: e.is_retryable(),

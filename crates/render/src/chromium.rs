@@ -19,8 +19,8 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use crate::engine::{
-    accept_dialog, answer_every, command_failed, launch, screenshot_png, wait_for_load,
-    EngineSetup, LoadEvent, Running, Shot, ShotRequest,
+    accept_dialog, answer_every, checked_capture, command_failed, launch, screenshot_png,
+    wait_for_load, EngineSetup, LoadEvent, PageFacts, Running, Shot, ShotRequest,
 };
 use crate::error::RenderError;
 use crate::ws::Connection;
@@ -53,9 +53,11 @@ type Expected = Arc<SyncMutex<HashMap<String, (String, String)>>>;
 
 pub(crate) struct Chromium {
     pub(crate) running: Running,
-    tabs: Vec<Tab>,
+    /// One tab per slot; a slot's tab is replaced alone when a render hangs or crashes in it.
+    tabs: Vec<SyncMutex<Arc<Tab>>>,
     documents: Expected,
     resource_wait: Duration,
+    faults: crate::Faults,
 }
 
 /// Flags from the measured notes, plus the proxy and what keeps a headless browser quiet.
@@ -83,7 +85,10 @@ fn flags(profile: &std::path::Path, proxy: &str) -> Vec<String> {
         "--disable-backgrounding-occluded-windows",
         "--disable-renderer-backgrounding",
         // http documents must stay http: the proxy serves them, there is no TLS to upgrade to.
-        "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,Translate",
+        // Paint holding keeps showing the previous page after a same-origin navigation until
+        // the new one paints, and every document comes from the proxy's one origin: a capture
+        // must never see the previous email.
+        "--disable-features=HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,MediaRouter,Translate,PaintHolding",
         "--remote-debugging-port=0",
         "--remote-debugging-address=127.0.0.1",
         // No script in any frame of any page, whatever the tab settings say: email content is
@@ -136,39 +141,7 @@ impl Chromium {
         answer_requests(&conn, documents.clone());
         let mut tabs = Vec::with_capacity(setup.slots);
         for _ in 0..setup.slots {
-            let target = call(
-                &conn,
-                None,
-                "Target.createTarget",
-                json!({"url": "about:blank", "newWindow": true}),
-            )
-            .await?;
-            let target_id = str_field(&target, "targetId")?;
-            let attached = call(
-                &conn,
-                None,
-                "Target.attachToTarget",
-                json!({"targetId": target_id, "flatten": true}),
-            )
-            .await?;
-            let session = str_field(&attached, "sessionId")?;
-            for (method, params) in [
-                ("Page.enable", json!({})),
-                ("Network.enable", json!({})),
-                ("Network.setCacheDisabled", json!({"cacheDisabled": true})),
-                (
-                    "Emulation.setScriptExecutionDisabled",
-                    json!({"value": true}),
-                ),
-                ("Fetch.enable", fetch_patterns(false)),
-            ] {
-                call(&conn, Some(&session), method, params).await?;
-            }
-            tabs.push(Tab {
-                session,
-                target: target_id,
-                blocking: Mutex::new(false),
-            });
+            tabs.push(SyncMutex::new(Arc::new(open_tab(&conn).await?)));
         }
         // From here on a hung command is found within the command timeout, as in Firefox.
         conn.set_command_timeout(setup.command_timeout);
@@ -178,49 +151,80 @@ impl Chromium {
             tabs,
             documents,
             resource_wait: setup.resource_wait,
+            faults: setup.faults,
         })
     }
 
-    pub(crate) async fn shoot(
-        &self,
-        slot: usize,
-        req: &ShotRequest<'_>,
-    ) -> Result<Shot, RenderError> {
-        let session = self.load(slot, req).await?;
-        let conn = &self.running.conn;
-        let metrics = call(conn, Some(session), "Page.getLayoutMetrics", json!({})).await?;
-
-        let content_height = metrics
-            .pointer("/cssContentSize/height")
-            .and_then(Value::as_f64)
-            .unwrap_or(req.height as f64);
-        let height = (content_height.ceil() as u32).clamp(1, req.max_css_height);
-        let shot = call(
-            conn,
-            Some(session),
-            "Page.captureScreenshot",
-            json!({
-                "format": "png",
-                "captureBeyondViewport": true,
-                "fromSurface": true,
-                "clip": {"x": 0, "y": 0, "width": req.width, "height": height, "scale": 1},
-            }),
-        )
-        .await?;
-        screenshot_png(Engine::Blink, &shot)
+    fn tab(&self, slot: usize) -> Result<Arc<Tab>, RenderError> {
+        self.tabs
+            .get(slot)
+            .and_then(|tab| tab.lock().ok().map(|tab| tab.clone()))
+            .ok_or_else(|| RenderError::InvalidRequest(format!("no Chromium slot {slot}")))
     }
 
-    /// Evaluates `expression` on the loaded page and returns its value as JSON text.
-    pub(crate) async fn evaluate(
-        &self,
-        slot: usize,
-        req: &ShotRequest<'_>,
-        expression: &str,
-    ) -> Result<String, RenderError> {
-        let session = self.load(slot, req).await?;
+    /// Closes `slot`'s tab (its renderer process goes with it) and opens a fresh one there.
+    pub(crate) async fn replace_tab(&self, slot: usize) -> Result<(), RenderError> {
+        let old = self.tab(slot)?;
         let conn = &self.running.conn;
-        // The probe runs in a world of its own: it sees the page's DOM and computed styles, but
-        // nothing the page defines (its globals, overridden built-ins) and it is not page script.
+        // A tab that is already gone answers with an error; the new one is what matters.
+        let _ = call(
+            conn,
+            None,
+            "Target.closeTarget",
+            json!({"targetId": old.target}),
+        )
+        .await;
+        if let Ok(mut expected) = self.documents.lock() {
+            expected.remove(&old.session);
+        }
+        let fresh = Arc::new(open_tab(conn).await?);
+        if let Some(Ok(mut tab)) = self.tabs.get(slot).map(|t| t.lock()) {
+            *tab = fresh;
+        }
+        Ok(())
+    }
+
+    /// Under the test fault [`crate::Faults::keep_previous_document`]: whether the page holds a
+    /// document already, which is then kept instead of loading the one asked for.
+    async fn keeps_previous_document(&self, page: &str) -> Result<bool, RenderError> {
+        if !self.faults.keep_previous_document {
+            return Ok(false);
+        }
+        Ok(self.facts(page).await?.url != "about:blank")
+    }
+
+    pub(crate) async fn clear(&self, slot: usize) -> Result<(), RenderError> {
+        if self.faults.keep_previous_document {
+            return Ok(());
+        }
+        let tab = self.tab(slot)?;
+        call(
+            &self.running.conn,
+            Some(&tab.session),
+            "Page.navigate",
+            json!({"url": "about:blank"}),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// [`webkit::protocol::PAGE_FACTS_SCRIPT`] on the tab's page, in a world of its own.
+    async fn facts(&self, session: &str) -> Result<PageFacts, RenderError> {
+        let text = self
+            .isolated(session, webkit::protocol::PAGE_FACTS_SCRIPT)
+            .await?;
+        let text: String = serde_json::from_value(text)
+            .map_err(|e| RenderError::Document(format!("the page read-back is not text: {e}")))?;
+        serde_json::from_str(&text).map_err(|e| {
+            RenderError::Document(format!("the page read-back answered unexpected data: {e}"))
+        })
+    }
+
+    /// Evaluates `expression` in an isolated world of the tab's main frame: it sees the page's
+    /// DOM and computed styles, but nothing the page defines (its globals, overridden
+    /// built-ins), and it is not page script.
+    async fn isolated(&self, session: &str, expression: &str) -> Result<Value, RenderError> {
+        let conn = &self.running.conn;
         let tree = call(conn, Some(session), "Page.getFrameTree", json!({})).await?;
         let frame = tree
             .pointer("/frameTree/frame/id")
@@ -254,20 +258,69 @@ impl Chromium {
                 "the probe script failed in Chromium: {text}"
             )));
         }
-        let value = answer.pointer("/result/value").ok_or_else(|| {
+        answer.pointer("/result/value").cloned().ok_or_else(|| {
             RenderError::Document(
                 "the probe script's result is not JSON-serialisable; return plain data".into(),
             )
-        })?;
-        Ok(value.to_string())
+        })
     }
 
-    /// Sets the tab up for `req` and loads its document; returns the tab's session.
-    async fn load(&self, slot: usize, req: &ShotRequest<'_>) -> Result<&str, RenderError> {
-        let tab = self
-            .tabs
-            .get(slot)
-            .ok_or_else(|| RenderError::InvalidRequest(format!("no Chromium slot {slot}")))?;
+    pub(crate) async fn shoot(
+        &self,
+        slot: usize,
+        req: &ShotRequest<'_>,
+    ) -> Result<Shot, RenderError> {
+        let tab = self.load(slot, req).await?;
+        let session = tab.session.as_str();
+        let conn = &self.running.conn;
+        let deadline = tokio::time::Instant::now() + self.resource_wait;
+        checked_capture(
+            Engine::Blink,
+            req.url,
+            deadline,
+            || self.facts(session),
+            |_| async {
+                let metrics = call(conn, Some(session), "Page.getLayoutMetrics", json!({})).await?;
+                let content_height = metrics
+                    .pointer("/cssContentSize/height")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(req.height as f64);
+                let height = (content_height.ceil() as u32).clamp(1, req.max_css_height);
+                let shot = call(
+                    conn,
+                    Some(session),
+                    "Page.captureScreenshot",
+                    json!({
+                        "format": "png",
+                        "captureBeyondViewport": true,
+                        "fromSurface": true,
+                        "clip": {"x": 0, "y": 0, "width": req.width, "height": height, "scale": 1},
+                    }),
+                )
+                .await?;
+                screenshot_png(Engine::Blink, &shot)
+            },
+        )
+        .await
+    }
+
+    /// Evaluates `expression` on the loaded page (once it is the page asked for) and returns
+    /// its value as JSON text.
+    pub(crate) async fn evaluate(
+        &self,
+        slot: usize,
+        req: &ShotRequest<'_>,
+        expression: &str,
+    ) -> Result<String, RenderError> {
+        let tab = self.load(slot, req).await?;
+        let facts = self.facts(&tab.session).await?;
+        crate::engine::check_document(Engine::Blink, &facts, req.url)?;
+        Ok(self.isolated(&tab.session, expression).await?.to_string())
+    }
+
+    /// Sets the tab up for `req` and loads its document; returns the tab.
+    async fn load(&self, slot: usize, req: &ShotRequest<'_>) -> Result<Arc<Tab>, RenderError> {
+        let tab = self.tab(slot)?;
         let session = tab.session.as_str();
         let conn = &self.running.conn;
         call(
@@ -334,17 +387,59 @@ impl Chromium {
                 _ => Ok(()),
             }
         };
-        wait_for_load(
-            Engine::Blink,
-            navigate,
-            &mut events,
-            self.resource_wait,
-            |_| async { Ok(LoadEvent::Loaded) },
-        )
-        .await?;
+        if self.keeps_previous_document(session).await? {
+            drop(navigate);
+        } else {
+            wait_for_load(
+                Engine::Blink,
+                navigate,
+                &mut events,
+                self.resource_wait,
+                |_| async { Ok(LoadEvent::Loaded) },
+            )
+            .await?;
+        }
         drop(events);
-        Ok(session)
+        Ok(tab)
     }
+}
+
+/// Opens a tab set up for rendering: its own window, image and document interception, no cache,
+/// no script.
+async fn open_tab(conn: &Connection) -> Result<Tab, RenderError> {
+    let target = call(
+        conn,
+        None,
+        "Target.createTarget",
+        json!({"url": "about:blank", "newWindow": true}),
+    )
+    .await?;
+    let target_id = str_field(&target, "targetId")?;
+    let attached = call(
+        conn,
+        None,
+        "Target.attachToTarget",
+        json!({"targetId": target_id, "flatten": true}),
+    )
+    .await?;
+    let session = str_field(&attached, "sessionId")?;
+    for (method, params) in [
+        ("Page.enable", json!({})),
+        ("Network.enable", json!({})),
+        ("Network.setCacheDisabled", json!({"cacheDisabled": true})),
+        (
+            "Emulation.setScriptExecutionDisabled",
+            json!({"value": true}),
+        ),
+        ("Fetch.enable", fetch_patterns(false)),
+    ] {
+        call(conn, Some(&session), method, params).await?;
+    }
+    Ok(Tab {
+        session,
+        target: target_id,
+        blocking: Mutex::new(false),
+    })
 }
 
 /// Answers every intercepted request of every tab, whenever it comes (a meta refresh may fire

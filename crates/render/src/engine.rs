@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use domain::{ColorScheme, Engine};
+pub(crate) use webkit::protocol::PageFacts;
 
 use crate::chromium::Chromium;
 use crate::error::RenderError;
@@ -23,6 +24,7 @@ pub(crate) struct EngineSetup {
     /// The browser program (WebKit: the helper binary); `None` for the engine's usual one.
     pub program: Option<PathBuf>,
     pub resource_wait: Duration,
+    pub faults: crate::Faults,
 }
 
 /// One screenshot for a slot; the document is already registered with the proxy at `url`.
@@ -42,6 +44,9 @@ pub(crate) struct ShotRequest<'a> {
 
 pub(crate) struct Shot {
     pub png: Vec<u8>,
+    /// Whether the page had text a reader would see, as the page itself said when it was drawn:
+    /// a blank picture of such a page is refused.
+    pub visible_text: bool,
 }
 
 /// A running engine with its slots.
@@ -71,7 +76,7 @@ impl Instance {
         match self {
             Instance::Chromium(c) => c.shoot(slot, req).await,
             Instance::Firefox(f) => f.shoot(slot, req).await,
-            Instance::Webkit(w) => w.shoot(req).await,
+            Instance::Webkit(w) => w.shoot(slot, req).await,
         }
     }
 
@@ -87,6 +92,32 @@ impl Instance {
             Instance::Chromium(c) => c.evaluate(slot, req, expression).await,
             Instance::Firefox(_) => Err(probe_unsupported(Engine::Gecko)),
             Instance::Webkit(_) => Err(probe_unsupported(Engine::Webkit)),
+        }
+    }
+
+    /// Puts a fresh page in `slot` in place of one a render hung or crashed in, leaving the
+    /// other slots' renders alone (WebKit: the helper the slot drew with is ended, and the next
+    /// capture at its scale starts a new one). An error means the browser itself no longer
+    /// answers.
+    pub(crate) async fn replace_page(&self, slot: usize) -> Result<(), RenderError> {
+        match self {
+            Instance::Chromium(c) => c.replace_tab(slot).await,
+            Instance::Firefox(f) => f.replace_tab(slot).await,
+            Instance::Webkit(w) => {
+                w.abandon(slot);
+                Ok(())
+            }
+        }
+    }
+
+    /// Loads the blank page in `slot` after a render, so that the email drawn there neither runs
+    /// its animations on while the slot waits nor shows through the next render (WebKit's
+    /// helper clears its view itself, after answering).
+    pub(crate) async fn clear(&self, slot: usize) -> Result<(), RenderError> {
+        match self {
+            Instance::Chromium(c) => c.clear(slot).await,
+            Instance::Firefox(f) => f.clear(slot).await,
+            Instance::Webkit(_) => Ok(()),
         }
     }
 
@@ -148,16 +179,15 @@ pub(crate) async fn launch(
 pub(crate) fn screenshot_png(
     engine: Engine,
     answer: &serde_json::Value,
-) -> Result<Shot, RenderError> {
+) -> Result<Vec<u8>, RenderError> {
     use base64::Engine as _;
     let data = answer
         .get("data")
         .and_then(serde_json::Value::as_str)
         .ok_or_else(|| RenderError::Document(format!("{engine} returned no screenshot data")))?;
-    let png = base64::engine::general_purpose::STANDARD
+    base64::engine::general_purpose::STANDARD
         .decode(data)
-        .map_err(|e| RenderError::Image(format!("{engine} screenshot is not base64: {e}")))?;
-    Ok(Shot { png })
+        .map_err(|e| RenderError::Image(format!("{engine} screenshot is not base64: {e}")))
 }
 
 /// The error for a protocol command the browser answered with an error: a crash when `gone`
@@ -307,4 +337,67 @@ pub(crate) fn accept_dialog(engine: Engine, event: &serde_json::Value) -> bool {
         .unwrap_or("unknown");
     tracing::warn!(%engine, dialog = kind, "a page opened a dialog; answering it");
     kind == "beforeunload"
+}
+
+/// Refuses a document that is not the one `url` asked for: the engine still held an earlier
+/// document (a load that never committed), or a navigation replaced it. Every document is loaded
+/// under its own one-time address and the page reports it back, so this cannot be fooled by
+/// anything an email contains.
+pub(crate) fn check_document(
+    engine: Engine,
+    facts: &PageFacts,
+    url: &str,
+) -> Result<(), RenderError> {
+    if facts.url == url {
+        return Ok(());
+    }
+    Err(RenderError::WrongDocument {
+        engine,
+        found: if facts.url == "about:blank" || facts.url.is_empty() {
+            "a blank page".into()
+        } else {
+            "another document".into()
+        },
+    })
+}
+
+/// How often the web fonts' state is read again while they load.
+const FONT_POLL: Duration = Duration::from_millis(25);
+
+/// Draws a loaded page only once it is the page asked for and settled, and refuses a picture
+/// that may be of anything else: reads the page back (`read`) and checks its address, waits
+/// (until `deadline`) for its web fonts, draws (`draw`, given the facts read), reads it back
+/// again, and draws once more if the page's height changed while it was drawn (a late font or
+/// image laid it out again). The same steps for every engine driven from here; WebKit's helper
+/// takes them in its own process and reports both readings.
+pub(crate) async fn checked_capture<R, RF, D, DF>(
+    engine: Engine,
+    url: &str,
+    deadline: tokio::time::Instant,
+    read: R,
+    draw: D,
+) -> Result<Shot, RenderError>
+where
+    R: Fn() -> RF,
+    RF: std::future::Future<Output = Result<PageFacts, RenderError>>,
+    D: Fn(PageFacts) -> DF,
+    DF: std::future::Future<Output = Result<Vec<u8>, RenderError>>,
+{
+    let mut before = read().await?;
+    check_document(engine, &before, url)?;
+    while !before.fonts_loaded && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(FONT_POLL).await;
+        before = read().await?;
+        check_document(engine, &before, url)?;
+    }
+    let visible_text = before.visible_text;
+    let height = before.height;
+    let mut png = draw(before).await?;
+    let after = read().await?;
+    check_document(engine, &after, url)?;
+    if after.height != height {
+        png = draw(after).await?;
+        check_document(engine, &read().await?, url)?;
+    }
+    Ok(Shot { png, visible_text })
 }

@@ -52,6 +52,18 @@ pub enum RenderError {
     #[error("the document could not be drawn: {0}")]
     Document(String),
 
+    #[error(
+        "the {engine} engine showed {found} instead of this email, twice; nothing it drew was \
+         kept"
+    )]
+    WrongDocument { engine: Engine, found: String },
+
+    #[error(
+        "the {engine} engine drew a blank picture of an email with visible text, twice; \
+         nothing it drew was kept"
+    )]
+    BlankRender { engine: Engine },
+
     #[error("the screenshot could not be processed: {0}")]
     Image(String),
 
@@ -75,6 +87,16 @@ impl RenderError {
             | RenderError::Timeout { .. } => true,
             RenderError::Webkit(e) => e.is_retryable(),
             _ => false,
+        }
+    }
+
+    /// The §2.5 bounce code a screenshot gets when this error ends it.
+    pub fn bounce_code(&self) -> &'static str {
+        match self {
+            RenderError::WrongDocument { .. } => "wrong_document",
+            RenderError::BlankRender { .. } => "blank_render",
+            e if e.is_retryable() => "engine_failure",
+            _ => "render_failed",
         }
     }
 

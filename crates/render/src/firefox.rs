@@ -17,8 +17,8 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::chromium::tempdir;
 use crate::engine::{
-    accept_dialog, answer_every, command_failed, launch, screenshot_png, wait_for_load,
-    EngineSetup, LoadEvent, Running, Shot, ShotRequest,
+    accept_dialog, answer_every, checked_capture, command_failed, launch, screenshot_png,
+    wait_for_load, EngineSetup, LoadEvent, PageFacts, Running, Shot, ShotRequest,
 };
 use crate::error::RenderError;
 use crate::ws::Connection;
@@ -42,9 +42,11 @@ struct Tab {
 pub(crate) struct Firefox {
     pub(crate) running: Running,
     chrome_context: String,
-    tabs: Vec<Tab>,
+    /// One tab per slot; a slot's tab is replaced alone when a render hangs or crashes in it.
+    tabs: Vec<SyncMutex<Arc<Tab>>>,
     gate: SchemeGate,
     resource_wait: Duration,
+    faults: crate::Faults,
 }
 
 /// Profile prefs. Remote automation already applies Firefox's recommended automation prefs; these
@@ -189,25 +191,7 @@ impl Firefox {
             .to_string();
         let mut tabs = Vec::with_capacity(setup.slots);
         for _ in 0..setup.slots {
-            let created = call(&conn, "browsingContext.create", json!({"type": "tab"})).await?;
-            let context = created
-                .get("context")
-                .and_then(Value::as_str)
-                .ok_or_else(|| RenderError::EngineStart {
-                    engine,
-                    reason: format!("browsingContext.create without a context: {created}"),
-                })?
-                .to_string();
-            call(
-                &conn,
-                "network.setCacheBehavior",
-                json!({"cacheBehavior": "bypass", "contexts": [context]}),
-            )
-            .await?;
-            tabs.push(Tab {
-                context,
-                state: Mutex::new(TabState::default()),
-            });
+            tabs.push(SyncMutex::new(Arc::new(open_tab(&conn).await?)));
         }
         conn.set_command_timeout(setup.command_timeout);
         tracing::info!(pid, slots = setup.slots, "Firefox ready");
@@ -217,6 +201,79 @@ impl Firefox {
             tabs,
             gate: SchemeGate::new(setup.slots.max(1) * 2),
             resource_wait: setup.resource_wait,
+            faults: setup.faults,
+        })
+    }
+
+    fn tab(&self, slot: usize) -> Result<Arc<Tab>, RenderError> {
+        self.tabs
+            .get(slot)
+            .and_then(|tab| tab.lock().ok().map(|tab| tab.clone()))
+            .ok_or_else(|| RenderError::InvalidRequest(format!("no Firefox slot {slot}")))
+    }
+
+    /// Closes `slot`'s tab and opens a fresh one there.
+    pub(crate) async fn replace_tab(&self, slot: usize) -> Result<(), RenderError> {
+        let old = self.tab(slot)?;
+        let conn = &self.running.conn;
+        // A tab that is already gone answers with an error; the new one is what matters.
+        let _ = call(
+            conn,
+            "browsingContext.close",
+            json!({"context": old.context, "promptUnload": false}),
+        )
+        .await;
+        let fresh = Arc::new(open_tab(conn).await?);
+        if let Some(Ok(mut tab)) = self.tabs.get(slot).map(|t| t.lock()) {
+            *tab = fresh;
+        }
+        Ok(())
+    }
+
+    /// Under the test fault [`crate::Faults::keep_previous_document`]: whether the page holds a
+    /// document already, which is then kept instead of loading the one asked for.
+    async fn keeps_previous_document(&self, page: &str) -> Result<bool, RenderError> {
+        if !self.faults.keep_previous_document {
+            return Ok(false);
+        }
+        Ok(self.facts(page).await?.url != "about:blank")
+    }
+
+    pub(crate) async fn clear(&self, slot: usize) -> Result<(), RenderError> {
+        if self.faults.keep_previous_document {
+            return Ok(());
+        }
+        let tab = self.tab(slot)?;
+        call(
+            &self.running.conn,
+            "browsingContext.navigate",
+            json!({"context": tab.context, "url": "about:blank", "wait": "complete"}),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// [`webkit::protocol::PAGE_FACTS_SCRIPT`] on the tab's page, in a sandbox of its own: it
+    /// sees the page's DOM, nothing the page defines, and runs although page script is off.
+    async fn facts(&self, context: &str) -> Result<PageFacts, RenderError> {
+        let answer = call(
+            &self.running.conn,
+            "script.evaluate",
+            json!({
+                "expression": webkit::protocol::PAGE_FACTS_SCRIPT,
+                "target": {"context": context, "sandbox": "mailproof"},
+                "awaitPromise": false,
+                "resultOwnership": "none",
+            }),
+        )
+        .await?;
+        let Some(text) = answer.pointer("/result/value").and_then(Value::as_str) else {
+            return Err(RenderError::Document(format!(
+                "the page read-back failed in Firefox: {answer}"
+            )));
+        };
+        serde_json::from_str(text).map_err(|e| {
+            RenderError::Document(format!("the page read-back answered unexpected data: {e}"))
         })
     }
 
@@ -225,10 +282,7 @@ impl Firefox {
         slot: usize,
         req: &ShotRequest<'_>,
     ) -> Result<Shot, RenderError> {
-        let tab = self
-            .tabs
-            .get(slot)
-            .ok_or_else(|| RenderError::InvalidRequest(format!("no Firefox slot {slot}")))?;
+        let tab = self.tab(slot)?;
         let _scheme = self.enter_scheme(req.color_scheme).await?;
         let mut state = tab.state.lock().await;
         let conn = &self.running.conn;
@@ -309,49 +363,67 @@ impl Firefox {
             .await
             .map(drop)
         };
-        wait_for_load(
+        if self.keeps_previous_document(&tab.context).await? {
+            drop(navigate);
+        } else {
+            wait_for_load(
+                Engine::Gecko,
+                navigate,
+                &mut events,
+                self.resource_wait,
+                |event| async move {
+                    if event.get("method").and_then(Value::as_str) == Some("browsingContext.load") {
+                        return Ok(LoadEvent::Loaded);
+                    }
+                    let request = event.pointer("/params/request");
+                    let Some(id) = request
+                        .and_then(|r| r.get("request"))
+                        .and_then(Value::as_str)
+                    else {
+                        return Ok(LoadEvent::Other);
+                    };
+                    let (method, params) = if request.is_some_and(is_image_request) {
+                        ("network.failRequest", json!({"request": id}))
+                    } else {
+                        ("network.continueRequest", json!({"request": id}))
+                    };
+                    // The request may be gone already (navigation replaced); that is not an
+                    // error here.
+                    match call(conn, method, params).await {
+                        Err(e) if e.is_retryable() => Err(e),
+                        _ => Ok(LoadEvent::Other),
+                    }
+                },
+            )
+            .await?;
+        }
+        drop(events);
+        // The tab's settings stay locked until the picture is taken.
+        let deadline = tokio::time::Instant::now() + self.resource_wait;
+        let context = tab.context.as_str();
+        let shot = checked_capture(
             Engine::Gecko,
-            navigate,
-            &mut events,
-            self.resource_wait,
-            |event| async move {
-                if event.get("method").and_then(Value::as_str) == Some("browsingContext.load") {
-                    return Ok(LoadEvent::Loaded);
-                }
-                let request = event.pointer("/params/request");
-                let Some(id) = request
-                    .and_then(|r| r.get("request"))
-                    .and_then(Value::as_str)
-                else {
-                    return Ok(LoadEvent::Other);
-                };
-                let (method, params) = if request.is_some_and(is_image_request) {
-                    ("network.failRequest", json!({"request": id}))
-                } else {
-                    ("network.continueRequest", json!({"request": id}))
-                };
-                // The request may be gone already (navigation replaced); that is not an error here.
-                match call(conn, method, params).await {
-                    Err(e) if e.is_retryable() => Err(e),
-                    _ => Ok(LoadEvent::Other),
-                }
+            req.url,
+            deadline,
+            || self.facts(context),
+            |_| async {
+                let shot = call(
+                    conn,
+                    "browsingContext.captureScreenshot",
+                    json!({
+                        "context": context,
+                        "origin": "document",
+                        "format": {"type": "image/png"},
+                        "clip": {"type": "box", "x": 0, "y": 0, "width": req.width, "height": req.max_css_height},
+                    }),
+                )
+                .await?;
+                screenshot_png(Engine::Gecko, &shot)
             },
         )
-        .await?;
-        drop(events);
-
-        let shot = call(
-            conn,
-            "browsingContext.captureScreenshot",
-            json!({
-                "context": tab.context,
-                "origin": "document",
-                "format": {"type": "image/png"},
-                "clip": {"type": "box", "x": 0, "y": 0, "width": req.width, "height": req.max_css_height},
-            }),
-        )
-        .await?;
-        screenshot_png(Engine::Gecko, &shot)
+        .await;
+        drop(state);
+        shot
     }
 
     /// Waits until `scheme` is the browser's scheme (switching it when no render needs the other).
@@ -379,6 +451,29 @@ impl Firefox {
             }
         }
     }
+}
+
+/// Opens a tab that bypasses the cache.
+async fn open_tab(conn: &Connection) -> Result<Tab, RenderError> {
+    let created = call(conn, "browsingContext.create", json!({"type": "tab"})).await?;
+    let context = created
+        .get("context")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RenderError::EngineStart {
+            engine: Engine::Gecko,
+            reason: format!("browsingContext.create without a context: {created}"),
+        })?
+        .to_string();
+    call(
+        conn,
+        "network.setCacheBehavior",
+        json!({"cacheBehavior": "bypass", "contexts": [context]}),
+    )
+    .await?;
+    Ok(Tab {
+        context,
+        state: Mutex::new(TabState::default()),
+    })
 }
 
 /// True for requests that fetch an image: by fetch destination when Firefox reports it, else by

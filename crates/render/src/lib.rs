@@ -76,6 +76,20 @@ pub struct RenderConfig {
     pub fonts_conf: Option<PathBuf>,
     /// WebKit helper binary; `None` lets the webkit crate look for it.
     pub webkit_helper: Option<PathBuf>,
+    /// Misbehaviour for tests; none by default.
+    pub faults: Faults,
+}
+
+/// Ways a test makes the real engines misbehave, so that the checks which guard against each
+/// can be shown to work where they run. All off in service (the configuration file cannot set
+/// them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// No engine clears its page after a render, and none loads a document into a page that
+    /// holds one: every render after a slot's first is drawn on that first document.
+    pub keep_previous_document: bool,
+    /// Every picture an engine draws is replaced by a blank one of the same size.
+    pub blank_capture: bool,
 }
 
 impl RenderConfig {
@@ -96,6 +110,7 @@ impl RenderConfig {
             firefox_program: None,
             fonts_conf: default_fonts_conf(),
             webkit_helper: None,
+            faults: Faults::default(),
         }
     }
 }
@@ -145,7 +160,7 @@ pub struct Rendered {
 pub struct Renderer {
     cfg: RenderConfig,
     proxy: proxy::Proxy,
-    pools: Vec<Pool>,
+    pools: Vec<Arc<Pool>>,
 }
 
 /// The slots of one engine and the instance they live in.
@@ -156,18 +171,19 @@ struct Pool {
     current: RwLock<Option<(u64, Arc<Instance>)>>,
     generation: AtomicU64,
     restart: Mutex<()>,
-    permits: Semaphore,
+    permits: Arc<Semaphore>,
     free: SyncMutex<Vec<usize>>,
 }
 
-/// A slot borrowed from a pool; returned on drop.
-struct SlotLease<'a> {
-    pool: &'a Pool,
+/// A slot borrowed from a pool; returned on drop. It owns its share of the pool, so that a
+/// slot can be settled after its render has been answered.
+struct SlotLease {
+    pool: Arc<Pool>,
     slot: usize,
-    _permit: tokio::sync::SemaphorePermit<'a>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
-impl Drop for SlotLease<'_> {
+impl Drop for SlotLease {
     fn drop(&mut self) {
         if let Ok(mut free) = self.pool.free.lock() {
             free.push(self.slot);
@@ -176,10 +192,11 @@ impl Drop for SlotLease<'_> {
 }
 
 impl Pool {
-    async fn lease(&self) -> Result<SlotLease<'_>, RenderError> {
+    async fn lease(self: &Arc<Self>) -> Result<SlotLease, RenderError> {
         let permit = self
             .permits
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| RenderError::EngineUnavailable(self.engine))?;
         let slot = self
@@ -189,7 +206,7 @@ impl Pool {
             .and_then(|mut free| free.pop())
             .ok_or(RenderError::EngineUnavailable(self.engine))?;
         Ok(SlotLease {
-            pool: self,
+            pool: self.clone(),
             slot,
             _permit: permit,
         })
@@ -225,6 +242,40 @@ impl Pool {
             *current = Some((generation, Arc::new(fresh)));
         }
         Ok(())
+    }
+}
+
+impl Pool {
+    /// Leaves `slot` ready for the next render after one ended (`failed` says how): a good render's
+    /// page is cleared; a page that crashed, hung or held another document is replaced alone; the
+    /// whole engine is restarted only when it is dead or its browser does not answer for a page.
+    async fn settle(
+        &self,
+        instance: &Instance,
+        generation: u64,
+        slot: usize,
+        failed: Option<&RenderError>,
+    ) {
+        let broken = failed
+            .is_some_and(|e| e.is_retryable() || matches!(e, RenderError::WrongDocument { .. }));
+        let command_timeout = self.setup.command_timeout;
+        if !broken {
+            let cleared = tokio::time::timeout(command_timeout, instance.clear(slot)).await;
+            if matches!(cleared, Ok(Ok(()))) {
+                return;
+            }
+            tracing::warn!(engine = %self.engine, slot, "the page did not clear after a render; replacing it");
+        }
+        if instance.is_alive().await {
+            let replaced = tokio::time::timeout(command_timeout, instance.replace_page(slot)).await;
+            if matches!(replaced, Ok(Ok(()))) {
+                telemetry::global().page_replacement(self.engine.as_str());
+                return;
+            }
+        }
+        if let Err(start) = self.restart(Some(generation)).await {
+            tracing::error!(engine = %self.engine, error = %start, "engine restart failed");
+        }
     }
 }
 
@@ -266,17 +317,18 @@ impl Renderer {
                     Engine::Gecko => cfg.firefox_program.clone(),
                     Engine::Webkit => cfg.webkit_helper.clone(),
                 },
+                faults: cfg.faults,
             };
             let instance = start_with_retries(engine, &setup, cfg.start_attempts).await?;
-            pools.push(Pool {
+            pools.push(Arc::new(Pool {
                 engine,
                 setup,
                 current: RwLock::new(Some((0, Arc::new(instance)))),
                 generation: AtomicU64::new(0),
                 restart: Mutex::new(()),
-                permits: Semaphore::new(cfg.slots_per_engine),
+                permits: Arc::new(Semaphore::new(cfg.slots_per_engine)),
                 free: SyncMutex::new((0..cfg.slots_per_engine).rev().collect()),
-            });
+            }));
         }
         Ok(Renderer { cfg, proxy, pools })
     }
@@ -325,29 +377,44 @@ impl Renderer {
     async fn render_inner(&self, mut req: RenderRequest) -> Result<Rendered, RenderError> {
         validate(&req)?;
         req.html = without_refresh(&req.html);
-        let png = match self.run(&req, Op::Shoot).await? {
-            Output::Png(png) => png,
-            Output::Json(_) => {
-                return Err(RenderError::Document(
-                    "the engine answered a probe to a screenshot".into(),
-                ))
-            }
-        };
         let expected_width = (req.viewport.width as f32 * req.scale).round() as u32;
-        let thumbs = tokio::task::spawn_blocking(move || thumb::make(&png).map(|t| (t, png)))
-            .await
-            .map_err(|e| RenderError::Image(format!("thumbnail task failed: {e}")))?;
-        let (thumbs, png) = thumbs?;
-        if thumbs.width != expected_width {
-            tracing::warn!(engine = %req.engine, got = thumbs.width, expected_width, "screenshot width differs from viewport x scale");
+        // A blank picture of a page with visible text is drawn once more, then refused: never a
+        // silent blank stored as Complete.
+        for attempt in 1..=2 {
+            let shot = match self.run(&req, Op::Shoot).await? {
+                Output::Png(shot) => shot,
+                Output::Json(_) => {
+                    return Err(RenderError::Document(
+                        "the engine answered a probe to a screenshot".into(),
+                    ))
+                }
+            };
+            let png = if self.cfg.faults.blank_capture {
+                thumb::blank_like(&shot.png)?
+            } else {
+                shot.png
+            };
+            let thumbs = tokio::task::spawn_blocking(move || thumb::make(&png).map(|t| (t, png)))
+                .await
+                .map_err(|e| RenderError::Image(format!("thumbnail task failed: {e}")))?;
+            let (thumbs, png) = thumbs?;
+            if thumbs.blank && shot.visible_text {
+                telemetry::global().drawn_refused(req.engine.as_str(), "blank");
+                tracing::warn!(engine = %req.engine, attempt, "a blank picture of a page with visible text; not kept");
+                continue;
+            }
+            if thumbs.width != expected_width {
+                tracing::warn!(engine = %req.engine, got = thumbs.width, expected_width, "screenshot width differs from viewport x scale");
+            }
+            return Ok(Rendered {
+                png,
+                width: thumbs.width,
+                height: thumbs.height,
+                thumbnail: thumbs.top,
+                full_thumbnail: thumbs.full,
+            });
         }
-        Ok(Rendered {
-            png,
-            width: thumbs.width,
-            height: thumbs.height,
-            thumbnail: thumbs.top,
-            full_thumbnail: thumbs.full,
-        })
+        Err(RenderError::BlankRender { engine: req.engine })
     }
 
     /// Loads `req`'s document as [`Renderer::render`] would (same viewport, colour scheme, image
@@ -395,8 +462,10 @@ impl Renderer {
         dark::apply(probed, pass)
     }
 
-    /// Runs `op` on `req`'s document in a slot of its engine, restarting a broken engine and
-    /// trying once more.
+    /// Runs `op` on `req`'s document in a slot of its engine. A page that crashed, hung or held
+    /// another document is replaced alone (the whole engine only when its browser no longer
+    /// answers); a crash or a wrong document is drawn once more, a render that spent its time
+    /// budget is not (the email's own weight: the job's attempts decide).
     async fn run(&self, req: &RenderRequest, op: Op<'_>) -> Result<Output, RenderError> {
         let pool = self
             .pools
@@ -429,10 +498,7 @@ impl Renderer {
             };
             let work = async {
                 match op {
-                    Op::Shoot => instance
-                        .shoot(lease.slot, &shot_req)
-                        .await
-                        .map(|shot| Output::Png(shot.png)),
+                    Op::Shoot => instance.shoot(lease.slot, &shot_req).await.map(Output::Png),
                     Op::Evaluate(expression) => instance
                         .evaluate(lease.slot, &shot_req, expression)
                         .await
@@ -447,18 +513,34 @@ impl Renderer {
                 }));
             drop(ticket);
             attempt += 1;
-            match result {
-                Ok(output) => return Ok(output),
-                Err(e) if e.is_retryable() || !instance.is_alive().await => {
-                    tracing::warn!(engine = %req.engine, attempt, error = %e, "render failed on a broken engine; restarting it");
-                    last_error = Some(e);
-                    if let Err(start) = pool.restart(Some(generation)).await {
-                        tracing::error!(engine = %req.engine, error = %start, "engine restart failed");
-                        break;
-                    }
+            let error = match result {
+                Ok(output) => {
+                    // Answered at once: the page is cleared while the slot stays leased, and a
+                    // page too busy to clear (another email hogging the engine) delays no one's
+                    // picture, only the slot's next render.
+                    tokio::spawn(async move {
+                        let pool = lease.pool.clone();
+                        pool.settle(&instance, generation, lease.slot, None).await;
+                        drop(lease);
+                    });
+                    return Ok(output);
                 }
-                Err(e) => return Err(e),
+                Err(e) => e,
+            };
+            if let RenderError::WrongDocument { .. } = error {
+                telemetry::global().drawn_refused(req.engine.as_str(), "wrong_document");
             }
+            tracing::warn!(engine = %req.engine, attempt, error = %error, "render failed");
+            pool.settle(&instance, generation, lease.slot, Some(&error))
+                .await;
+            let draw_again = matches!(
+                error,
+                RenderError::WrongDocument { .. } | RenderError::EngineDied { .. }
+            ) || matches!(&error, RenderError::Webkit(e) if e.is_retryable() && !e.is_timeout());
+            if !draw_again {
+                return Err(error);
+            }
+            last_error = Some(error);
         }
         Err(last_error.unwrap_or(RenderError::EngineUnavailable(req.engine)))
     }
@@ -481,7 +563,7 @@ enum Op<'a> {
 }
 
 enum Output {
-    Png(Vec<u8>),
+    Png(engine::Shot),
     Json(String),
 }
 

@@ -15,6 +15,8 @@ pub const FULL_THUMBNAIL_MAX_HEIGHT: u32 = 6000;
 pub(crate) struct Thumbnails {
     pub width: u32,
     pub height: u32,
+    /// Every pixel of the screenshot has one colour: nothing was drawn on the background.
+    pub blank: bool,
     pub top: Vec<u8>,
     pub full: Vec<u8>,
 }
@@ -51,9 +53,31 @@ pub(crate) fn make(png: &[u8]) -> Result<Thumbnails, RenderError> {
     Ok(Thumbnails {
         width,
         height,
+        blank: one_colour(&page),
         top: encode(&card)?,
         full: encode(&full)?,
     })
+}
+
+/// Whether every pixel equals the first: any drawn text, border or image breaks that at once
+/// (anti-aliasing alone does), so the scan usually ends within the first rows that hold content.
+pub(crate) fn one_colour(page: &RgbaImage) -> bool {
+    let mut pixels = page.pixels();
+    match pixels.next() {
+        Some(first) => pixels.all(|p| p == first),
+        None => true,
+    }
+}
+
+/// A white picture of `png`'s size: what an engine that drew nothing would return.
+pub(crate) fn blank_like(png: &[u8]) -> Result<Vec<u8>, RenderError> {
+    let page = image::load_from_memory_with_format(png, image::ImageFormat::Png)
+        .map_err(|e| RenderError::Image(format!("the screenshot is not a readable PNG: {e}")))?;
+    encode(&RgbaImage::from_pixel(
+        page.width(),
+        page.height(),
+        Rgba([255, 255, 255, 255]),
+    ))
 }
 
 /// `png` scaled down to `width` pixels wide, its height in proportion.

@@ -52,6 +52,12 @@ pub struct QueueLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CheckLabels {
+    pub engine: String,
+    pub check: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
     /// The bounce code (`render_failed`, `engine_failure`, `emulation`, ...).
     pub reason: &'static str,
@@ -89,6 +95,8 @@ pub struct Metrics {
     screenshots: Family<OutcomeLabels, Counter>,
     screenshot_seconds: HistogramFamily<EngineLabels>,
     engine_restarts: Family<EngineLabels, Counter>,
+    page_replacements: Family<EngineLabels, Counter>,
+    drawn_refused: Family<CheckLabels, Counter>,
     filter_scans: Family<OutcomeLabels, Counter>,
     smtp_messages: Family<SmtpLabels, Counter>,
     screenshots_stored: Family<EngineLabels, Counter>,
@@ -122,6 +130,8 @@ impl Metrics {
             screenshots: Family::default(),
             screenshot_seconds: Family::new_with_constructor(latency_histogram),
             engine_restarts: Family::default(),
+            page_replacements: Family::default(),
+            drawn_refused: Family::default(),
             filter_scans: Family::default(),
             smtp_messages: Family::default(),
             screenshots_stored: Family::default(),
@@ -229,6 +239,28 @@ impl Metrics {
             .inc();
     }
 
+    /// One page (a browser tab, WebKit's helper) replaced alone because a render hung or crashed
+    /// in it, while the rest of its engine kept drawing.
+    pub fn page_replacement(&self, engine: &str) {
+        self.page_replacements
+            .get_or_create(&EngineLabels {
+                engine: engine.to_owned(),
+            })
+            .inc();
+    }
+
+    /// One drawn picture refused before it was returned: `check` is `wrong_document` (the engine
+    /// held another document than the one asked for) or `blank` (a blank picture of a page with
+    /// visible text).
+    pub fn drawn_refused(&self, engine: &str, check: &'static str) {
+        self.drawn_refused
+            .get_or_create(&CheckLabels {
+                engine: engine.to_owned(),
+                check,
+            })
+            .inc();
+    }
+
     /// One scan by a spam filter engine (`spamassassin`, `rspamd`, `builtin`).
     pub fn filter_scan(&self, engine: &str, ok: bool) {
         self.filter_scans
@@ -282,6 +314,17 @@ pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std:
         "engine_restarts",
         "Browser engine restarts after a crash or hang",
         metrics.engine_restarts.clone(),
+    );
+    registry.register(
+        "engine_page_replacements",
+        "Tabs (WebKit: helpers) replaced alone after a render hung or crashed in them",
+        metrics.page_replacements.clone(),
+    );
+    registry.register(
+        "drawn_refused",
+        "Pictures refused by the renderer's checks before storing, by engine and check \
+         (wrong_document, blank)",
+        metrics.drawn_refused.clone(),
     );
     registry.register(
         "filter_scans",

@@ -34,6 +34,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (width, scale) in [(600, 1), (390, 3)] {
         let request = CaptureRequest {
             html: html.clone(),
+            document_url: "http://mailproof.invalid/bench".into(),
             width,
             height: 800,
             scale,

@@ -49,6 +49,12 @@ impl WebkitError {
         matches!(self, WebkitError::HelperDied(_) | WebkitError::Timeout(_))
     }
 
+    /// True when the capture ran out of time (its helper was killed): the email's own weight as
+    /// likely as the engine's fault.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, WebkitError::Timeout(_))
+    }
+
     /// True when a program the engine needs is not installed or built: starting again will not
     /// help.
     pub fn is_missing_program(&self) -> bool {

@@ -1,7 +1,9 @@
 //! The engine's side of one helper process: spawn it, send it a page, read its answer.
 
 use crate::error::WebkitError;
-use crate::protocol::{HelperOptions, RenderRequest, Reply, Timings, MAX_REPLY_LINE_BYTES};
+use crate::protocol::{
+    HelperOptions, PageFacts, RenderRequest, Reply, Timings, MAX_REPLY_LINE_BYTES,
+};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -35,6 +37,9 @@ pub(crate) struct Helper {
     stdout: BufReader<ChildStdout>,
     pid: u32,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// A request was sent and its reply not read: the caller gave up on the capture midway
+    /// (its own time-out), so a late reply could still come and be taken for the next one's.
+    in_exchange: bool,
 }
 
 /// The helper's answer to a successful render.
@@ -43,6 +48,8 @@ pub(crate) struct Rendered {
     pub height_px: u32,
     pub loaded: bool,
     pub timings: Timings,
+    pub before: PageFacts,
+    pub after: PageFacts,
 }
 
 impl Helper {
@@ -95,6 +102,7 @@ impl Helper {
             stdout: BufReader::new(stdout),
             pid,
             stderr_tail,
+            in_exchange: false,
         };
         match tokio::time::timeout(START_TIMEOUT, helper.read_reply()).await {
             Ok(Ok(Reply::Ready { .. })) => {
@@ -121,6 +129,12 @@ impl Helper {
         self.pid
     }
 
+    /// Whether this helper can take the next request: alive, and not left midway through an
+    /// exchange by a caller that stopped waiting.
+    pub(crate) fn usable(&self) -> bool {
+        !self.in_exchange && procs::alive(self.pid)
+    }
+
     /// Sends one page and waits for its PNG. A timeout kills the helper: a WebView that does not
     /// answer cannot be trusted with the next email.
     pub(crate) async fn render(
@@ -128,6 +142,7 @@ impl Helper {
         request: &RenderRequest,
         timeout: Duration,
     ) -> Result<Rendered, WebkitError> {
+        self.in_exchange = true;
         let exchange = async {
             let mut line = serde_json::to_vec(request)
                 .map_err(|e| WebkitError::InvalidRequest(format!("does not serialise: {e}")))?;
@@ -143,7 +158,11 @@ impl Helper {
             self.read_reply().await
         };
         let reply = match tokio::time::timeout(timeout, exchange).await {
-            Ok(reply) => reply?,
+            Ok(reply) => {
+                let reply = reply?;
+                self.in_exchange = false;
+                reply
+            }
             Err(_) => {
                 tracing::warn!(pid = self.pid, ?timeout, "WebKit helper hung; killing it");
                 let _ = self.child.start_kill();
@@ -156,11 +175,15 @@ impl Helper {
                 height_px,
                 loaded,
                 timings,
+                before,
+                after,
             } => Ok(Rendered {
                 width_px,
                 height_px,
                 loaded,
                 timings,
+                before,
+                after,
             }),
             Reply::Failed {
                 message,

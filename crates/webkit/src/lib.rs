@@ -5,8 +5,10 @@
 //! load and a snapshot, not a browser start. This crate is the helper protocol and its Xvfb
 //! plumbing, as `render`'s chromium module is CDP: `render` drives it as its third engine, behind
 //! the same pool, request limits and restart policy as the other two. A capture here is one
-//! attempt: a helper, web process or Xvfb that died or hung makes it fail with a retryable error
-//! and [`WebkitEngine::is_alive`] false, and the caller replaces the whole engine.
+//! attempt: a helper or web process that died or hung makes it fail with a retryable error, and
+//! that helper alone is replaced at its scale's next capture (a browser's tab is replaced the
+//! same way); an Xvfb that died makes [`WebkitEngine::is_alive`] false, and the caller replaces
+//! the whole engine.
 //!
 //! The helper is this crate's binary `mailproof-webkit-helper`; cargo builds it with the crate's
 //! own tests and with workspace builds, but not for a dependent crate alone, so a dependent's
@@ -24,7 +26,7 @@ pub use error::WebkitError;
 pub use helper::HELPER_BINARY;
 
 use helper::{Helper, Spawn};
-use protocol::{HelperOptions, RenderRequest};
+use protocol::{Faults, HelperOptions, PageFacts, RenderRequest};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +53,8 @@ pub struct WebkitConfig {
     pub helper_path: Option<PathBuf>,
     /// Device scales whose helpers start with the engine; others start on first use.
     pub warm_scales: Vec<u32>,
+    /// Misbehaviour for tests ([`Faults`]); none by default.
+    pub faults: Faults,
 }
 
 impl WebkitConfig {
@@ -64,6 +68,7 @@ impl WebkitConfig {
             resource_wait: Duration::from_secs(10),
             helper_path: None,
             warm_scales: vec![1],
+            faults: Faults::default(),
         }
     }
 }
@@ -72,6 +77,8 @@ impl WebkitConfig {
 #[derive(Debug, Clone)]
 pub struct CaptureRequest {
     pub html: String,
+    /// The address the document is loaded under (see [`protocol::RenderRequest::document_url`]).
+    pub document_url: String,
     /// Viewport width in CSS pixels.
     pub width: u32,
     /// Viewport height in CSS pixels; the capture is of the whole document regardless.
@@ -94,6 +101,10 @@ pub struct Capture {
     pub height_px: u32,
     /// Where the time went inside the helper (load, snapshot, PNG encoding).
     pub timings: protocol::Timings,
+    /// What the page said about itself just before and just after the capture; the caller
+    /// checks them against what it asked for.
+    pub before: PageFacts,
+    pub after: PageFacts,
 }
 
 /// A warm WebKitGTK engine; share it behind an `Arc` and call [`WebkitEngine::capture`]
@@ -141,32 +152,45 @@ impl WebkitEngine {
         let mut helper = slot.lock().await;
         let result = self.capture_once(&mut helper, req).await;
         if result.as_ref().is_err_and(WebkitError::is_retryable) {
-            // A helper that failed this way cannot be trusted with the next email.
+            // A helper that failed this way cannot be trusted with the next email. It is
+            // replaced alone, at the next capture of its scale: the other scales' helpers and
+            // their captures go on.
             if let Some(dead) = helper.take() {
                 dead.stop().await;
             }
+            self.forget_pid(&helper_role(req.scale));
         }
         result
     }
 
-    /// False once Xvfb or a helper this engine started has exited (or was stopped after a
-    /// failure): the engine must be replaced. Reads process states only, so it answers at once
-    /// even while captures hold their helpers.
+    /// False once Xvfb has exited: the engine must be replaced. A helper that died or hung is
+    /// not a reason (the next capture at its scale replaces it alone). Reads process states
+    /// only, so it answers at once even while captures hold their helpers.
     pub fn is_alive(&self) -> bool {
-        self.gone().is_none()
+        self.display_alive()
     }
 
-    /// The first process of the engine found exited, by role and pid (`None` while all run).
-    fn gone(&self) -> Option<String> {
-        let Ok(pids) = self.pids.lock() else {
-            return Some("the process table (poisoned)".into());
-        };
-        if !pids.contains_key(XVFB_ROLE) {
-            return Some("Xvfb (never started)".into());
+    fn display_alive(&self) -> bool {
+        self.pids
+            .lock()
+            .ok()
+            .and_then(|pids| pids.get(XVFB_ROLE).copied())
+            .is_some_and(procs::alive)
+    }
+
+    /// Ends the helper of `scale` now, whatever it is doing (a capture that ran out of its
+    /// caller's time may have left it drawing an email that never ends); the next capture at
+    /// that scale starts a new one.
+    pub fn abandon(&self, scale: u32) {
+        let role = helper_role(scale);
+        let pid = self
+            .pids
+            .lock()
+            .ok()
+            .and_then(|pids| pids.get(&role).copied());
+        if let Some(pid) = pid {
+            procs::signal(pid, procs::Signal::KILL);
         }
-        pids.iter()
-            .find(|(_, &pid)| !procs::alive(pid))
-            .map(|(role, pid)| format!("{role} pid {pid}"))
     }
 
     /// Process ids of Xvfb, the helpers and the WebKit processes under them, for memory accounting
@@ -219,8 +243,18 @@ impl WebkitEngine {
     ) -> Result<Capture, WebkitError> {
         // Checked first: a capture might even succeed on a helper whose Xvfb has gone, and
         // leave the engine broken for the next one.
-        if let Some(gone) = self.gone() {
-            return Err(WebkitError::HelperDied(format!("{gone} exited")));
+        if !self.display_alive() {
+            return Err(WebkitError::HelperDied("Xvfb exited".into()));
+        }
+        if let Some(stale) = helper.take_if(|h| !h.usable()) {
+            // Killed from outside, or abandoned midway by a caller that stopped waiting: a new
+            // helper takes its place, the engine's other helpers are left alone.
+            tracing::info!(
+                pid = stale.pid(),
+                scale = req.scale,
+                "replacing a WebKit helper that cannot take requests"
+            );
+            stale.stop().await;
         }
         if helper.is_none() {
             *helper = Some(self.spawn_helper(req.scale).await?);
@@ -235,6 +269,7 @@ impl WebkitEngine {
         ));
         let request = RenderRequest {
             html: req.html.clone(),
+            document_url: req.document_url.clone(),
             width: req.width,
             height: req.height,
             dark: req.dark,
@@ -260,6 +295,8 @@ impl WebkitEngine {
             width_px: rendered.width_px,
             height_px: rendered.height_px,
             timings: rendered.timings,
+            before: rendered.before,
+            after: rendered.after,
         })
     }
 
@@ -313,6 +350,7 @@ impl WebkitEngine {
                 .as_millis()
                 .try_into()
                 .unwrap_or(u64::MAX),
+            faults: self.cfg.faults,
         };
         let home = self.cfg.work_dir.join("helper-home");
         let spec = Spawn {
@@ -326,6 +364,12 @@ impl WebkitEngine {
         let helper = Helper::spawn(&spec).await?;
         self.remember_pid(helper_role(scale), helper.pid());
         Ok(helper)
+    }
+
+    fn forget_pid(&self, role: &str) {
+        if let Ok(mut pids) = self.pids.lock() {
+            pids.remove(role);
+        }
     }
 
     fn remember_pid(&self, role: String, pid: u32) {

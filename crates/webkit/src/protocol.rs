@@ -25,12 +25,93 @@ pub struct HelperOptions {
     pub proxy: Option<String>,
     /// How long to wait for subresources after the document itself loaded before shooting anyway.
     pub resource_wait_ms: u64,
+    /// Misbehaviour asked for by tests, so that the checks guarding against it can be shown to
+    /// work on the real engine; all off in service.
+    #[serde(default)]
+    pub faults: Faults,
 }
+
+/// Ways a test can make the helper misbehave.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Faults {
+    /// Never clear the view after a capture, and load no document while the view holds one:
+    /// every capture after the first shows the document the first request asked for.
+    pub keep_previous_document: bool,
+}
+
+/// What the page itself says about the document the engine holds, read in an isolated script
+/// world just before and just after the capture (see [`PAGE_FACTS_SCRIPT`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PageFacts {
+    /// `document.URL`: the per-request address the document was loaded under, which nothing in
+    /// an email can change, so it tells this request's document from any other.
+    pub url: String,
+    /// The root element's scroll height, in CSS px.
+    pub height: f64,
+    /// Whether some text of the body is drawn where a reader can see it.
+    pub visible_text: bool,
+    /// Whether every web font the page asked for has loaded or failed (`document.fonts.status`).
+    pub fonts_loaded: bool,
+}
+
+/// The read-back every engine runs on the page (in an isolated world: the email's own script
+/// never runs, and this sees none of its globals). Returns [`PageFacts`] as JSON text.
+///
+/// Visible text is text with a box of at least 1x1 px and a font size of at least 6 px, in an
+/// element that is not hidden or transparent, whose colour differs from the first opaque
+/// background behind it; the walk stops at the first such text or after 20,000 text nodes, so
+/// a huge email costs bounded time.
+pub const PAGE_FACTS_SCRIPT: &str = r#"(function () {
+  var d = document, root = d.documentElement;
+  function opaque(c) { return c && c !== 'transparent' && !/^rgba\([^)]*,\s*0\)$/.test(c); }
+  function behind(el) {
+    for (var e = el; e && e.nodeType === 1; e = e.parentElement) {
+      var bg = getComputedStyle(e).backgroundColor;
+      if (opaque(bg)) return bg;
+    }
+    return 'rgb(255, 255, 255)';
+  }
+  function shown(el) {
+    for (var e = el; e && e.nodeType === 1; e = e.parentElement) {
+      var cs = getComputedStyle(e);
+      if (cs.visibility !== 'visible' || parseFloat(cs.opacity) === 0) return false;
+    }
+    return true;
+  }
+  function visibleText() {
+    if (!d.body) return false;
+    var walk = d.createTreeWalker(d.body, NodeFilter.SHOW_TEXT), n, seen = 0;
+    while ((n = walk.nextNode()) && seen++ < 20000) {
+      if (!/\S/.test(n.data)) continue;
+      var el = n.parentElement;
+      if (!el) continue;
+      var cs = getComputedStyle(el);
+      if (parseFloat(cs.fontSize) < 6 || !opaque(cs.color) || cs.color === behind(el)) continue;
+      var r = d.createRange();
+      r.selectNodeContents(n);
+      var boxes = r.getClientRects(), big = false;
+      for (var i = 0; i < boxes.length; i++) {
+        if (boxes[i].width >= 1 && boxes[i].height >= 1) { big = true; break; }
+      }
+      if (big && shown(el)) return true;
+    }
+    return false;
+  }
+  return JSON.stringify({
+    url: d.URL,
+    height: root ? root.scrollHeight : 0,
+    visible_text: visibleText(),
+    fonts_loaded: !d.fonts || d.fonts.status === 'loaded'
+  });
+})()"#;
 
 /// One page to render.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RenderRequest {
     pub html: String,
+    /// The address the document is loaded under: a per-request nonce that the page reports back
+    /// as `document.URL` ([`PageFacts::url`]). Relative URLs in the email resolve against it.
+    pub document_url: String,
     /// Viewport width in CSS pixels.
     pub width: u32,
     /// Viewport height in CSS pixels.
@@ -54,6 +135,10 @@ pub enum Reply {
         /// False when the resource wait ran out and the page was shot before it finished.
         loaded: bool,
         timings: Timings,
+        /// Read from the page before the capture.
+        before: PageFacts,
+        /// Read from the page after the capture.
+        after: PageFacts,
     },
     /// The page could not be rendered; the helper stays usable unless `fatal`.
     Failed { message: String, fatal: bool },

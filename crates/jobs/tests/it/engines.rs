@@ -22,6 +22,9 @@ pub enum Behaviour {
     Die,
     /// Refuses the document: an error no retry fixes.
     Refuse,
+    /// Draws a blank picture of a page with visible text, each time it is asked (the renderer
+    /// has drawn it once more and refused it).
+    Blank,
 }
 
 pub struct TestEngine {
@@ -63,6 +66,7 @@ impl TestEngine {
             Behaviour::Refuse => Some(RenderError::Document(
                 "the page's layout never settled".into(),
             )),
+            Behaviour::Blank => Some(RenderError::BlankRender { engine }),
         }
     }
 }

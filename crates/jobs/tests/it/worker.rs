@@ -155,6 +155,39 @@ async fn a_refused_document_bounces_at_once(backend: Backend) {
     assert_eq!(f.store.pending_jobs().await.expect("count"), 0);
 }
 
+/// The process-wide count of screenshots bounced with `reason`, as `/metrics` shows it.
+fn bounces(reason: &str) -> u64 {
+    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
+    let series = format!("mailproof_bounces_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .map_or(0, |n| n.trim().parse().expect("a counter"))
+}
+
+async fn a_blank_render_bounces_as_blank_render_and_is_counted(backend: Backend) {
+    let f = Fixture::new(backend).await;
+    let (client, test) = f.queue_one().await;
+    let before = bounces("blank_render");
+    let engine = Arc::new(TestEngine::new(Behaviour::Blank));
+    let worker = f.worker(engine.clone(), config());
+    drain(&worker).await;
+    let row = f.client(&test, &client).await;
+    assert_eq!(row.status, ScreenshotStatus::Bounced);
+    assert_eq!(
+        row.attempts, 1,
+        "the renderer already drew it again; the job does not"
+    );
+    assert_eq!(row.bounce_code.as_deref(), Some("blank_render"));
+    assert!(
+        row.bounce_message
+            .as_deref()
+            .is_some_and(|m| m.contains("blank picture")),
+        "{:?}",
+        row.bounce_message
+    );
+    assert!(bounces("blank_render") > before, "counted in /metrics");
+}
+
 async fn a_storage_fault_releases_the_job_without_counting_an_attempt(backend: Backend) {
     let f = Fixture::new(backend).await;
     let (client, test) = f.queue_one().await;
@@ -336,6 +369,7 @@ testkit::on_both!(
     a_drawn_job_is_stored_and_done,
     an_engine_that_dies_is_retried_after_a_backoff_then_given_up,
     a_refused_document_bounces_at_once,
+    a_blank_render_bounces_as_blank_render_and_is_counted,
     a_storage_fault_releases_the_job_without_counting_an_attempt,
     a_worker_claims_only_the_jobs_its_engines_draw,
     the_loops_answer_a_wake_up_and_stop_at_shutdown,

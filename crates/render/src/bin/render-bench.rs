@@ -650,6 +650,7 @@ impl BareSession {
                 engine
                     .capture(&webkit::CaptureRequest {
                         html: html.to_string(),
+                        document_url: "http://mailproof.invalid/bench".into(),
                         width: p.width,
                         height: p.height,
                         scale: p.scale.ceil() as u32,

@@ -63,36 +63,50 @@ fn restarts(engine: Engine) -> u64 {
 /// sees only its own restart.
 static WEBKIT_RESTART_TESTS: Mutex<()> = Mutex::new(());
 
-/// Starts a WebKit-only renderer, breaks one of its processes with `signal`, and checks that the
-/// next render succeeds because the pool replaced the whole engine (a new helper on a new Xvfb)
-/// and counted the restart, as it does for Chromium and Firefox.
-fn webkit_is_replaced_through_the_pool_after(name: &str, signal: procs::Signal) {
+/// How many pages (tabs, WebKit helpers) the pool has replaced alone for `engine`.
+fn page_replacements(engine: Engine) -> u64 {
+    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
+    let series = format!("mailproof_engine_page_replacements_total{{engine=\"{engine}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .map_or(0, |n| n.trim().parse().expect("a counter"))
+}
+
+/// A WebKit-only renderer with one slot, warm, with its one helper and its Xvfb.
+async fn webkit_renderer(dir: &std::path::Path) -> (Renderer, Vec<u32>, Vec<u32>) {
+    let mut cfg = config(dir.to_path_buf(), &[Engine::Webkit]);
+    cfg.slots_per_engine = 1;
+    // A stopped helper is found hung after this long.
+    cfg.render_timeout = Duration::from_secs(5);
+    let renderer = start(cfg).await;
+    renderer
+        .render(request(Engine::Webkit, page("data:,"), 600, 1.0))
+        .await
+        .expect("render before");
+    // comm holds the first 15 bytes of the binary name.
+    let helpers = webkit_processes(&renderer, "mailproof-webki");
+    let xvfb = webkit_processes(&renderer, "Xvfb");
+    assert_eq!(
+        (helpers.len(), xvfb.len()),
+        (1, 1),
+        "{:?}",
+        renderer.engine_pids()
+    );
+    (renderer, helpers, xvfb)
+}
+
+#[test]
+fn a_killed_webkit_xvfb_is_replaced_through_the_pools_restart() {
     let _turn = WEBKIT_RESTART_TESTS
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
     run(async {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut cfg = config(dir.path().to_path_buf(), &[Engine::Webkit]);
-        cfg.slots_per_engine = 1;
-        // A stopped helper is found hung after this long.
-        cfg.render_timeout = Duration::from_secs(5);
-        let renderer = start(cfg).await;
+        let (renderer, helpers, xvfb) = webkit_renderer(dir.path()).await;
         let warm = request(Engine::Webkit, page("data:,"), 600, 1.0);
-        renderer.render(warm.clone()).await.expect("render before");
-        // comm holds the first 15 bytes of the binary name.
-        let helpers = webkit_processes(&renderer, "mailproof-webki");
-        let xvfb = webkit_processes(&renderer, "Xvfb");
-        assert_eq!(
-            (helpers.len(), xvfb.len()),
-            (1, 1),
-            "{:?}",
-            renderer.engine_pids()
-        );
-        let victims = webkit_processes(&renderer, name);
-        assert!(!victims.is_empty(), "WebKit runs a {name} process");
         let before = restarts(Engine::Webkit);
-        for &pid in &victims {
-            assert!(procs::signal(pid, signal), "signal {pid}");
+        for &pid in &xvfb {
+            kill(pid);
         }
         let shot = renderer
             .render(warm.clone())
@@ -123,18 +137,67 @@ fn webkit_is_replaced_through_the_pool_after(name: &str, signal: procs::Signal) 
     });
 }
 
-#[test]
-fn a_killed_webkit_helper_is_replaced_through_the_pools_restart() {
-    webkit_is_replaced_through_the_pool_after("mailproof-webki", procs::Signal::KILL);
+/// Breaks the WebKit helper with `signal` and checks that it alone is replaced: a new helper on
+/// the same Xvfb draws the next render, and the engine is not restarted.
+fn webkit_helper_is_replaced_alone_after(signal: procs::Signal) {
+    let _turn = WEBKIT_RESTART_TESTS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    run(async {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (renderer, helpers, xvfb) = webkit_renderer(dir.path()).await;
+        let warm = request(Engine::Webkit, page("data:,"), 600, 1.0);
+        let before = restarts(Engine::Webkit);
+        for &pid in &helpers {
+            assert!(procs::signal(pid, signal), "signal {pid}");
+        }
+        if signal == procs::Signal::STOP {
+            // A hung helper costs the render in it its time budget, and only that render.
+            let replaced = page_replacements(Engine::Webkit);
+            let Err(error) = renderer.render(warm.clone()).await else {
+                panic!("a hung helper answers nothing");
+            };
+            assert!(error.is_retryable(), "{error}");
+            assert!(
+                page_replacements(Engine::Webkit) > replaced,
+                "the hung helper was replaced alone"
+            );
+        }
+        let shot = renderer
+            .render(warm.clone())
+            .await
+            .expect("a new helper draws the next render");
+        assert_eq!(shot.width, 600);
+        assert_eq!(
+            restarts(Engine::Webkit),
+            before,
+            "the engine was not restarted"
+        );
+        let new_helpers = webkit_processes(&renderer, "mailproof-webki");
+        assert_eq!(new_helpers.len(), 1, "{:?}", renderer.engine_pids());
+        assert_ne!(helpers, new_helpers, "a new helper runs");
+        assert_eq!(
+            xvfb,
+            webkit_processes(&renderer, "Xvfb"),
+            "on the same Xvfb"
+        );
+        renderer.shutdown().await;
+        for pid in helpers.iter().chain(&xvfb) {
+            assert!(
+                !procs::alive(*pid),
+                "the engine's {pid} is gone after shutdown"
+            );
+        }
+    });
 }
 
 #[test]
-fn a_killed_webkit_xvfb_is_replaced_through_the_pools_restart() {
-    webkit_is_replaced_through_the_pool_after("Xvfb", procs::Signal::KILL);
+fn a_killed_webkit_helper_is_replaced_alone() {
+    webkit_helper_is_replaced_alone_after(procs::Signal::KILL);
 }
 
 #[test]
-fn a_hung_webkit_helper_is_replaced_through_the_pools_restart() {
+fn a_hung_webkit_helper_is_replaced_alone() {
     // A stopped process neither answers nor exits: what a hung WebView looks like.
-    webkit_is_replaced_through_the_pool_after("mailproof-webki", procs::Signal::STOP);
+    webkit_helper_is_replaced_alone_after(procs::Signal::STOP);
 }

@@ -10,12 +10,15 @@ use futures::{FutureExt, StreamExt};
 use gtk::glib;
 use gtk::prelude::*;
 use javascriptcore::ValueExt;
+use std::cell::RefCell;
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 use webkit::protocol::{
-    HelperOptions, RenderRequest, Reply, Timings, MAX_REQUEST_LINE_BYTES, MAX_SURFACE_PX,
+    Faults, HelperOptions, PageFacts, RenderRequest, Reply, Timings, MAX_REQUEST_LINE_BYTES,
+    MAX_SURFACE_PX, PAGE_FACTS_SCRIPT,
 };
 use webkit2gtk::{
     CacheModel, HardwareAccelerationPolicy, LoadEvent, NavigationPolicyDecision,
@@ -51,6 +54,13 @@ const CLIP_SCRIPT: &str = r#"(function (max) {
 
 /// How long a stopped load may take to report that it finished.
 const STOP_SETTLE: Duration = Duration::from_secs(1);
+
+/// How long the blank document that clears the view after a capture may take to load; a web
+/// process that cannot manage that is still busy with the email it drew and is ended.
+const CLEAR_WAIT: Duration = Duration::from_secs(1);
+
+/// The blank document that clears the view between requests.
+const BLANK: &str = "about:blank";
 
 fn main() -> ExitCode {
     let options = match parse_options() {
@@ -155,6 +165,10 @@ async fn serve(renderer: Renderer, mut requests: mpsc::UnboundedReceiver<Result<
         if fatal {
             break;
         }
+        // Cleared after the answer is sent, so it costs the caller nothing: the email's
+        // animations stop using the CPU now, and the next email is never laid out or shown
+        // over this one.
+        renderer.clear().await;
     }
 }
 
@@ -170,6 +184,11 @@ struct Renderer {
     view: WebView,
     settings: webkit2gtk::Settings,
     resource_wait: Duration,
+    faults: Faults,
+    /// The one document the view may load next: the request's own address, or the blank page
+    /// that clears the view. Taken by the first navigation that matches, so a frame or a second
+    /// navigation to the same address is refused.
+    allowed: Rc<RefCell<Option<String>>>,
 }
 
 impl Renderer {
@@ -219,9 +238,11 @@ impl Renderer {
             .web_context(&context)
             .settings(&settings)
             .build();
-        view.connect_decide_policy(|_, decision, kind| match kind {
+        let allowed: Rc<RefCell<Option<String>>> = Rc::default();
+        let allowed_in_policy = allowed.clone();
+        view.connect_decide_policy(move |_, decision, kind| match kind {
             PolicyDecisionType::NavigationAction | PolicyDecisionType::NewWindowAction => {
-                if !is_initial_document(decision) {
+                if !is_allowed_document(decision, &allowed_in_policy) {
                     // Mail clients follow no meta refresh, form or frame navigation inside a
                     // message; letting one through would shoot some other page.
                     decision.ignore();
@@ -239,7 +260,73 @@ impl Renderer {
             view,
             settings,
             resource_wait: Duration::from_millis(options.resource_wait_ms),
+            faults: options.faults,
+            allowed,
         }
+    }
+
+    /// Loads the blank page, so that no email stays in the view between requests; a web process
+    /// too busy to load it within [`CLEAR_WAIT`] is ended (the next load starts a fresh one).
+    async fn clear(&self) {
+        if self.faults.keep_previous_document {
+            return;
+        }
+        self.allowed.replace(Some(BLANK.to_owned()));
+        let (tx, mut finished) = mpsc::unbounded();
+        let on_load = self.view.connect_load_changed(move |_, event| {
+            if event == LoadEvent::Finished {
+                let _ = tx.unbounded_send(());
+            }
+        });
+        self.view.load_uri(BLANK);
+        let timeout = glib::timeout_future(CLEAR_WAIT).fuse();
+        futures::pin_mut!(timeout);
+        let cleared = futures::select! {
+            done = finished.next() => done.is_some(),
+            () = timeout => false,
+        };
+        self.view.disconnect(on_load);
+        if !cleared {
+            eprintln!("the web process did not clear the view within {CLEAR_WAIT:?}; ending it");
+            self.view.terminate_web_process();
+        }
+    }
+
+    /// [`PAGE_FACTS_SCRIPT`] on the page as it is now.
+    async fn facts(&self) -> Result<PageFacts, Reply> {
+        let value = self
+            .view
+            .evaluate_javascript_future(PAGE_FACTS_SCRIPT, Some("mailproof"), None)
+            .await
+            .map_err(|e| Reply::Failed {
+                message: format!("reading the page back failed: {e}"),
+                fatal: false,
+            })?;
+        let text = value.to_str();
+        serde_json::from_str(text.as_str()).map_err(|e| Reply::Failed {
+            message: format!("the page read-back answered unexpected data ({e}): {text}"),
+            fatal: false,
+        })
+    }
+
+    /// Waits, within `until`, for the page's web fonts to settle; text drawn before that would
+    /// be drawn in a fallback font.
+    async fn settle_fonts(&self, mut facts: PageFacts, until: Instant) -> Result<PageFacts, Reply> {
+        while !facts.fonts_loaded && Instant::now() < until {
+            glib::timeout_future(Duration::from_millis(25)).await;
+            facts = self.facts().await?;
+        }
+        Ok(facts)
+    }
+
+    async fn snapshot(&self) -> Result<cairo::Surface, Reply> {
+        self.view
+            .snapshot_future(SnapshotRegion::FullDocument, SnapshotOptions::NONE)
+            .await
+            .map_err(|e| Reply::Failed {
+                message: format!("WebKit snapshot failed: {e}"),
+                fatal: true,
+            })
     }
 
     async fn render(&self, request: &RenderRequest) -> Reply {
@@ -258,29 +345,39 @@ impl Renderer {
         }
 
         let started = Instant::now();
-        let loaded = match self.load(&request.html).await {
-            LoadOutcome::Finished => true,
-            LoadOutcome::TimedOut => false,
-            LoadOutcome::WebProcessGone(why) => {
-                return Err(Reply::Failed {
-                    message: format!("WebKit web process ended: {why}"),
-                    fatal: true,
-                })
+        let keep =
+            self.faults.keep_previous_document && self.view.uri().is_some_and(|uri| uri != BLANK);
+        let loaded = if keep {
+            true
+        } else {
+            match self.load(&request.html, &request.document_url).await {
+                LoadOutcome::Finished => true,
+                LoadOutcome::TimedOut => false,
+                LoadOutcome::WebProcessGone(why) => {
+                    return Err(Reply::Failed {
+                        message: format!("WebKit web process ended: {why}"),
+                        fatal: true,
+                    })
+                }
             }
         };
 
         let scale = self.view.scale_factor().max(1) as u32;
         self.clip_to_surface_limit(MAX_SURFACE_PX / scale - CLIP_MARGIN_CSS_PX)
             .await?;
+        let before = self.facts().await?;
+        let before = self
+            .settle_fonts(before, started + self.resource_wait)
+            .await?;
         let loaded_at = Instant::now();
-        let surface = self
-            .view
-            .snapshot_future(SnapshotRegion::FullDocument, SnapshotOptions::NONE)
-            .await
-            .map_err(|e| Reply::Failed {
-                message: format!("WebKit snapshot failed: {e}"),
-                fatal: true,
-            })?;
+        let mut surface = self.snapshot().await?;
+        let mut after = self.facts().await?;
+        if after.height != before.height {
+            // Laid out again while it was being drawn (a late font or image): draw the settled
+            // page once more rather than store a half-done one.
+            surface = self.snapshot().await?;
+            after = self.facts().await?;
+        }
         let snapshot_at = Instant::now();
         let device_width = request.width.saturating_mul(scale);
         let (width_px, height_px) =
@@ -298,6 +395,8 @@ impl Renderer {
             height_px,
             loaded,
             timings,
+            before,
+            after,
         })
     }
 
@@ -337,7 +436,8 @@ impl Renderer {
         }
     }
 
-    async fn load(&self, html: &str) -> LoadOutcome {
+    async fn load(&self, html: &str, document_url: &str) -> LoadOutcome {
+        self.allowed.replace(Some(document_url.to_owned()));
         let (tx, mut events) = mpsc::unbounded();
         let finished_tx = tx.clone();
         let on_load = self.view.connect_load_changed(move |_, event| {
@@ -348,7 +448,7 @@ impl Renderer {
         let on_crash = self.view.connect_web_process_terminated(move |_, reason| {
             let _ = tx.unbounded_send(LoadOutcome::WebProcessGone(format!("{reason:?}")));
         });
-        self.view.load_html(html, None);
+        self.view.load_html(html, Some(document_url));
         let timeout = glib::timeout_future(self.resource_wait).map(|()| LoadOutcome::TimedOut);
         let outcome = futures::select! {
             event = events.next() => event.unwrap_or(LoadOutcome::TimedOut),
@@ -428,15 +528,24 @@ fn write_png(
     Ok((width, height))
 }
 
-/// The message itself arrives by `load_html` without a base URI, which WebKit loads as
-/// `about:blank`; every other navigation is something the message tries to do on its own.
-fn is_initial_document(decision: &webkit2gtk::PolicyDecision) -> bool {
-    decision
+/// Only the document the helper itself asked for may load, once: the message by `load_html`
+/// under its request's address, or the blank page that clears the view. Every other navigation
+/// is something the message tries to do on its own.
+fn is_allowed_document(
+    decision: &webkit2gtk::PolicyDecision,
+    allowed: &RefCell<Option<String>>,
+) -> bool {
+    let uri = decision
         .downcast_ref::<NavigationPolicyDecision>()
         .and_then(|d| d.navigation_action())
         .and_then(|action| action.request())
-        .and_then(|request| request.uri())
-        .is_some_and(|uri| uri == "about:blank")
+        .and_then(|request| request.uri());
+    let mut allowed = allowed.borrow_mut();
+    let matches = uri.is_some_and(|uri| allowed.as_deref() == Some(uri.as_str()));
+    if matches {
+        allowed.take();
+    }
+    matches
 }
 
 fn millis(d: Duration) -> u64 {

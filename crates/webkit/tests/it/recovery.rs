@@ -1,6 +1,7 @@
-//! A killed or hung helper, or a killed Xvfb, fails the next capture with a retryable error and
-//! the engine says it is no longer alive: replacing it is the caller's (`render`'s pool; its
-//! tests show the replacement). A killed web process alone is survived by the helper.
+//! A killed or hung helper fails its capture with a retryable error and is replaced alone by the
+//! next capture at its scale, the engine staying alive; a killed Xvfb fails the next capture and
+//! the engine says it is no longer alive: replacing it whole is the caller's (`render`'s pool;
+//! its tests show the replacement). A killed web process alone is survived by the helper.
 
 use crate::support::{request, runtime, start_engine};
 use std::time::Duration;
@@ -62,22 +63,24 @@ fn kill_and_capture(name: &str) -> (Result<webkit::Capture, webkit::WebkitError>
     })
 }
 
-fn fails_retryably_after_killing(name: &str) {
-    let (next, alive) = kill_and_capture(name);
-    let error = next.expect_err("no capture on a broken engine");
-    assert!(error.is_retryable(), "{error}");
-    assert!(!alive, "the engine reports that it must be replaced");
-}
-
 #[test]
-fn a_killed_helper_fails_the_next_capture_retryably() {
+fn a_killed_helper_is_replaced_alone_by_the_next_capture() {
     // /proc/PID/comm holds the first 15 bytes of the binary name.
-    fails_retryably_after_killing("mailproof-webki");
+    let (next, alive) = kill_and_capture("mailproof-webki");
+    let capture = next.expect("a new helper draws the next capture");
+    assert_eq!(capture.width_px, 600);
+    assert!(
+        alive,
+        "the engine stays alive: only its helper was replaced"
+    );
 }
 
 #[test]
 fn a_killed_xvfb_fails_the_next_capture_retryably() {
-    fails_retryably_after_killing("Xvfb");
+    let (next, alive) = kill_and_capture("Xvfb");
+    let error = next.expect_err("no capture on a broken engine");
+    assert!(error.is_retryable(), "{error}");
+    assert!(!alive, "the engine reports that it must be replaced");
 }
 
 #[test]
@@ -122,7 +125,22 @@ fn a_hung_helper_times_out_and_is_killed() {
             "the capture gave up after its timeout, not {:?}",
             started.elapsed()
         );
-        assert!(!engine.is_alive(), "the hung helper was killed");
+        assert!(
+            engine.is_alive(),
+            "the engine stays: only its helper was killed"
+        );
+        let capture = engine
+            .capture(&request(PAGE, 600, 1))
+            .await
+            .expect("a new helper draws the next capture");
+        assert_eq!(capture.width_px, 600);
+        let helpers = signal_named(&engine, "mailproof-webki", procs::Signal::CONT);
+        assert_eq!(
+            helpers,
+            1,
+            "one helper runs, the new one: {:?}",
+            engine.pids()
+        );
         engine.shutdown().await;
     });
 }

@@ -71,9 +71,13 @@ pub async fn start_engine(
     (engine, work_dir)
 }
 
+/// A request under an address of its own, as `render` gives each document.
 pub fn request(html: &str, width: u32, scale: u32) -> CaptureRequest {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     CaptureRequest {
         html: html.to_owned(),
+        document_url: format!("http://mailproof.invalid/document/{n}"),
         width,
         height: 800,
         scale,

@@ -1,0 +1,149 @@
+//! One heavy email cannot hold the engines: a CSS animation and an SVG filter that take an
+//! engine's page far past its time budget cost that render its budget and its own page, while
+//! another account's renders beside it in the same engines go on, and no browser is restarted.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use domain::Engine;
+use render::RenderRequest;
+
+use crate::support::{config, page, request, run, start, ENGINES};
+
+/// Endless animations of the costliest things to paint, over a large area.
+const ANIMATION: &str = r#"<!doctype html><html><head><style>
+@keyframes k { from { filter: blur(0) } to { filter: blur(30px) drop-shadow(0 0 60px #f00) } }
+div { animation: k .02s infinite alternate; width: 3000px; height: 600px;
+      box-shadow: 0 0 120px 80px #00f, inset 0 0 120px 80px #0f0; border-radius: 40%;
+      background: radial-gradient(circle, #f0f, #0ff, #ff0) }
+</style></head><body>
+<div><div><div><div><div><div></div></div></div></div></div></div>
+<div><div><div><div><div><div></div></div></div></div></div></div>
+<div><div><div><div><div><div></div></div></div></div></div></div>
+<div><div><div><div><div><div></div></div></div></div></div></div>
+<p>sale</p></body></html>"#;
+
+/// A filter that costs minutes to paint at a large size.
+const SVG_FILTER: &str = r#"<!doctype html><html><body>
+<svg width="3000" height="6000"><filter id="f" x="0" y="0" width="1" height="1">
+<feTurbulence baseFrequency="0.9" numOctaves="12"/><feGaussianBlur stdDeviation="90"/>
+<feMorphology operator="dilate" radius="80"/><feConvolveMatrix order="9" kernelMatrix="1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"/>
+</filter><rect width="3000" height="6000" filter="url(#f)"/></svg><p>sale</p></body></html>"#;
+
+fn restarts(engine: Engine) -> u64 {
+    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
+    let series = format!("mailproof_engine_restarts_total{{engine=\"{engine}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .map_or(0, |n| n.trim().parse().expect("a counter"))
+}
+
+#[test]
+fn heavy_emails_cost_their_own_render_and_leave_other_accounts_renders_going() {
+    run(async {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut cfg = config(dir.path().to_path_buf(), &ENGINES);
+        let budget = Duration::from_secs(8);
+        cfg.render_timeout = budget;
+        let renderer = Arc::new(start(cfg).await);
+        let light = |engine| request(engine, page("data:,"), 600, 1.0);
+        let mut report = Vec::new();
+        for engine in ENGINES {
+            // What a render of another account's email costs on this engine when all is quiet.
+            let mut normal = Duration::ZERO;
+            for _ in 0..3 {
+                let t = Instant::now();
+                renderer
+                    .render(light(engine))
+                    .await
+                    .expect("a quiet render");
+                normal = normal.max(t.elapsed());
+            }
+            let restarted = restarts(engine);
+            let heavy: Vec<RenderRequest> = [ANIMATION, SVG_FILTER]
+                .iter()
+                .map(|html| request(engine, html.to_string(), 1280, 2.0))
+                .collect();
+            let attacker = {
+                let renderer = renderer.clone();
+                tokio::spawn(async move {
+                    let mut outcomes = Vec::new();
+                    for req in heavy.iter().cycle().take(3) {
+                        let t = Instant::now();
+                        let result = renderer.render(req.clone()).await;
+                        outcomes.push((t.elapsed(), result.err().map(|e| e.to_string())));
+                    }
+                    outcomes
+                })
+            };
+            let mut slowest = Duration::ZERO;
+            let mut others = 0;
+            let mut failed = Vec::new();
+            while !attacker.is_finished() {
+                let t = Instant::now();
+                match renderer.render(light(engine)).await {
+                    Ok(shot) => assert_eq!(shot.width, 600),
+                    Err(e) if e.is_retryable() => failed.push(e.to_string()),
+                    Err(e) => panic!("{engine}: another account's render failed: {e}"),
+                }
+                slowest = slowest.max(t.elapsed());
+                others += 1;
+            }
+            let heavy_outcomes = attacker.await.expect("the heavy renders ran");
+            // A render beside a heavy one may have waited out its own budget for the engine's
+            // shared parts (Chromium's compositor, the two cores): then it failed as a retryable
+            // time-out, which the job tries again; never more of them than heavy renders.
+            // Firefox draws every tab's frames through one compositor: while a heavy frame is
+            // being painted, another tab's capture and the clearing of its page wait too, so a
+            // render there may also wait for the slot's clearing and replacement (each bounded
+            // by the command time-out, here the budget). Chromium and WebKit keep it to one.
+            let bound = match engine {
+                Engine::Gecko => normal + budget * 3 + Duration::from_secs(2),
+                _ => normal + budget + Duration::from_secs(2),
+            };
+            assert!(
+                slowest <= bound,
+                "{engine}: another account's render took {slowest:?}, more than {bound:?} \
+                 (its quiet time {normal:?}, render budget {budget:?})"
+            );
+            assert!(
+                failed.len() <= heavy_outcomes.len(),
+                "{engine}: {} of another account's {others} renders failed: {failed:?}",
+                failed.len()
+            );
+            // Firefox's parent process can stay too busy with the heavy frame to open a new tab
+            // within the command time-out, and is then restarted whole (issue 27 stays open on
+            // this); Chromium and WebKit replace the heavy page alone.
+            if engine != Engine::Gecko {
+                assert_eq!(
+                    restarts(engine),
+                    restarted,
+                    "{engine}: no browser was restarted for the heavy emails"
+                );
+            }
+            // A heavy render ends after its budget and its page's replacement (Firefox: or the
+            // restart of its browser).
+            let held = match engine {
+                Engine::Gecko => budget * 3 + Duration::from_secs(20),
+                _ => budget + Duration::from_secs(5),
+            };
+            for (took, _) in &heavy_outcomes {
+                assert!(
+                    *took <= held,
+                    "{engine}: a heavy render held its slot {took:?}, past {held:?}"
+                );
+            }
+            report.push(format!(
+                "{engine}: quiet {normal:?}, {others} renders beside the heavy ones, slowest \
+                 {slowest:?}, {} timed out, {} restarts; heavy: {heavy_outcomes:?}",
+                failed.len(),
+                restarts(engine) - restarted
+            ));
+        }
+        println!("{}", report.join("\n"));
+        match Arc::try_unwrap(renderer) {
+            Ok(renderer) => renderer.shutdown().await,
+            Err(_) => panic!("the renderer is still shared"),
+        }
+    });
+}
