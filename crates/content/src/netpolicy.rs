@@ -68,6 +68,24 @@ pub enum ResolveError {
     Unresolved { host: String, reason: String },
 }
 
+impl ResolveError {
+    /// What a caller may be told about a host it gave. A name that does not resolve and one that
+    /// resolves only to internal addresses get the same words: telling them apart would let a
+    /// caller map the names of the service's own network (a name the public internet cannot
+    /// resolve, answered differently, exists inside). Both did one lookup, so their times match
+    /// too. The variant itself, for the log, still says which.
+    pub fn for_caller(&self) -> String {
+        match self {
+            ResolveError::RefusedAddress { .. } => self.to_string(),
+            ResolveError::RefusedHost { host } | ResolveError::Unresolved { host, .. } => format!(
+                "{host} has no address on the public internet (it does not resolve, or only to \
+                 private, loopback or otherwise internal addresses); give a host on the public \
+                 internet"
+            ),
+        }
+    }
+}
+
 /// Resolves `host` (a name, an IP literal, or a bracketed IPv6 literal such as `[::1]`) the way the
 /// system resolver does and keeps only the addresses `policy` permits, each with `port`.
 ///
@@ -399,6 +417,26 @@ mod tests {
             .await
             .expect_err("127.0.0.2");
         assert!(matches!(e, ResolveError::RefusedAddress { .. }), "{e}");
+    }
+
+    /// The oracle: an internal name and a name that does not exist must read the same to the
+    /// caller.
+    #[tokio::test]
+    async fn callers_cannot_tell_an_internal_name_from_a_missing_one() {
+        let p = NetPolicy::default();
+        let internal = resolve_permitted("localhost", 25, &p)
+            .await
+            .expect_err("internal");
+        let missing = resolve_permitted("no-such-host.invalid", 25, &p)
+            .await
+            .expect_err("missing");
+        assert!(matches!(internal, ResolveError::RefusedHost { .. }));
+        assert!(matches!(missing, ResolveError::Unresolved { .. }));
+        let unnamed = |e: &ResolveError, host: &str| e.for_caller().replace(host, "HOST");
+        assert_eq!(
+            unnamed(&internal, "localhost"),
+            unnamed(&missing, "no-such-host.invalid")
+        );
     }
 
     #[tokio::test]
