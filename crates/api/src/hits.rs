@@ -6,8 +6,9 @@
 //!
 //! Bounds: the queue holds `queue_capacity` hits; when it is full a handler waits for room
 //! (backpressure) rather than answering unrecorded, so the only hits answered without being
-//! recorded are the ones over a rate limit and those of a batch the database refused twice,
-//! each counted in `/metrics` (`hits_unrecorded`). A crash loses only hits whose answer had not
+//! recorded are the ones over a rate limit, those over a campaign's or an account's storage
+//! budget (refused by [`Store::record_hits`]) and those of a batch the database refused twice,
+//! each counted in `/metrics` (`hits_unrecorded`, by [`Unrecorded`] reason). A crash loses only hits whose answer had not
 //! left: the queued ones (at most `queue_capacity`), the batches being written (at most
 //! `batch_max` each) and requests still waiting for room.
 
@@ -16,7 +17,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use store::{Backend, CampaignRow, NewHit, Store, TestModeRules};
+use store::{Backend, CampaignRow, HitBudgets, NewHit, Store};
 use tokio::sync::{mpsc, oneshot};
 
 use app::RateLimiter;
@@ -37,6 +38,10 @@ pub struct HitSettings {
     pub per_address_per_minute: u32,
     /// Hits recorded per minute for one campaign; 0: no limit.
     pub per_campaign_per_minute: u32,
+    /// Hits one campaign may hold in storage, test and real; 0: no limit.
+    pub max_stored_per_campaign: i64,
+    /// Hits all campaigns of one account may hold in storage; 0: no limit.
+    pub max_stored_per_account: i64,
 }
 
 impl Default for HitSettings {
@@ -51,6 +56,10 @@ impl Default for HitSettings {
             // flooding a known guid, while the per-campaign one bounds the rows any guid gets.
             per_address_per_minute: 6_000,
             per_campaign_per_minute: 120_000,
+            // About 220 bytes a hit: 450 MB for a campaign, 2.2 GB for an account. A real
+            // campaign of a million recipients stays well inside; a flood stops there.
+            max_stored_per_campaign: 2_000_000,
+            max_stored_per_account: 10_000_000,
         }
     }
 }
@@ -60,6 +69,10 @@ impl Default for HitSettings {
 pub enum Unrecorded {
     RateAddress,
     RateCampaign,
+    /// The campaign holds its storage budget.
+    BudgetCampaign,
+    /// The campaign's account holds its storage budget.
+    BudgetAccount,
     Database,
 }
 
@@ -68,6 +81,8 @@ impl Unrecorded {
         match self {
             Unrecorded::RateAddress => "rate_address",
             Unrecorded::RateCampaign => "rate_campaign",
+            Unrecorded::BudgetCampaign => "budget_campaign",
+            Unrecorded::BudgetAccount => "budget_account",
             Unrecorded::Database => "database",
         }
     }
@@ -92,7 +107,6 @@ type CachedCampaign = (Instant, Option<Arc<CampaignRow>>);
 /// runtime), the rate limits and the campaigns recently read.
 pub struct Hits {
     settings: HitSettings,
-    rules: TestModeRules,
     writer: OnceLock<mpsc::Sender<Pending>>,
     per_address: RateLimiter<IpAddr>,
     per_campaign: RateLimiter<String>,
@@ -100,10 +114,9 @@ pub struct Hits {
 }
 
 impl Hits {
-    pub fn new(settings: HitSettings, rules: TestModeRules) -> Hits {
+    pub fn new(settings: HitSettings) -> Hits {
         Hits {
             settings,
-            rules,
             writer: OnceLock::new(),
             per_address: RateLimiter::default(),
             per_campaign: RateLimiter::default(),
@@ -184,13 +197,17 @@ impl Hits {
             (0, Backend::Postgres) => 4,
             (n, _) => n,
         };
+        let budgets = HitBudgets {
+            per_campaign: self.settings.max_stored_per_campaign,
+            per_account: self.settings.max_stored_per_account,
+        };
         for _ in 0..writers {
             tokio::spawn(write_batches(
                 store.clone(),
                 rx.clone(),
                 self.settings.batch_max.max(1),
                 self.settings.batch_wait,
-                self.rules,
+                budgets,
             ));
         }
         tx
@@ -198,7 +215,7 @@ impl Hits {
 }
 
 fn unrecorded(reason: Unrecorded) -> Unrecorded {
-    telemetry::global().hit_unrecorded(reason.as_str());
+    telemetry::global().hits_unrecorded(reason.as_str(), 1);
     reason
 }
 
@@ -225,7 +242,7 @@ async fn write_batches(
     rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Pending>>>,
     batch_max: usize,
     batch_wait: Duration,
-    rules: TestModeRules,
+    budgets: HitBudgets,
 ) {
     let mut batch: Vec<Pending> = Vec::with_capacity(batch_max);
     loop {
@@ -246,26 +263,29 @@ async fn write_batches(
             }
         }
         let hits: Vec<NewHit> = batch.iter().map(|p| p.hit.clone()).collect();
-        let mut written = store.record_hits(&hits, rules).await;
+        let mut written = store.record_hits(&hits, budgets).await;
         if let Err(e) = &written {
             tracing::warn!(error = %e, hits = hits.len(), "writing a batch of hits; retrying once");
             tokio::time::sleep(RETRY_AFTER).await;
-            written = store.record_hits(&hits, rules).await;
+            written = store.record_hits(&hits, budgets).await;
         }
         let ok = match written {
             Ok(w) => {
                 telemetry::global().hit_batch(w.recorded);
-                for guid in &w.activated {
-                    tracing::info!(guid, "campaign activated by its test opens");
+                for (reason, n) in [
+                    (Unrecorded::BudgetCampaign, w.over_campaign_budget),
+                    (Unrecorded::BudgetAccount, w.over_account_budget),
+                ] {
+                    if n > 0 {
+                        telemetry::global().hits_unrecorded(reason.as_str(), n);
+                    }
                 }
                 true
             }
             Err(e) => {
                 // The readers still get their image; the failure is the operator's to see.
                 tracing::error!(error = %e, hits = hits.len(), "recording a batch of hits");
-                for _ in &hits {
-                    telemetry::global().hit_unrecorded(Unrecorded::Database.as_str());
-                }
+                telemetry::global().hits_unrecorded(Unrecorded::Database.as_str(), hits.len());
                 false
             }
         };
@@ -293,16 +313,10 @@ mod tests {
 
     #[test]
     fn a_flood_from_one_address_is_cut_at_its_budget() {
-        let hits = Hits::new(
-            HitSettings {
-                per_address_per_minute: 5,
-                ..HitSettings::default()
-            },
-            TestModeRules {
-                activate_at_opens: 500,
-                run_secs: 1,
-            },
-        );
+        let hits = Hits::new(HitSettings {
+            per_address_per_minute: 5,
+            ..HitSettings::default()
+        });
         let from = Some("192.0.2.7".parse().expect("addr"));
         let admitted = (0..20).filter(|_| hits.admit_address(from).is_ok()).count();
         assert_eq!(admitted, 5);

@@ -51,10 +51,7 @@ impl AppState {
         settings: ApiSettings,
         work_ready: Arc<Notify>,
     ) -> AppState {
-        let hits = crate::hits::Hits::new(
-            settings.hits.clone(),
-            crate::handlers::analytics::TEST_MODE_RULES,
-        );
+        let hits = crate::hits::Hits::new(settings.hits.clone());
         let app = app::AppState::new(
             store,
             blobs,

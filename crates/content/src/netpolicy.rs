@@ -68,6 +68,24 @@ pub enum ResolveError {
     Unresolved { host: String, reason: String },
 }
 
+impl ResolveError {
+    /// What a caller may be told about a host it gave. A name that does not resolve and one that
+    /// resolves only to internal addresses get the same words: telling them apart would let a
+    /// caller map the names of the service's own network (a name the public internet cannot
+    /// resolve, answered differently, exists inside). Both did one lookup, so their times match
+    /// too. The variant itself, for the log, still says which.
+    pub fn for_caller(&self) -> String {
+        match self {
+            ResolveError::RefusedAddress { .. } => self.to_string(),
+            ResolveError::RefusedHost { host } | ResolveError::Unresolved { host, .. } => format!(
+                "{host} has no address on the public internet (it does not resolve, or only to \
+                 private, loopback or otherwise internal addresses); give a host on the public \
+                 internet"
+            ),
+        }
+    }
+}
+
 /// Resolves `host` (a name, an IP literal, or a bracketed IPv6 literal such as `[::1]`) the way the
 /// system resolver does and keeps only the addresses `policy` permits, each with `port`.
 ///
@@ -159,14 +177,64 @@ fn is_public_v4(ip: Ipv4Addr) -> bool {
 }
 
 fn is_public_v6(ip: Ipv6Addr) -> bool {
+    match carried_v4(ip) {
+        Carried::Plain => {}
+        Carried::One(v4) => return is_public_v4(v4),
+        Carried::Teredo { server, client } => return is_public_v4(server) && is_public_v4(client),
+        Carried::Unknowable => return false,
+    }
     let s = ip.segments();
     !(ip.is_loopback()
         || ip.is_unspecified()
         || ip.is_multicast()
         || (s[0] & 0xfe00) == 0xfc00 // unique local fc00::/7
         || (s[0] & 0xffc0) == 0xfe80 // link-local fe80::/10
-        || (s[0] == 0x2001 && s[1] == 0x0db8) // documentation
-        || (s[0] == 0x0064 && s[1] == 0xff9b)) // NAT64 can reach private IPv4 space
+        || (s[0] == 0x2001 && s[1] == 0x0db8)) // documentation
+}
+
+/// The IPv4 address an IPv6 address leads to, for the forms that carry one: a packet to such an
+/// address ends up at the IPv4 host (through the kernel, a translator or a relay), so the IPv6
+/// address is only as public as that host.
+#[derive(Debug, PartialEq, Eq)]
+enum Carried {
+    /// No IPv4 address inside: judged as IPv6.
+    Plain,
+    One(Ipv4Addr),
+    /// RFC 4380 §4: the server's address in bits 32–63, the client's in bits 96–127 with every
+    /// bit inverted. Traffic goes through the server to the client, so both must be public.
+    Teredo {
+        server: Ipv4Addr,
+        client: Ipv4Addr,
+    },
+    /// A translation prefix whose layout the operator chooses (RFC 8215's local-use
+    /// `64:ff9b:1::/48`, any other length under `64:ff9b::/32`): where the IPv4 address sits
+    /// cannot be known, so it is not public.
+    Unknowable,
+}
+
+fn carried_v4(ip: Ipv6Addr) -> Carried {
+    let s = ip.segments();
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    let low = v4(s[6], s[7]);
+    match s {
+        // IPv4-mapped `::ffff:a.b.c.d` (RFC 4291 §2.5.5.2) and the deprecated IPv4-compatible
+        // `::a.b.c.d` (§2.5.5.1; `::` and `::1` stay themselves).
+        [0, 0, 0, 0, 0, 0xffff, _, _] => Carried::One(low),
+        [0, 0, 0, 0, 0, 0, _, _] if !ip.is_loopback() && !ip.is_unspecified() => Carried::One(low),
+        // SIIT's IPv4-translated `::ffff:0:a.b.c.d` (RFC 2765 §2.1, RFC 6052 §2).
+        [0, 0, 0, 0, 0xffff, 0, _, _] => Carried::One(low),
+        // The NAT64 well-known prefix `64:ff9b::/96` (RFC 6052 §2.1).
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Carried::One(low),
+        [0x64, 0xff9b, ..] => Carried::Unknowable,
+        // 6to4 `2002:AABB:CCDD::/48` (RFC 3056 §2).
+        [0x2002, hi, lo, ..] => Carried::One(v4(hi, lo)),
+        // Teredo `2001:0::/32` (RFC 4380 §4).
+        [0x2001, 0, hi, lo, ..] => Carried::Teredo {
+            server: v4(hi, lo),
+            client: v4(!s[6], !s[7]),
+        },
+        _ => Carried::Plain,
+    }
 }
 
 mod secs {
@@ -212,6 +280,56 @@ mod tests {
         ] {
             assert!(!p.permits(ip(a)), "{a} must be refused");
         }
+    }
+
+    /// The attack's spellings of 127.0.0.1 and each RFC form carrying an IPv4 address, judged by
+    /// that address: internal inside is refused, public inside is allowed.
+    #[test]
+    fn ipv6_forms_carrying_an_ipv4_address_are_judged_by_it() {
+        let p = NetPolicy::default();
+        for a in [
+            "::127.0.0.1",          // IPv4-compatible
+            "::10.0.0.1",           //
+            "::ffff:127.0.0.1",     // IPv4-mapped
+            "::ffff:0:7f00:1",      // SIIT, as the attack spelled it
+            "::ffff:0:192.168.1.1", //
+            "2002:7f00:1::",        // 6to4 of 127.0.0.1
+            "2002:a9fe:a9fe::1",    // 6to4 of 169.254.169.254
+            "64:ff9b::127.0.0.1",   // NAT64 well-known prefix
+            "64:ff9b::10.1.2.3",    //
+            "64:ff9b:1::a00:1",     // RFC 8215 local-use: layout unknowable
+            "64:ff9b:1:2:3:4:5:6",  //
+            // Teredo: server 65.54.227.120, client 127.0.0.1 stored inverted (80ff:fffe).
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
+            // Teredo: a private server in front of a public client.
+            "2001:0:a00:1:8000:63bf:fefe:fefe",
+        ] {
+            assert!(!p.permits(ip(a)), "{a} must be refused");
+        }
+        for a in [
+            "::ffff:1.1.1.1",
+            "::ffff:0:1.1.1.1",
+            "2002:101:101::1",
+            "64:ff9b::1.1.1.1",
+            // RFC 4380's example layout: server 65.54.227.120, client 1.1.1.1 (fefe:fefe).
+            "2001:0:4136:e378:8000:63bf:fefe:fefe",
+        ] {
+            assert!(p.permits(ip(a)), "{a} must be allowed");
+        }
+        // The inverted client address is read as RFC 4380 writes it (Wikipedia's example).
+        assert_eq!(
+            carried_v4(ip6("2001:0:4136:e378:8000:63bf:3fff:fdd2")),
+            Carried::Teredo {
+                server: Ipv4Addr::new(65, 54, 227, 120),
+                client: Ipv4Addr::new(192, 0, 2, 45),
+            }
+        );
+        assert_eq!(carried_v4(ip6("::1")), Carried::Plain);
+        assert_eq!(carried_v4(ip6("2606:4700::1111")), Carried::Plain);
+    }
+
+    fn ip6(s: &str) -> Ipv6Addr {
+        s.parse().expect("test address")
     }
 
     #[test]
@@ -299,6 +417,26 @@ mod tests {
             .await
             .expect_err("127.0.0.2");
         assert!(matches!(e, ResolveError::RefusedAddress { .. }), "{e}");
+    }
+
+    /// The oracle: an internal name and a name that does not exist must read the same to the
+    /// caller.
+    #[tokio::test]
+    async fn callers_cannot_tell_an_internal_name_from_a_missing_one() {
+        let p = NetPolicy::default();
+        let internal = resolve_permitted("localhost", 25, &p)
+            .await
+            .expect_err("internal");
+        let missing = resolve_permitted("no-such-host.invalid", 25, &p)
+            .await
+            .expect_err("missing");
+        assert!(matches!(internal, ResolveError::RefusedHost { .. }));
+        assert!(matches!(missing, ResolveError::Unresolved { .. }));
+        let unnamed = |e: &ResolveError, host: &str| e.for_caller().replace(host, "HOST");
+        assert_eq!(
+            unnamed(&internal, "localhost"),
+            unnamed(&missing, "no-such-host.invalid")
+        );
     }
 
     #[tokio::test]

@@ -246,6 +246,10 @@ pub struct HitsConfig {
     pub per_address_per_minute: u32,
     /// Hits recorded per minute for one campaign; 0: no limit.
     pub per_campaign_per_minute: u32,
+    /// Hits one campaign may hold in storage; more are refused (counted); 0: no limit.
+    pub max_stored_per_campaign: i64,
+    /// Hits all campaigns of one account may hold in storage; 0: no limit.
+    pub max_stored_per_account: i64,
 }
 
 impl Default for HitsConfig {
@@ -258,6 +262,8 @@ impl Default for HitsConfig {
             batch_wait_ms: d.batch_wait.as_millis() as u64,
             per_address_per_minute: d.per_address_per_minute,
             per_campaign_per_minute: d.per_campaign_per_minute,
+            max_stored_per_campaign: d.max_stored_per_campaign,
+            max_stored_per_account: d.max_stored_per_account,
         }
     }
 }
@@ -271,6 +277,8 @@ impl HitsConfig {
             batch_wait: std::time::Duration::from_millis(self.batch_wait_ms),
             per_address_per_minute: self.per_address_per_minute,
             per_campaign_per_minute: self.per_campaign_per_minute,
+            max_stored_per_campaign: self.max_stored_per_campaign,
+            max_stored_per_account: self.max_stored_per_account,
         }
     }
 }
@@ -603,9 +611,11 @@ impl Settings {
             || !(1..=10_000).contains(&hits.batch_max)
             || hits.batch_wait_ms > 1_000
             || hits.writers > 64
+            || hits.max_stored_per_campaign < 0
+            || hits.max_stored_per_account < 0
         {
             problems.push(
-                "[hits] queue_capacity must be between 1 and 1000000, batch_max between 1 and 10000, batch_wait_ms at most 1000, writers at most 64"
+                "[hits] queue_capacity must be between 1 and 1000000, batch_max between 1 and 10000, batch_wait_ms at most 1000, writers at most 64, max_stored_per_campaign and max_stored_per_account at least 0"
                     .into(),
             );
         }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use api::health::{Component, Health, State};
 use api::{SmtpProbe, SmtpSendError, SmtpSendRequest, SpamClientInfo};
-use content::netpolicy::ResolveError;
 use inbox::{InboxConfig, MailConfig, PartState, StatusBoard};
 
 use crate::config::Settings;
@@ -119,11 +118,12 @@ impl SmtpProbe for CallerSmtp {
         )
         .await
         .map_err(|e| match e {
-            smtp::SendError::Host(
-                ResolveError::RefusedAddress { .. } | ResolveError::RefusedHost { .. },
-            ) => SmtpSendError::Refused(e.to_string()),
-            smtp::SendError::Host(ResolveError::Unresolved { .. })
-            | smtp::SendError::NoSession { .. }
+            // One answer whether the name is unknown or internal (see `for_caller`).
+            smtp::SendError::Host(refused) => {
+                tracing::info!(error = %refused, "smtp_info host refused");
+                SmtpSendError::Refused(refused.for_caller())
+            }
+            smtp::SendError::NoSession { .. }
             | smtp::SendError::Connect { .. }
             | smtp::SendError::Timeout { .. } => SmtpSendError::Connect(e.to_string()),
             smtp::SendError::Auth { .. } => SmtpSendError::Auth(e.to_string()),

@@ -20,14 +20,19 @@ pub(crate) async fn purge_ended_campaign_hits(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     cutoff: i64,
 ) -> Result<u64> {
-    Ok(sqlx::query(
+    let removed = sqlx::query(
         "DELETE FROM analytics_hits WHERE guid IN
             (SELECT guid FROM analytics_campaigns WHERE expires_at < $1)",
     )
     .bind(cutoff)
     .execute(&mut **tx)
     .await?
-    .rows_affected())
+    .rows_affected();
+    sqlx::query("UPDATE analytics_campaigns SET stored_hits = 0 WHERE expires_at < $1")
+        .bind(cutoff)
+        .execute(&mut **tx)
+        .await?;
+    Ok(removed)
 }
 
 /// A campaign as created.
@@ -174,13 +179,16 @@ async fn insert_hits(
     Ok(())
 }
 
-/// How hits of campaigns in test mode are accounted when they are written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TestModeRules {
-    /// Test opens at which a campaign is activated and its test hits cleared.
-    pub activate_at_opens: i64,
-    /// Run time given to a campaign activated that way, from the activating open.
-    pub run_secs: i64,
+/// How many hits may be stored, so that strangers who know a campaign's tracking URLs cannot
+/// grow the database without bound; 0 is no limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HitBudgets {
+    /// Hits one campaign may hold (test and real hits together).
+    pub per_campaign: i64,
+    /// Hits all campaigns of one account may hold together. Only the batch's own campaigns are
+    /// locked, so on PostgreSQL batches of the account's other campaigns committing at the same
+    /// moment may pass it by at most their size (writers − 1 batches).
+    pub per_account: i64,
 }
 
 /// What writing a batch of hits did.
@@ -190,15 +198,24 @@ pub struct HitsWritten {
     pub recorded: usize,
     /// Hits of campaigns deleted before the batch was written (nothing to record them against).
     pub orphaned: usize,
-    /// Campaigns this batch activated by reaching [`TestModeRules::activate_at_opens`].
-    pub activated: Vec<String>,
+    /// Hits refused because their campaign holds [`HitBudgets::per_campaign`] hits.
+    pub over_campaign_budget: usize,
+    /// Hits refused because their account's campaigns hold [`HitBudgets::per_account`] hits.
+    pub over_account_budget: usize,
 }
 
-/// Where a campaign of a batch stands while its hits are walked in order.
-enum Mode {
-    /// In test mode, with this many test opens recorded so far.
-    Testing(i64),
-    Active,
+/// A campaign of a batch, as its hits are walked in order.
+struct Target {
+    account_id: i64,
+    test: bool,
+    /// Hits stored before the batch plus those of the batch taken so far.
+    stored: i64,
+    added: i64,
+}
+
+/// Whether `used` leaves room for one more under `budget` (0: no limit).
+fn has_room(used: i64, budget: i64) -> bool {
+    budget <= 0 || used < budget
 }
 
 impl Store {
@@ -306,7 +323,7 @@ impl Store {
     ) -> Result<bool> {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
-            "UPDATE analytics_campaigns SET activated_at = $1, expires_at = $2
+            "UPDATE analytics_campaigns SET activated_at = $1, expires_at = $2, stored_hits = 0
              WHERE guid = $3 AND account_id = $4 AND activated_at IS NULL",
         )
         .bind(now)
@@ -369,6 +386,10 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        sqlx::query("UPDATE analytics_campaigns SET stored_hits = 0 WHERE guid = $1")
+            .bind(guid)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(Some(n))
     }
@@ -426,42 +447,24 @@ impl Store {
         Ok(true)
     }
 
-    /// Records one hit, committed before this returns, with an explicit test flag (tests and
-    /// tools; the service writes through [`Store::record_hits`]).
+    /// Records one hit, committed before this returns, with an explicit test flag and no budget
+    /// (tests and tools; the service writes through [`Store::record_hits`]).
     pub async fn record_hit(&self, hit: &NewHit, test: bool) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         insert_hits(&mut tx, &[(hit, test)]).await?;
+        add_stored(&mut tx, &hit.guid, 1).await?;
         tx.commit().await?;
         Ok(())
     }
 
-    /// Records one hit as [`Store::record_hits`] does; returns whether it activated its
-    /// campaign, whose run then ends at `expires_at`.
-    pub async fn record_test_hit(
-        &self,
-        hit: &NewHit,
-        activate_at: i64,
-        expires_at: i64,
-    ) -> Result<bool> {
-        let rules = TestModeRules {
-            activate_at_opens: activate_at,
-            run_secs: expires_at - hit.at,
-        };
-        Ok(!self
-            .record_hits(std::slice::from_ref(hit), rules)
-            .await?
-            .activated
-            .is_empty())
-    }
-
     /// Records a batch of hits in one transaction (group commit: the hit path answers each hit
     /// only after this returns). Whether a hit is test data is decided here, from the campaign's
-    /// state under the transaction, not from what the caller read earlier. Hits are taken in
-    /// order: the open that brings a campaign in test mode to `activate_at_opens` test opens
-    /// activates it (run time from that open), its test hits are removed with it, as the service
-    /// our users come from does at 500, and the batch's later hits of that campaign are recorded
-    /// as real ones. Hits of a campaign deleted meanwhile are left out.
-    pub async fn record_hits(&self, hits: &[NewHit], rules: TestModeRules) -> Result<HitsWritten> {
+    /// state under the transaction, not from what the caller read earlier. Hits never change a
+    /// campaign's mode: anyone who has seen a tracking URL can send them, so only the owner
+    /// activates (and so clears test hits). Hits are taken in order until their campaign or its
+    /// account holds its budget; the rest are refused and counted. Hits of a campaign deleted
+    /// meanwhile are left out.
+    pub async fn record_hits(&self, hits: &[NewHit], budgets: HitBudgets) -> Result<HitsWritten> {
         let mut guids: Vec<&str> = hits.iter().map(|h| h.guid.as_str()).collect();
         guids.sort_unstable();
         guids.dedup();
@@ -472,79 +475,60 @@ impl Store {
         let (head, tail) = self.backend.read_campaigns_for_hits();
         let mut q = Query::new(head);
         q.bind_list(&guids).push(tail);
-        let mut modes = std::collections::HashMap::new();
-        let mut testing = Vec::new();
+        // The batch's campaigns are locked (see `read_campaigns_for_hits`): an activation, a
+        // clear or another batch of the same campaign waits for this commit, so no test hit
+        // lands in an active campaign and the budgets hold exactly.
+        let mut targets = std::collections::BTreeMap::new();
         for r in q.build().fetch_all(&mut *tx).await? {
-            let guid: String = r.try_get("guid")?;
-            if r.try_get::<Option<i64>, _>("activated_at")?.is_none() {
-                testing.push(guid.clone());
-            }
-            modes.insert(guid, Mode::Active);
+            let target = Target {
+                account_id: r.try_get("account_id")?,
+                test: r.try_get::<Option<i64>, _>("activated_at")?.is_none(),
+                stored: r.try_get("stored_hits")?,
+                added: 0,
+            };
+            targets.insert(r.try_get::<String, _>("guid")?, target);
         }
-        // Campaigns in test mode are locked (PostgreSQL) and read again: a concurrent batch, an
-        // activation or a clear of the same campaign waits for this commit, and whatever of
-        // those committed before is seen here. An active campaign needs no lock: it never
-        // returns to test mode, and the foreign key keeps it from being deleted under the insert.
-        if !testing.is_empty() {
-            let mut q =
-                Query::new("SELECT guid, activated_at FROM analytics_campaigns WHERE guid IN (");
-            q.bind_list(&testing)
-                .push(&format!(") ORDER BY guid {}", self.backend.lock_row()));
-            for r in q.build().fetch_all(&mut *tx).await? {
-                let guid: String = r.try_get("guid")?;
-                if r.try_get::<Option<i64>, _>("activated_at")?.is_none() {
-                    modes.insert(guid, Mode::Testing(0));
+        let mut accounts: std::collections::BTreeMap<i64, i64> = std::collections::BTreeMap::new();
+        if budgets.per_account > 0 {
+            for t in targets.values() {
+                if let std::collections::btree_map::Entry::Vacant(e) = accounts.entry(t.account_id)
+                {
+                    e.insert(
+                        sqlx::query_scalar(
+                            "SELECT CAST(COALESCE(SUM(stored_hits), 0) AS BIGINT) FROM analytics_campaigns
+                             WHERE account_id = $1",
+                        )
+                        .bind(t.account_id)
+                        .fetch_one(&mut *tx)
+                        .await?,
+                    );
                 }
-            }
-        }
-        for (guid, mode) in modes.iter_mut() {
-            if let Mode::Testing(opens) = mode {
-                *opens = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM analytics_hits
-                     WHERE guid = $1 AND test = 1 AND kind = 'open'",
-                )
-                .bind(guid)
-                .fetch_one(&mut *tx)
-                .await?;
             }
         }
         let mut out = HitsWritten::default();
         let mut rows: Vec<(&NewHit, bool)> = Vec::with_capacity(hits.len());
         for hit in hits {
-            match modes.get_mut(&hit.guid) {
-                None => out.orphaned += 1,
-                Some(Mode::Active) => rows.push((hit, false)),
-                Some(Mode::Testing(opens))
-                    if hit.kind != HitKind::Open || *opens + 1 < rules.activate_at_opens =>
-                {
-                    *opens += i64::from(hit.kind == HitKind::Open);
-                    rows.push((hit, true));
-                }
-                Some(mode) => {
-                    *mode = Mode::Active;
-                    rows.retain(|(h, _)| h.guid != hit.guid);
-                    let activated = sqlx::query(
-                        "UPDATE analytics_campaigns SET activated_at = $1, expires_at = $2
-                         WHERE guid = $3 AND activated_at IS NULL",
-                    )
-                    .bind(hit.at)
-                    .bind(hit.at + rules.run_secs)
-                    .bind(&hit.guid)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected()
-                        == 1;
-                    if activated {
-                        sqlx::query("DELETE FROM analytics_hits WHERE guid = $1")
-                            .bind(&hit.guid)
-                            .execute(&mut *tx)
-                            .await?;
-                        out.activated.push(hit.guid.clone());
-                    }
-                }
+            let Some(t) = targets.get_mut(&hit.guid) else {
+                out.orphaned += 1;
+                continue;
+            };
+            let account = accounts.entry(t.account_id).or_default();
+            if !has_room(t.stored + t.added, budgets.per_campaign) {
+                out.over_campaign_budget += 1;
+            } else if !has_room(*account, budgets.per_account) {
+                out.over_account_budget += 1;
+            } else {
+                t.added += 1;
+                *account += 1;
+                rows.push((hit, t.test));
             }
         }
         insert_hits(&mut tx, &rows).await?;
+        for (guid, t) in &targets {
+            if t.added > 0 {
+                add_stored(&mut tx, guid, t.added).await?;
+            }
+        }
         tx.commit().await?;
         out.recorded = rows.len();
         Ok(out)
@@ -552,17 +536,36 @@ impl Store {
 
     /// A campaign's hits in the order they were recorded.
     pub async fn campaign_hits(&self, guid: &str) -> Result<Vec<HitRow>> {
+        Ok(self
+            .campaign_hits_after(guid, 0, i64::MAX)
+            .await?
+            .into_iter()
+            .map(|(_, h)| h)
+            .collect())
+    }
+
+    /// At most `limit` of a campaign's hits recorded after the one whose id is `after` (0: from
+    /// the first), in order, each with its id: a page of the export, so that a campaign of
+    /// millions of hits is never read at once.
+    pub async fn campaign_hits_after(
+        &self,
+        guid: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, HitRow)>> {
         let rows = sqlx::query(
-            "SELECT guid, at, kind, number, merge_value, agent_class, test, source, client,
+            "SELECT id, guid, at, kind, number, merge_value, agent_class, test, source, client,
                     device, mpp_by_agent_only
-             FROM analytics_hits WHERE guid = $1 ORDER BY id",
+             FROM analytics_hits WHERE guid = $1 AND id > $2 ORDER BY id LIMIT $3",
         )
         .bind(guid)
+        .bind(after)
+        .bind(limit)
         .fetch_all(&self.pool)
         .await?;
         rows.iter()
             .map(|r| {
-                Ok(HitRow {
+                let row = HitRow {
                     hit: NewHit {
                         guid: r.try_get("guid")?,
                         at: r.try_get("at")?,
@@ -576,13 +579,23 @@ impl Store {
                     },
                     agent_class: r.try_get("agent_class")?,
                     test: r.try_get::<i64, _>("test")? != 0,
-                })
+                };
+                Ok((r.try_get("id")?, row))
             })
             .collect()
     }
 }
 
-/// A stored class column read back; a spelling no class has means the row is corrupt.
+/// Counts `n` more hits stored for campaign `guid`.
+async fn add_stored(tx: &mut sqlx::Transaction<'_, sqlx::Any>, guid: &str, n: i64) -> Result<()> {
+    sqlx::query("UPDATE analytics_campaigns SET stored_hits = stored_hits + $1 WHERE guid = $2")
+        .bind(n)
+        .bind(guid)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// The kind of a hit row, from its `kind` and `number` columns.
 fn hit_kind(r: &AnyRow) -> Result<HitKind> {
     let (name, number): (String, i64) = (r.try_get("kind")?, r.try_get("number")?);
@@ -593,6 +606,7 @@ fn hit_kind(r: &AnyRow) -> Result<HitKind> {
     })
 }
 
+/// A stored class column read back; a spelling no class has means the row is corrupt.
 fn class<T>(r: &AnyRow, column: &str, parse: fn(&str) -> Option<T>) -> Result<T> {
     let text: String = r.try_get(column)?;
     parse(&text).ok_or_else(|| StoreError::Corrupt(format!("analytics_hits.{column} {text:?}")))

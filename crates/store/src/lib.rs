@@ -71,7 +71,7 @@ use sqlx::{AnyPool, Executor};
 pub use ::analytics::report as campaign_report;
 pub use accounts::{Account, NewAccount};
 pub use analytics::{
-    CampaignRow, CampaignUpdate, HitRow, HitsWritten, NewCampaign, NewHit, TestModeRules,
+    CampaignRow, CampaignUpdate, HitBudgets, HitRow, HitsWritten, NewCampaign, NewHit,
 };
 pub use blobs::{screenshot_key, BlobError, Blobs, BlobsConfig};
 pub use callbacks::{CallbackOutcome, CallbackRow, ClaimedCallback};
@@ -175,18 +175,21 @@ impl Backend {
     /// A column of `tests` and `analytics_campaigns` that grows with insertion, as the tie-break of listings (`rowid` is
     /// SQLite's implicit one; PostgreSQL's schema has `seq`).
     /// The first statement of a batch of hits, around the list of the batch's guids: it reads
-    /// their campaigns (`guid`, `activated_at`). On SQLite it is a no-op write, so that the
-    /// transaction takes the write lock at once (SQLite serialises batches anyway); on
-    /// PostgreSQL a plain read, so that batches of an active campaign commit side by side.
+    /// their campaigns (`guid`, `activated_at`, `account_id`, `stored_hits`) and locks them. On
+    /// SQLite it is a no-op write, so that the transaction takes the write lock at once (SQLite
+    /// serialises batches anyway); on PostgreSQL a locking read in guid order (so two batches
+    /// never wait on each other), so that batches of different campaigns commit side by side
+    /// while those of one campaign take turns at its mode and `stored_hits` count.
     pub(crate) fn read_campaigns_for_hits(self) -> (&'static str, &'static str) {
         match self {
             Backend::Sqlite => (
                 "UPDATE analytics_campaigns SET activated_at = activated_at WHERE guid IN (",
-                ") RETURNING guid, activated_at",
+                ") RETURNING guid, activated_at, account_id, stored_hits",
             ),
             Backend::Postgres => (
-                "SELECT guid, activated_at FROM analytics_campaigns WHERE guid IN (",
-                ")",
+                "SELECT guid, activated_at, account_id, stored_hits FROM analytics_campaigns
+                 WHERE guid IN (",
+                ") ORDER BY guid FOR UPDATE",
             ),
         }
     }

@@ -187,11 +187,11 @@ impl Metrics {
         self.hits_recorded.inc_by(recorded as u64);
     }
 
-    /// A tracking hit answered without being recorded, by reason.
-    pub fn hit_unrecorded(&self, reason: &'static str) {
+    /// `n` tracking hits answered without being recorded, by reason.
+    pub fn hits_unrecorded(&self, reason: &'static str, n: usize) {
         self.hits_unrecorded
             .get_or_create(&HitLabels { reason })
-            .inc();
+            .inc_by(n as u64);
     }
 
     /// Counts one request. A method outside HTTP's registered set is counted as `OTHER`: the
@@ -373,7 +373,7 @@ pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std:
     );
     registry.register(
         "hits_unrecorded",
-        "Tracking hits answered without being recorded, by reason (rate_address, rate_campaign: over a hit rate limit; database: the write failed)",
+        "Tracking hits answered without being recorded, by reason (rate_address, rate_campaign: over a hit rate limit; budget_campaign, budget_account: the campaign or its account holds its storage budget; database: the write failed)",
         metrics.hits_unrecorded.clone(),
     );
     let waiting = Family::<QueueLabels, Gauge>::default();

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use chrono::{DateTime, Months, NaiveDate, Utc};
 use serde_json::{json, Map, Value};
-use store::{CampaignRow, CampaignUpdate, NewHit, TestModeRules};
+use store::{CampaignRow, CampaignUpdate, NewHit};
 
 use crate::auth::{Authed, Caller};
 use crate::error::{ApiError, ApiResult, ErrorName};
@@ -36,14 +36,6 @@ const MAX_RUN_MONTHS: u32 = 36;
 /// …and this long when activated without a date (the retention of tests, §8).
 const DEFAULT_RUN_DAYS: i64 = 90;
 const DAY: i64 = 86_400;
-/// A campaign still in test mode at this many test opens is activated, and those opens cleared
-/// (the behaviour of the service our users come from).
-const AUTO_ACTIVATE_OPENS: i64 = 500;
-/// How hits of a campaign in test mode are accounted when the writer records them.
-pub(crate) const TEST_MODE_RULES: TestModeRules = TestModeRules {
-    activate_at_opens: AUTO_ACTIVATE_OPENS,
-    run_secs: DEFAULT_RUN_DAYS * DAY,
-};
 
 fn invalid(msg: impl Into<String>) -> ApiError {
     ApiError::new(ErrorName::InvalidData, msg)
@@ -443,31 +435,50 @@ pub async fn delete(
     Ok(Json(json!({"success": true})))
 }
 
-/// A text cell as a spreadsheet will not run it: a leading `=`, `+`, `-` or `@` (a formula) gets
-/// a `'` before it. Merge values come from whoever fetched a tracking URL.
+/// What makes a spreadsheet read a cell as a formula (OWASP's CSV injection list): `=`, `+`, `-`,
+/// `@`, TAB and CR at the start.
+const FORMULA_START: [char; 6] = ['=', '+', '-', '@', '\t', '\r'];
+/// Where a spreadsheet may start a new cell inside ours: the export's `,`, and the `;` that
+/// spreadsheets in locales with a decimal comma split on.
+const SEPARATORS: [char; 2] = [',', ';'];
+
+/// A text cell as a spreadsheet will not run it: a `'` goes before a formula character at its
+/// start, or at the start of any piece a separator may split off (spaces before it skipped).
+/// Merge values come from whoever fetched a tracking URL.
 fn inert_cell(s: &str) -> String {
-    if s.starts_with(['=', '+', '-', '@']) {
-        format!("'{s}")
-    } else {
-        s.to_string()
+    let mut out = String::with_capacity(s.len() + 1);
+    let mut at_start = true;
+    for c in s.chars() {
+        if at_start && FORMULA_START.contains(&c) {
+            out.push('\'');
+        }
+        out.push(c);
+        at_start = SEPARATORS.contains(&c) || (at_start && c == ' ');
     }
+    out
 }
 
-fn hits_csv(hits: &[store::HitRow]) -> Result<Vec<u8>, String> {
+/// Hits read and written per piece of a streamed export.
+const EXPORT_PAGE: i64 = 1_000;
+
+/// Writes `hits` as CSV rows, after the header line when `header`.
+fn hits_csv(hits: &[(i64, store::HitRow)], header: bool) -> Result<Vec<u8>, String> {
     let mut out = csv::Writer::from_writer(Vec::new());
-    out.write_record([
-        "time",
-        "kind",
-        "number",
-        "merge_value",
-        "agent_class",
-        "test",
-        "source",
-        "client",
-        "device",
-    ])
-    .map_err(|e| e.to_string())?;
-    for h in hits {
+    if header {
+        out.write_record([
+            "time",
+            "kind",
+            "number",
+            "merge_value",
+            "agent_class",
+            "test",
+            "source",
+            "client",
+            "device",
+        ])
+        .map_err(|e| e.to_string())?;
+    }
+    for (_, h) in hits {
         let time = datetime(Some(h.hit.at));
         out.write_record([
             time.as_str().unwrap_or(""),
@@ -485,25 +496,62 @@ fn hits_csv(hits: &[store::HitRow]) -> Result<Vec<u8>, String> {
     out.into_inner().map_err(|e| e.to_string())
 }
 
+/// Where a streamed export stands: a page read and not yet written, the id after which to read
+/// the next one, or the end.
+enum ExportStep {
+    Write(Vec<(i64, store::HitRow)>, bool),
+    ReadAfter(i64),
+    Done,
+}
+
 /// `GET /v5/analytics/getcampaignexport/<guid>` (mailproof's own): every recorded hit as CSV,
 /// oldest first: `time` (`YYYY-MM-DD HH:MM:SS`, UTC), `kind`, `number` (seconds of a reading step,
 /// link number of a click, seconds held of a held-open image), `merge_value`, `agent_class`,
 /// `test` (1 for hits in test mode), `source`, `client`, `device` (the hit's classes).
+///
+/// Streamed a page of [`EXPORT_PAGE`] hits at a time, so a campaign's size never sits in memory.
+/// The first page is read before answering, so a failing database still gets its §7 error; a
+/// failure after that can only cut the download short (logged).
 pub async fn export(
     State(state): State<AppState>,
     caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let row = owned(&state, &caller, &guid).await?;
-    let hits = state
+    let reading = || failed(ErrorName::ErrorGetCampaign, "reading the campaign's hits");
+    let first = state
         .store
-        .campaign_hits(&row.campaign.guid)
+        .campaign_hits_after(&row.campaign.guid, 0, EXPORT_PAGE)
         .await
-        .map_err(failed(
-            ErrorName::ErrorGetCampaign,
-            "reading the campaign's hits",
-        ))?;
-    let body = hits_csv(&hits).map_err(|e| ApiError::internal("writing the export", e))?;
+        .map_err(reading())?;
+    let store = state.store.clone();
+    let campaign = row.campaign.guid.clone();
+    let body = futures::stream::unfold(ExportStep::Write(first, true), move |step| {
+        let (store, campaign) = (store.clone(), campaign.clone());
+        async move {
+            let (page, header) = match step {
+                ExportStep::Done => return None,
+                ExportStep::Write(page, header) => (page, header),
+                ExportStep::ReadAfter(after) => {
+                    match store
+                        .campaign_hits_after(&campaign, after, EXPORT_PAGE)
+                        .await
+                    {
+                        Ok(page) => (page, false),
+                        Err(e) => {
+                            tracing::error!(error = %e, "reading a page of a campaign's export");
+                            return Some((Err(std::io::Error::other(e)), ExportStep::Done));
+                        }
+                    }
+                }
+            };
+            let next = match page.last() {
+                Some((id, _)) if page.len() as i64 == EXPORT_PAGE => ExportStep::ReadAfter(*id),
+                _ => ExportStep::Done,
+            };
+            Some((hits_csv(&page, header).map_err(std::io::Error::other), next))
+        }
+    });
     let disposition = format!("attachment; filename=\"campaign-{guid}.csv\"");
     Ok((
         [
@@ -517,7 +565,7 @@ pub async fn export(
                     .unwrap_or(HeaderValue::from_static("attachment")),
             ),
         ],
-        body,
+        axum::body::Body::from_stream(body),
     )
         .into_response())
 }
@@ -980,9 +1028,30 @@ mod tests {
 
     #[test]
     fn formulas_in_exported_cells_are_made_inert() {
-        assert_eq!(inert_cell("=HYPERLINK(\"x\")"), "'=HYPERLINK(\"x\")");
-        assert_eq!(inert_cell("@SUM(1)"), "'@SUM(1)");
-        assert_eq!(inert_cell("a@example.org"), "a@example.org");
+        for (cell, inert) in [
+            ("=HYPERLINK(\"x\")", "'=HYPERLINK(\"x\")"),
+            ("@SUM(1)", "'@SUM(1)"),
+            ("+1+1", "'+1+1"),
+            ("-2+3", "'-2+3"),
+            // The attack's cells: a leading TAB or CR, and `;` before `=`.
+            ("\t=1+1", "'\t=1+1"),
+            ("\r=1+1", "'\r=1+1"),
+            ("a;=cmd|' /C calc'!A0", "a;'=cmd|' /C calc'!A0"),
+            ("a; =1", "a; '=1"),
+            ("a,@SUM(1)", "a,'@SUM(1)"),
+            ("  =1", "  '=1"),
+        ] {
+            assert_eq!(inert_cell(cell), inert, "{cell:?}");
+        }
+        for plain in [
+            "a@example.org",
+            "x-y",
+            "a=b",
+            "a;b=c",
+            "ann+tag@example.org",
+        ] {
+            assert_eq!(inert_cell(plain), plain);
+        }
     }
 
     #[test]

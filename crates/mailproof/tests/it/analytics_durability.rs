@@ -14,8 +14,8 @@ use serde_json::json;
 use crate::metrics::{sample, scrape};
 use crate::support::*;
 
-/// A campaign of the admin account, activated (so hits are real, not test data that the 500th
-/// open would clear); returns its open image's URL without the query.
+/// A campaign of the admin account, activated (so hits are real, not test data its owner may
+/// clear); returns its open image's URL without the query.
 async fn active_campaign(s: &Server) -> (String, String) {
     let created = s
         .post(

@@ -3,7 +3,7 @@
 
 use analytics::{Client, Device, HitKind, Source};
 use store::campaign_report::{ClientOpens, DeviceOpens, Engagement, Period, Tally};
-use store::{Backend, CampaignUpdate, ListFilter, NewCampaign, NewHit, TestModeRules};
+use store::{Backend, CampaignUpdate, HitBudgets, ListFilter, NewCampaign, NewHit};
 
 use crate::store_with_test;
 
@@ -268,40 +268,152 @@ async fn campaigns_are_listed_by_the_list_rules(backend: Backend) {
         .is_empty());
 }
 
-async fn test_opens_activate_a_campaign_at_the_threshold_and_are_cleared(backend: Backend) {
+/// Strangers who know a campaign's tracking URL cannot end its test mode: any number of opens
+/// from any number of recipients stays test data and is kept; the owner's activation still ends
+/// it, clearing those hits.
+async fn strangers_opens_never_activate_a_campaign_but_the_owner_does(backend: Backend) {
     let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
     let account = account(&store).await;
     store
         .create_campaign(&campaign(account.id, "g1", "N", 1_000))
         .await
         .expect("create");
-    // Other kinds do not count towards the threshold.
-    for (at, kind) in [
-        (1_100, "open"),
-        (1_101, "print"),
-        (1_102, "read"),
-        (1_103, "open"),
-    ] {
-        assert!(!store
-            .record_test_hit(&hit("g1", at, kind), 3, 9_000)
+    store
+        .record_hit(&hit("g1", 1_050, "open"), true)
+        .await
+        .expect("the owner's own test open");
+    // The attack: 505 forged opens (here 600, 200 to a batch), each with its own merge value.
+    for batch in 0..3 {
+        let forged: Vec<NewHit> = (0..200)
+            .map(|i| NewHit {
+                merge_value: Some(format!("stranger{batch}-{i}@example.org")),
+                ..hit("g1", 1_100 + i, "open")
+            })
+            .collect();
+        let written = store
+            .record_hits(&forged, HitBudgets::default())
             .await
-            .expect("hit"));
+            .expect("batch");
+        assert_eq!(written.recorded, 200);
     }
-    assert_eq!(store.campaign_hits("g1").await.expect("hits").len(), 4);
-    assert!(store
-        .record_test_hit(&hit("g1", 1_200, "open"), 3, 9_000)
-        .await
-        .expect("third open"));
-    let row = store
-        .campaign(account.id, "g1")
-        .await
-        .expect("read")
-        .expect("row");
     assert_eq!(
-        (row.activated_at, row.expires_at),
+        run_dates(&store, account.id, "g1").await,
+        (None, None),
+        "still testing"
+    );
+    let kept = store.campaign_hits("g1").await.expect("hits");
+    assert_eq!(kept.len(), 601, "the test hits are kept");
+    assert!(kept.iter().all(|h| h.test));
+    assert!(
+        kept.iter().any(|h| h.hit.at == 1_050),
+        "the owner's own open too"
+    );
+    // The owner's way: activation ends test mode and clears the test hits.
+    assert!(store
+        .activate_campaign(account.id, "g1", 1_200, 9_000)
+        .await
+        .expect("activate"));
+    assert_eq!(
+        run_dates(&store, account.id, "g1").await,
         (Some(1_200), Some(9_000))
     );
     assert!(store.campaign_hits("g1").await.expect("hits").is_empty());
+}
+
+/// A campaign's activation and end (`None, None` in test mode).
+async fn run_dates(
+    store: &store::Store,
+    account_id: i64,
+    guid: &str,
+) -> (Option<i64>, Option<i64>) {
+    let row = store
+        .campaign(account_id, guid)
+        .await
+        .expect("read")
+        .expect("row");
+    (row.activated_at, row.expires_at)
+}
+
+/// A flood is stored up to the budgets and no further: per campaign, then per account (all its
+/// campaigns together, another account untouched), each refusal counted by its reason. Removing
+/// hits (clearing test data, activation) gives their room back.
+async fn floods_beyond_the_storage_budgets_are_refused_and_counted(backend: Backend) {
+    let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
+    let account = account(&store).await;
+    let other = store::testing::add_account(&store, "other-key").await;
+    for guid in ["g1", "g2"] {
+        store
+            .create_campaign(&campaign(account.id, guid, guid, 1_000))
+            .await
+            .expect("create");
+    }
+    store
+        .create_campaign(&campaign(other.id, "g3", "g3", 1_000))
+        .await
+        .expect("create");
+    let budgets = HitBudgets {
+        per_campaign: 5,
+        per_account: 8,
+    };
+    let flood = |guid: &str, n: i64| -> Vec<NewHit> {
+        (0..n).map(|i| hit(guid, 1_100 + i, "open")).collect()
+    };
+    let w = store
+        .record_hits(&flood("g1", 10), budgets)
+        .await
+        .expect("g1");
+    assert_eq!(
+        (w.recorded, w.over_campaign_budget, w.over_account_budget),
+        (5, 5, 0)
+    );
+    let w = store
+        .record_hits(&flood("g2", 10), budgets)
+        .await
+        .expect("g2");
+    assert_eq!(
+        (w.recorded, w.over_campaign_budget, w.over_account_budget),
+        (3, 0, 7),
+        "the account holds 8 with g1's 5"
+    );
+    let w = store
+        .record_hits(&flood("g3", 4), budgets)
+        .await
+        .expect("g3");
+    assert_eq!(
+        (w.recorded, w.over_campaign_budget, w.over_account_budget),
+        (4, 0, 0)
+    );
+    assert_eq!(store.campaign_hits("g1").await.expect("hits").len(), 5);
+    assert_eq!(store.campaign_hits("g2").await.expect("hits").len(), 3);
+    // Clearing g1's test hits frees its room and the account's.
+    assert_eq!(
+        store
+            .clear_campaign_data(account.id, "g1")
+            .await
+            .expect("clear"),
+        Some(5)
+    );
+    let w = store
+        .record_hits(&flood("g1", 10), budgets)
+        .await
+        .expect("g1");
+    assert_eq!(
+        (w.recorded, w.over_campaign_budget, w.over_account_budget),
+        (5, 5, 0)
+    );
+    // Activation empties g2: the account has room for 3 more again.
+    assert!(store
+        .activate_campaign(account.id, "g2", 1_200, 9_000)
+        .await
+        .expect("activate"));
+    let w = store
+        .record_hits(&flood("g2", 4), budgets)
+        .await
+        .expect("g2");
+    assert_eq!(
+        (w.recorded, w.over_campaign_budget, w.over_account_budget),
+        (3, 0, 1)
+    );
 }
 
 /// Hits follow the retention of tests (§8), counted from the campaign's end; the campaign stays.
@@ -512,11 +624,11 @@ async fn the_report_separates_readers_from_machines(backend: Backend) {
     assert_eq!(back[0].hit, hits[0], "classes are read back as written");
 }
 
-/// One batch (the group commit of the hit path) accounts test mode hit by hit: the open that
-/// reaches the threshold activates the campaign and clears its test hits, the batch's later hits
-/// of it are real ones, an active campaign's hits are never test data, and hits of a deleted
-/// campaign are left out without failing the others.
-async fn a_batch_of_hits_keeps_test_mode_accounting_in_order(backend: Backend) {
+/// One batch (the group commit of the hit path) takes each campaign's mode under its
+/// transaction: a campaign in test mode gets test hits whatever their number, an active
+/// campaign's hits are never test data, and hits of a deleted campaign are left out without
+/// failing the others.
+async fn a_batch_of_hits_takes_each_campaigns_mode(backend: Backend) {
     let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
     let account = account(&store).await;
     for guid in ["testing", "active"] {
@@ -529,10 +641,6 @@ async fn a_batch_of_hits_keeps_test_mode_accounting_in_order(backend: Backend) {
         .activate_campaign(account.id, "active", 1_000, 90_000)
         .await
         .expect("activate"));
-    store
-        .record_hit(&hit("testing", 1_050, "open"), true)
-        .await
-        .expect("an earlier test open");
     let batch = [
         hit("testing", 1_100, "print"),
         hit("active", 1_100, "open"),
@@ -540,74 +648,32 @@ async fn a_batch_of_hits_keeps_test_mode_accounting_in_order(backend: Backend) {
         hit("gone", 1_101, "open"),
         hit("testing", 1_102, "open"),
         hit("testing", 1_103, "read"),
-        hit("testing", 1_104, "open"),
     ];
-    let rules = TestModeRules {
-        activate_at_opens: 3,
-        run_secs: 500,
-    };
-    let written = store.record_hits(&batch, rules).await.expect("batch");
-    assert_eq!(
-        (written.recorded, written.orphaned, written.activated),
-        (3, 1, vec!["testing".to_string()])
-    );
-    let row = store
-        .campaign(account.id, "testing")
+    let written = store
+        .record_hits(&batch, HitBudgets::default())
         .await
-        .expect("read")
-        .expect("row");
-    assert_eq!(
-        (row.activated_at, row.expires_at),
-        (Some(1_102), Some(1_602))
-    );
-    let kept: Vec<(i64, String, bool)> = store
-        .campaign_hits("testing")
-        .await
-        .expect("hits")
-        .into_iter()
-        .map(|h| (h.hit.at, h.hit.kind.as_str().to_string(), h.test))
-        .collect();
-    assert_eq!(
-        kept,
-        vec![(1_103, "read".into(), false), (1_104, "open".into(), false)]
-    );
+        .expect("batch");
+    assert_eq!((written.recorded, written.orphaned), (5, 1));
+    let testing = store.campaign_hits("testing").await.expect("hits");
+    assert_eq!(testing.len(), 4);
+    assert!(testing.iter().all(|h| h.test));
     let active = store.campaign_hits("active").await.expect("hits");
     assert_eq!(active.len(), 1);
     assert!(!active[0].test);
-    // Below the threshold nothing is activated and every hit is test data.
-    store
-        .create_campaign(&campaign(account.id, "slow", "slow", 1_000))
-        .await
-        .expect("create");
-    let written = store
-        .record_hits(
-            &[hit("slow", 1_200, "open"), hit("slow", 1_201, "open")],
-            rules,
-        )
-        .await
-        .expect("batch");
-    assert!(written.activated.is_empty());
-    assert!(store
-        .campaign_hits("slow")
-        .await
-        .expect("hits")
-        .iter()
-        .all(|h| h.test));
 }
 
-/// Batches of one campaign in test mode written at once (several writers on PostgreSQL) count
-/// its opens as if one after another: exactly the threshold's worth of test opens is cleared at
-/// activation and every later open is a real hit.
-async fn concurrent_batches_count_test_opens_exactly_once(backend: Backend) {
+/// Batches of one campaign written at once (several writers on PostgreSQL) share its budget
+/// exactly: the campaign ends with its budget's worth of hits and the rest are refused.
+async fn concurrent_batches_share_a_campaigns_budget_exactly(backend: Backend) {
     let (_dir, store, _test) = store_with_test(backend, Vec::new()).await;
     let account = account(&store).await;
     store
         .create_campaign(&campaign(account.id, "busy", "busy", 1_000))
         .await
         .expect("create");
-    let rules = TestModeRules {
-        activate_at_opens: 30,
-        run_secs: 500,
+    let budgets = HitBudgets {
+        per_campaign: 30,
+        per_account: 0,
     };
     let mut writers = Vec::new();
     for w in 0..8 {
@@ -616,29 +682,26 @@ async fn concurrent_batches_count_test_opens_exactly_once(backend: Backend) {
             let batch: Vec<NewHit> = (0..10)
                 .map(|i| hit("busy", 2_000 + w * 10 + i, "open"))
                 .collect();
-            store
-                .record_hits(&batch, rules)
-                .await
-                .expect("batch")
-                .activated
+            store.record_hits(&batch, budgets).await.expect("batch")
         }));
     }
-    let mut activations = 0;
+    let (mut recorded, mut refused) = (0, 0);
     for w in writers {
-        activations += w.await.expect("writer").len();
+        let w = w.await.expect("writer");
+        recorded += w.recorded;
+        refused += w.over_campaign_budget;
     }
-    assert_eq!(activations, 1);
-    let left = store.campaign_hits("busy").await.expect("hits");
-    assert_eq!(left.len(), 80 - 30);
-    assert!(left.iter().all(|h| !h.test));
+    assert_eq!((recorded, refused), (30, 50));
+    assert_eq!(store.campaign_hits("busy").await.expect("hits").len(), 30);
 }
 
 on_both!(
     the_report_separates_readers_from_machines,
-    concurrent_batches_count_test_opens_exactly_once,
-    a_batch_of_hits_keeps_test_mode_accounting_in_order,
+    concurrent_batches_share_a_campaigns_budget_exactly,
+    a_batch_of_hits_takes_each_campaigns_mode,
     retention_removes_hits_of_campaigns_that_ended_before_the_cutoff,
-    test_opens_activate_a_campaign_at_the_threshold_and_are_cleared,
+    strangers_opens_never_activate_a_campaign_but_the_owner_does,
+    floods_beyond_the_storage_budgets_are_refused_and_counted,
     a_campaign_lives_through_test_mode_activation_and_deletion,
     campaigns_are_listed_by_the_list_rules,
 );
