@@ -144,7 +144,9 @@ pub fn transform_variant(
     } else {
         html.to_string()
     };
-    if applied.has(Implementation::MsoConditionalsAsComments) && work.contains("<!--[if") {
+    if applied.has(Implementation::MsoConditionalsAsComments)
+        && !conditional::openings(&work).is_empty()
+    {
         // Nothing to rewrite: the engine reads them as comments too. Noted so that the rule set
         // shown with the screenshot names the behaviour.
         removed.note(Implementation::MsoConditionalsAsComments.note_key());
