@@ -134,9 +134,10 @@ pub fn transform_variant(
             Some(width)
         });
 
-    let clipped = match applied.has(Implementation::ClipLongMessage) {
-        true => clip(html).map_err(|e| serialize_err(client, e))?,
-        false => None,
+    let clipped = if applied.has(Implementation::ClipLongMessage) {
+        clip(html).map_err(|e| serialize_err(client, e))?
+    } else {
+        None
     };
     let mut work = match clipped {
         Some(clipped) => {
@@ -996,6 +997,35 @@ mod tests {
             0
         );
         assert_eq!(widest_width("<img width=640 src=a>"), 640);
+    }
+
+    #[test]
+    fn a_cut_inside_a_comment_a_style_a_tag_or_a_cell_ends_with_the_clip_line() {
+        use super::{clip, CLIP_BYTES};
+        use crate::document::visible_text;
+        for open in [
+            "<!-- note ",
+            "<style>p { color: red; ",
+            "<a href=\"https://example.test/",
+            "<table><tr><td>cell ",
+        ] {
+            let mut html = format!("<body><p>start</p>{open}");
+            while html.len() <= CLIP_BYTES {
+                html.push_str("xxxxxxxxxx");
+            }
+            let out = clip(&html)
+                .expect("serialises")
+                .expect("long enough to clip");
+            let texts = visible_text(&out);
+            assert_eq!(texts.first().map(String::as_str), Some("start"), "{open}");
+            let last_two: Vec<&str> = texts.iter().rev().take(2).map(String::as_str).collect();
+            assert_eq!(
+                last_two,
+                vec!["View entire message", "[Message clipped]"],
+                "{open}"
+            );
+        }
+        assert_eq!(clip("<p>short</p>").expect("serialises"), None);
     }
 
     #[test]
