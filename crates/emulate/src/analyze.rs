@@ -362,9 +362,9 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
         );
     }
     if judge.applied.has(Implementation::MsoConditionalsAsComments) {
-        let lines: Vec<u32> = html
-            .match_indices("<!--[if")
-            .map(|(at, _)| original.at(at))
+        let lines: Vec<u32> = conditional::openings(html)
+            .into_iter()
+            .map(|at| original.at(at))
             .collect();
         judge.add_behaviour(
             &mut found,
@@ -421,7 +421,7 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(16);
     let work = if word {
-        for (at, _) in html.match_indices("<!--[if") {
+        for at in conditional::openings(html) {
             found.add(
                 Severity::Info,
                 "mso-conditionals",

@@ -8,6 +8,7 @@ pub mod conditional;
 pub mod css;
 pub mod derive;
 pub mod detect;
+pub mod document;
 pub mod features;
 pub mod images_off;
 pub mod probes;

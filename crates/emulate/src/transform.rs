@@ -14,6 +14,7 @@ use crate::color::{self, Role};
 use crate::conditional::{self, Mso};
 use crate::css::{self, CssContext, Quirks, Removed};
 use crate::detect;
+use crate::document::Document;
 use crate::features::Effect;
 use crate::rules::{BodyHandling, DarkMode, OnCssError, RuleBook, RuleSet, Support};
 use crate::{vml, EmulateError};
@@ -133,18 +134,21 @@ pub fn transform_variant(
             Some(width)
         });
 
-    let mut work = if applied.has(Implementation::ClipLongMessage) {
-        match clip(html) {
-            Some(clipped) => {
-                removed.note(Implementation::ClipLongMessage.note_key());
-                clipped
-            }
-            None => html.to_string(),
-        }
+    let clipped = if applied.has(Implementation::ClipLongMessage) {
+        clip(html).map_err(|e| serialize_err(client, e))?
     } else {
-        html.to_string()
+        None
     };
-    if applied.has(Implementation::MsoConditionalsAsComments) && work.contains("<!--[if") {
+    let mut work = match clipped {
+        Some(clipped) => {
+            removed.note(Implementation::ClipLongMessage.note_key());
+            clipped
+        }
+        None => html.to_string(),
+    };
+    if applied.has(Implementation::MsoConditionalsAsComments)
+        && !conditional::openings(&work).is_empty()
+    {
         // Nothing to rewrite: the engine reads them as comments too. Noted so that the rule set
         // shown with the screenshot names the behaviour.
         removed.note(Implementation::MsoConditionalsAsComments.note_key());
@@ -174,6 +178,9 @@ pub fn transform_variant(
 
     if set.policy.word_engine {
         out = vml::convert(&out, &mut removed).map_err(rewrite_err)?;
+        let mut doc = Document::parse(&out);
+        vml::hide_office_islands(&mut doc, &mut removed);
+        out = doc.serialize().map_err(|e| serialize_err(client, e))?;
     }
     if !body_seen {
         if let Some((open, close)) = pane_markup(set, client) {
@@ -201,6 +208,13 @@ pub fn transform_variant(
         layout_width,
         dark_pass,
     })
+}
+
+fn serialize_err(client: &Client, e: std::io::Error) -> EmulateError {
+    EmulateError::Rewrite {
+        client: client.id.clone(),
+        message: format!("serialising the document: {e}"),
+    }
 }
 
 /// Whether `client` zooms this email out to its screen (Gmail Android's "Auto-fit messages", iOS
@@ -312,34 +326,21 @@ pub(crate) fn rigid_width(html: &str) -> u32 {
     widest.max(widest_width(&html[text_from..]))
 }
 
-/// The HTML as Gmail shows a message longer than [`CLIP_BYTES`]: cut there (before an
-/// unfinished tag), open comments and style elements closed, then Gmail's clip line. `None` when
+/// The HTML as Gmail shows a message longer than [`CLIP_BYTES`]: cut there, the cut closed as an
+/// HTML parser closes a document that ends there (open elements, comments, `<style>`; a tag cut
+/// in half is dropped), and Gmail's clip line after all of it, outside its tables. `None` when
 /// the message is short enough.
-pub(crate) fn clip(html: &str) -> Option<String> {
+pub(crate) fn clip(html: &str) -> Result<Option<String>, std::io::Error> {
     if html.len() <= CLIP_BYTES {
-        return None;
+        return Ok(None);
     }
     let mut cut = CLIP_BYTES;
     while !html.is_char_boundary(cut) {
         cut -= 1;
     }
-    let head = &html[..cut];
-    let head = match head.rfind('<') {
-        Some(lt) if !head[lt..].contains('>') => &head[..lt],
-        _ => head,
-    };
-    let lower = head.to_ascii_lowercase();
-    let mut out = head.to_string();
-    let open_comment = lower.rfind("<!--");
-    if open_comment.is_some() && open_comment > lower.rfind("-->") {
-        out.push_str("-->");
-    }
-    let open_style = lower.rfind("<style");
-    if open_style.is_some() && open_style > lower.rfind("</style") {
-        out.push_str("</style>");
-    }
-    out.push_str(CLIP_LINE);
-    Some(out)
+    let mut doc = Document::parse(&html[..cut]);
+    doc.append_to_body(CLIP_LINE);
+    doc.serialize().map(Some)
 }
 
 /// The reading-pane wrapper of webmails: opening and closing markup.
@@ -996,6 +997,35 @@ mod tests {
             0
         );
         assert_eq!(widest_width("<img width=640 src=a>"), 640);
+    }
+
+    #[test]
+    fn a_cut_inside_a_comment_a_style_a_tag_or_a_cell_ends_with_the_clip_line() {
+        use super::{clip, CLIP_BYTES};
+        use crate::document::visible_text;
+        for open in [
+            "<!-- note ",
+            "<style>p { color: red; ",
+            "<a href=\"https://example.test/",
+            "<table><tr><td>cell ",
+        ] {
+            let mut html = format!("<body><p>start</p>{open}");
+            while html.len() <= CLIP_BYTES {
+                html.push_str("xxxxxxxxxx");
+            }
+            let out = clip(&html)
+                .expect("serialises")
+                .expect("long enough to clip");
+            let texts = visible_text(&out);
+            assert_eq!(texts.first().map(String::as_str), Some("start"), "{open}");
+            let last_two: Vec<&str> = texts.iter().rev().take(2).map(String::as_str).collect();
+            assert_eq!(
+                last_two,
+                vec!["View entire message", "[Message clipped]"],
+                "{open}"
+            );
+        }
+        assert_eq!(clip("<p>short</p>").expect("serialises"), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use lol_html::html_content::{ContentType, Element};
 use lol_html::{element, rewrite_str, RewriteStrSettings};
 
 use crate::css::Removed;
+use crate::document::Document;
 
 /// Writes `<v:fill ... />` style self-closing Office elements as start + end tag: HTML parsers
 /// ignore the `/` on unknown elements, which would otherwise swallow the following content.
@@ -91,7 +92,7 @@ pub fn convert(
 ) -> Result<String, lol_html::errors::RewritingError> {
     let html = close_empty_office_tags(html);
     if !html.to_ascii_lowercase().contains("<v:") {
-        return strip_office_elements(&html);
+        return Ok(html);
     }
     // First pass: collect each shape with its fill, stroke and textbox inset, in document order.
     let shapes: Rc<RefCell<Vec<Shape>>> = Rc::default();
@@ -207,8 +208,8 @@ pub fn convert(
                         ),
                         ContentType::Html,
                     );
-                } else {
-                    remove_office_element(el, &name);
+                } else if name.starts_with("v:") {
+                    el.remove_and_keep_content();
                 }
                 Ok(())
             })),
@@ -221,31 +222,41 @@ pub fn convert(
     Ok(out)
 }
 
-/// Word hides its private markup (`<xml>` settings blocks, `o:`/`w:` elements); a browser would
-/// otherwise print their text.
-fn remove_office_element(el: &mut Element<'_, '_>, name: &str) {
-    if name == "xml" || name.starts_with("o:") || name.starts_with("w:") {
-        el.remove();
-    } else if name.starts_with("v:") {
-        el.remove_and_keep_content();
+/// Word reads its private markup (`<xml>` settings blocks such as `o:OfficeDocumentSettings`,
+/// `o:`/`w:` elements), inside `<noscript>` or not, as settings and never draws it; a browser
+/// would print its text ("96" of `o:PixelsPerInch`). None of those settings is modelled, so all
+/// of it goes; VML (`v:`) is converted before.
+pub fn hide_office_islands(doc: &mut Document, removed: &mut Removed) {
+    let n = doc
+        .remove_elements(|name| name == "xml" || name.starts_with("o:") || name.starts_with("w:"));
+    if n > 0 {
+        removed.0.insert("office-xml-hidden".into(), n);
     }
-}
-
-fn strip_office_elements(html: &str) -> Result<String, lol_html::errors::RewritingError> {
-    rewrite_str(
-        html,
-        RewriteStrSettings::new().append_element_content_handler(element!("*", |el| {
-            let name = el.tag_name().to_ascii_lowercase();
-            remove_office_element(el, &name);
-            Ok(())
-        })),
-    )
 }
 
 fn escape_attr(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('"', "&quot;")
         .replace('<', "&lt;")
+}
+
+/// `url(…)` of `src`, unquoted: the declaration goes into a double-quoted `style` attribute, where
+/// a double quote would end the attribute and a single one reads as Word ignoring CSS images.
+fn css_url(src: &str) -> String {
+    let mut out = String::from("url(");
+    for c in src.trim().chars() {
+        match c {
+            '"' => out.push_str("%22"),
+            '\'' => out.push_str("%27"),
+            '(' => out.push_str("%28"),
+            ')' => out.push_str("%29"),
+            ' ' => out.push_str("%20"),
+            '&' => out.push_str("&amp;"),
+            c => out.push(c),
+        }
+    }
+    out.push(')');
+    out
 }
 
 /// `width`/`height` taken from a VML `style`, as CSS.
@@ -315,8 +326,8 @@ fn shape_open(shape: &Shape) -> String {
         }
         if let Some(src) = &shape.over_image {
             td.push_str(&format!(
-                "background-image:url(\"{}\");background-repeat:no-repeat;background-size:cover;",
-                src.replace('"', "%22")
+                "background-image:{};background-repeat:no-repeat;background-size:cover;",
+                css_url(src)
             ));
         }
         if let Some(src) = shape.fill.get("src") {
@@ -325,10 +336,7 @@ fn shape_open(shape: &Shape) -> String {
                 .get("type")
                 .map(|t| t.to_ascii_lowercase())
                 .unwrap_or_default();
-            td.push_str(&format!(
-                "background-image:url(\"{}\");",
-                src.replace('"', "%22")
-            ));
+            td.push_str(&format!("background-image:{};", css_url(src)));
             match kind.as_str() {
                 "tile" => td.push_str("background-repeat:repeat;"),
                 _ => td.push_str("background-repeat:no-repeat;background-size:cover;"),
@@ -439,7 +447,9 @@ mod tests {
     fn a_bulletproof_button_becomes_a_filled_rounded_cell_with_its_label() {
         let html = r##"<v:roundrect xmlns:v="urn:schemas-microsoft-com:vml" href="http://x" style="height:40px;v-text-anchor:middle;width:200px;" arcsize="10%" strokecolor="#1e3650" fillcolor="#556270"><w:anchorlock/><center style="color:#ffffff;">Show me the button!</center></v:roundrect>"##;
         let mut r = Removed::default();
-        let out = convert(html, &mut r).expect("converts");
+        let mut doc = Document::parse(&convert(html, &mut r).expect("converts"));
+        hide_office_islands(&mut doc, &mut r);
+        let out = doc.serialize().expect("serialises");
         assert!(out.contains("background-color:#556270"), "{out}");
         assert!(out.contains("border:1.0px solid #1e3650"), "{out}");
         assert!(out.contains("border-radius:2.0px"), "{out}");
@@ -454,7 +464,7 @@ mod tests {
         let mut r = Removed::default();
         let out = convert(html, &mut r).expect("converts");
         assert!(
-            out.contains("background-image:url(\"https://i.test/bg.png\")"),
+            out.contains("background-image:url(https://i.test/bg.png)"),
             "{out}"
         );
         assert!(out.contains("background-color:#7bceeb"), "{out}");
@@ -469,7 +479,7 @@ mod tests {
         let out = convert(html, &mut r).expect("converts");
         assert!(!out.contains("<img"), "{out}");
         assert!(
-            out.contains("background-image:url(\"https://i.test/hero.png\")"),
+            out.contains("background-image:url(https://i.test/hero.png)"),
             "{out}"
         );
         assert!(!out.contains("background-color"), "transparent fill: {out}");
@@ -477,10 +487,16 @@ mod tests {
     }
 
     #[test]
-    fn office_settings_blocks_do_not_print() {
-        let html = "<head><xml><o:OfficeDocumentSettings><o:PixelsPerInch>96</o:PixelsPerInch></o:OfficeDocumentSettings></xml></head><p>x</p>";
-        let mut r = Removed::default();
-        let out = convert(html, &mut r).expect("converts");
-        assert!(!out.contains("96"), "{out}");
+    fn office_settings_blocks_do_not_print_inside_noscript_or_not() {
+        for html in [
+            "<head><xml><o:OfficeDocumentSettings><o:PixelsPerInch>96</o:PixelsPerInch></o:OfficeDocumentSettings></xml></head><p>x</p>",
+            "<head> <noscript><xml><o:OfficeDocumentSettings><o:AllowPNG/><o:PixelsPerInch>96</o:PixelsPerInch></o:OfficeDocumentSettings></xml></noscript></head><p>x</p>",
+        ] {
+            let mut r = Removed::default();
+            let mut doc = Document::parse(&convert(html, &mut r).expect("converts"));
+            hide_office_islands(&mut doc, &mut r);
+            assert_eq!(doc.texts(), vec!["x"], "{html}");
+            assert_eq!(r.0.get("office-xml-hidden"), Some(&1), "{html}");
+        }
     }
 }

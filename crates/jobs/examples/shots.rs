@@ -35,6 +35,18 @@ async fn main() -> Result<(), BoxError> {
     let work = tempfile::tempdir()?;
     let mut cfg = RenderConfig::new(work.path().join("render"));
     cfg.slots_per_engine = 1;
+    // Only the engines the named profiles use: a WebKit-less build can still draw Blink ones.
+    let mut engines = Vec::new();
+    for id in &ids {
+        let engine = catalog
+            .get(id)
+            .ok_or_else(|| format!("unknown client {id}"))?
+            .engine;
+        if !engines.contains(&engine) {
+            engines.push(engine);
+        }
+    }
+    cfg.engines = engines;
     cfg.resource_wait = Duration::from_secs(2);
     let renderer = Renderer::start(cfg).await?;
     for id in &ids {
