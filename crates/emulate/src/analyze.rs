@@ -345,19 +345,25 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
             ),
         );
     }
-    if let Some((imp, width)) = crate::transform::zooms_out(html, client, set, &judge.applied) {
-        let at = html.find(&width.to_string()).map_or(1, |i| original.at(i));
+    // Whether the page is wider than the screen once laid out is measured by the renderer; the
+    // source tells only the widest width that stays fixed, which the page is at least as wide as.
+    let rigid = crate::transform::rigid_width(html);
+    if let Some(imp) =
+        crate::transform::zoom_out(html, &judge.applied).filter(|_| rigid > client.viewport.width)
+    {
+        let at = html.find(&rigid.to_string()).map_or(1, |i| original.at(i));
         judge.add_behaviour(
             &mut found,
             imp,
             Severity::Warning,
-            format!("width {width}"),
+            format!("width {rigid}"),
             &[at],
             &format!(
-                "{} zooms this email out to its {} px screen: its widest element is {width} px and no max-width media query makes it fit, so all text shows at {:.0}% of its size; make the layout fluid or add a max-width media query.",
+                "{} zooms an email out to its {} px screen when the page is wider than the screen once laid out. This email sets a fixed width of {rigid} px: unless its media queries make everything narrower at {} px, it is zoomed out and its text shows at about {:.0}% of its size (the screenshot shows what the page measured); make the layout fluid.",
                 client.display_name,
                 client.viewport.width,
-                100.0 * client.viewport.width as f64 / width as f64
+                client.viewport.width,
+                100.0 * client.viewport.width as f64 / rigid as f64
             ),
         );
     }

@@ -62,9 +62,9 @@ pub enum Implementation {
     /// An email wider than the screen is laid out at a wider viewport and zoomed out to fit, so
     /// `max-width` media queries below that width do not fire.
     AutoFitWideLayout,
-    /// An email that is not responsive at the screen width (no `max-width` media query fires
-    /// there) and whose widest fixed width is wider than the screen is laid out at that width and
-    /// zoomed out to fit, instead of scrolling sideways.
+    /// An email whose page, laid out at the screen width, is still wider than the screen is laid
+    /// out at the page's width and zoomed out to fit, instead of scrolling sideways. Decided on
+    /// the laid-out page by the renderer ([`crate::transform::ZoomToFit`]), not from the source.
     ZoomOutWideEmail,
     /// [`Implementation::ZoomOutWideEmail`], unless the email carries
     /// `<meta name="x-apple-disable-message-reformatting">`.
@@ -413,6 +413,17 @@ impl<'a> Applied<'a> {
         self.0
             .iter()
             .find_map(|b| b.implementation.dark_pass().map(|p| (p, *b)))
+    }
+
+    /// The zoom-out to the screen this client applies to a page wider than the screen once laid
+    /// out, if it has one.
+    pub fn zoom_out(&self) -> Option<Implementation> {
+        [
+            Implementation::ZoomOutWideEmail,
+            Implementation::ZoomOutWideEmailUnlessReformattingDisabled,
+        ]
+        .into_iter()
+        .find(|imp| self.has(*imp))
     }
 
     /// The ids of the behaviours whose implementation noted a change, in file order.

@@ -21,7 +21,7 @@ pub use analyze::{analyze, Analysis, Finding, Severity};
 pub use behaviours::{Behaviour, Behaviours, Implementation};
 pub use rules::{DarkMode, RuleBook, RuleSet, Support};
 pub use tips::{tips, Tip};
-pub use transform::{transform, transform_variant, Transformed};
+pub use transform::{transform, transform_variant, Transformed, ZoomToFit};
 
 /// Everything that can go wrong loading rule sets or transforming an email.
 #[derive(Debug, thiserror::Error)]

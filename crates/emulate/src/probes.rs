@@ -389,11 +389,13 @@ pub const BEHAVIOUR_PROBES: &[BehaviourProbe] = &[
         60,
         24
     ),
+    // Its 600 px table stays wider than a phone whatever its query does, so the clients that
+    // zoom out a page wider than the screen lay it out wider too and the query stops firing.
     behaviour_probe!(
         "behaviour-auto-fit",
         AutoFitWideLayout,
         Red,
-        [],
+        [ZoomOutWideEmail, ZoomOutWideEmailUnlessReformattingDisabled],
         false,
         true,
         ["html-style", "css-at-media", "css-selector-class"],

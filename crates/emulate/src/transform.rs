@@ -49,12 +49,44 @@ pub struct Transformed {
     /// Short notes of what was removed or rewritten, for logs: `"<slug or reason> x<count>"`.
     pub removed: Vec<String>,
     /// CSS width the client lays the email out at when it is not the profile's viewport width:
-    /// the page is drawn that wide and zoomed out to the screen.
+    /// the page is drawn that wide and zoomed out to the screen. Samsung's auto fit sets it here;
+    /// a [`ZoomToFit`] sets it once the page is measured ([`Transformed::measured`]).
     pub layout_width: Option<u32>,
+    /// The zoom-out the client decides on the laid-out page, for the renderer to measure before
+    /// drawing; `None` when the client has none or the email turns it off.
+    pub zoom_to_fit: Option<ZoomToFit>,
     /// The dark-mode recolouring the client applies to the loaded page (computed colours), for
     /// the renderer to run before the screenshot; `None` for light profiles and clients that
     /// leave colours to the email.
     pub dark_pass: Option<color::DarkPass>,
+}
+
+/// A client's zoom-out of a page wider than its screen (Gmail Android's "Auto-fit messages", iOS
+/// Mail's scaling). The clients shrink what is wider than the screen once laid out, so whether it
+/// applies is not read from the source: the renderer lays the page out at the screen width,
+/// measures it, and hands the width to [`Transformed::measured`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ZoomToFit {
+    pub implementation: Implementation,
+    /// [`Transformed::rule_set`] once the zoom-out applies: the behaviour named in file order.
+    rule_set: String,
+}
+
+impl Transformed {
+    /// Takes the page's measured width, laid out at a screen `screen` CSS px wide: a page wider
+    /// than the screen is laid out at its own width and zoomed out to the screen, and the rule set
+    /// names the behaviour. Nothing changes when it fits or no zoom-out is pending.
+    pub fn measured(&mut self, page_width: u32, screen: u32) {
+        let Some(zoom) = self.zoom_to_fit.take() else {
+            return;
+        };
+        if page_width > screen {
+            self.layout_width = Some(page_width);
+            self.rule_set = zoom.rule_set;
+            self.removed
+                .push(format!("{} x1", zoom.implementation.note_key()));
+        }
+    }
 }
 
 /// Turns `html` into what `client` would draw, following its rule set in `book`, with images
@@ -127,12 +159,8 @@ pub fn transform_variant(
         .then(|| {
             removed.note(Implementation::AutoFitWideLayout.note_key());
             AUTO_FIT_LAYOUT_WIDTH
-        })
-        .or_else(|| {
-            let (imp, width) = zooms_out(html, client, set, &applied)?;
-            removed.note(imp.note_key());
-            Some(width)
         });
+    let zoom = zoom_out(html, &applied).filter(|_| layout_width.is_none());
 
     let clipped = if applied.has(Implementation::ClipLongMessage) {
         clip(html).map_err(|e| serialize_err(client, e))?
@@ -195,10 +223,21 @@ pub fn transform_variant(
         out.push_str("<style data-mailproof-dark>:root { color-scheme: light dark; }</style>");
     }
     let notes: Vec<String> = removed.0.iter().map(|(k, n)| format!("{k} x{n}")).collect();
-    let rule_set = std::iter::once(set.name.as_str())
-        .chain(applied.triggered(&removed.0))
-        .collect::<Vec<_>>()
-        .join(" + ");
+    let named = |notes: &std::collections::BTreeMap<String, usize>| {
+        std::iter::once(set.name.as_str())
+            .chain(applied.triggered(notes))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    let rule_set = named(&removed.0);
+    let zoom_to_fit = zoom.map(|implementation| {
+        let mut zoomed = removed.0.clone();
+        zoomed.insert(implementation.note_key().into(), 1);
+        ZoomToFit {
+            implementation,
+            rule_set: named(&zoomed),
+        }
+    });
     tracing::debug!(client = %client.id, rules = %rule_set, changes = notes.len(), "email transformed");
     Ok(Transformed {
         html: out,
@@ -206,6 +245,7 @@ pub fn transform_variant(
         rule_set,
         removed: notes,
         layout_width,
+        zoom_to_fit,
         dark_pass,
     })
 }
@@ -217,69 +257,16 @@ fn serialize_err(client: &Client, e: std::io::Error) -> EmulateError {
     }
 }
 
-/// Whether `client` zooms this email out to its screen (Gmail Android's "Auto-fit messages", iOS
-/// Mail's scaling): the implementation that does it and the width the email is laid out at, its
-/// widest fixed width ([`rigid_width`]). Not when a `max-width` media query the client keeps fires at the screen
-/// width: the email is then taken to be responsive and to fit (the clients publish no rule for
-/// what they do with content still too wide after that).
-pub(crate) fn zooms_out(
-    html: &str,
-    client: &Client,
-    set: &RuleSet,
-    applied: &Applied<'_>,
-) -> Option<(Implementation, u32)> {
-    let imp = [
-        Implementation::ZoomOutWideEmail,
-        Implementation::ZoomOutWideEmailUnlessReformattingDisabled,
-    ]
-    .into_iter()
-    .find(|imp| applied.has(*imp))?;
-    let screen = client.viewport.width;
-    let widest = rigid_width(html);
-    if widest <= screen {
-        return None;
-    }
-    if imp == Implementation::ZoomOutWideEmailUnlessReformattingDisabled
+/// The zoom-out to the screen `applied` has, unless the email turns it off
+/// (`x-apple-disable-message-reformatting`, for iOS Mail). Whether the page is wider than the
+/// screen is measured on the laid-out page ([`ZoomToFit`]).
+pub(crate) fn zoom_out(html: &str, applied: &Applied<'_>) -> Option<Implementation> {
+    let imp = applied.zoom_out()?;
+    let turned_off = imp == Implementation::ZoomOutWideEmailUnlessReformattingDisabled
         && html
             .to_ascii_lowercase()
-            .contains("x-apple-disable-message-reformatting")
-    {
-        return None;
-    }
-    let media_kept = !set.removes("css-at-media") && !set.removes("html-style");
-    if media_kept && responsive_at(html, screen) {
-        return None;
-    }
-    Some((imp, widest))
-}
-
-/// Whether a `max-width` media query of `html` fires on a screen `width` CSS px wide (and no
-/// `min-width` in the same query stops it).
-fn responsive_at(html: &str, width: u32) -> bool {
-    static MEDIA: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"(?i)@media([^{]*)\{")
-            .unwrap_or_else(|e| panic!("media pattern does not compile: {e}"))
-    });
-    static BOUND: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"(?i)(max|min)-(?:device-)?width\s*:\s*(\d+)")
-            .unwrap_or_else(|e| panic!("media bound pattern does not compile: {e}"))
-    });
-    MEDIA.captures_iter(html).any(|m| {
-        m[1].split(',').any(|query| {
-            let mut has_max = false;
-            let mut fires = true;
-            for b in BOUND.captures_iter(query) {
-                let n: u32 = b[2].parse().unwrap_or(0);
-                if b[1].eq_ignore_ascii_case("max") {
-                    has_max = true;
-                    fires &= width <= n;
-                } else {
-                    fires &= width >= n;
-                }
-            }
-            has_max && fires
-        })
-    })
+            .contains("x-apple-disable-message-reformatting");
+    (!turned_off).then_some(imp)
 }
 
 /// The widest fixed width the email sets, in CSS pixels: `width` attributes and `width: Npx`
@@ -947,22 +934,7 @@ impl MainPass<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{decode_entities, has_tag, responsive_at};
-
-    #[test]
-    fn a_max_width_query_that_fires_on_the_screen_makes_the_email_responsive() {
-        let q = |css: &str| responsive_at(&format!("<style>{css}</style>"), 390);
-        assert!(q(
-            "@media only screen and (max-width: 600px) { .a { width: 100% } }"
-        ));
-        assert!(q(
-            "@media (min-width: 320px) and (max-width:480px) { .a {} }"
-        ));
-        assert!(!q("@media (max-width: 360px) { .a {} }"));
-        assert!(!q("@media (min-width: 620px) { .a {} }"));
-        assert!(!q("@media screen { .a {} }"));
-        assert!(q("@media (max-width: 300px), (max-width: 400px) { .a {} }"));
-    }
+    use super::{decode_entities, has_tag};
 
     #[test]
     fn the_rigid_width_leaves_out_elements_made_fluid_by_their_style() {

@@ -54,8 +54,8 @@ async fn main() -> Result<(), BoxError> {
             .get(id)
             .ok_or_else(|| format!("unknown client {id}"))?;
         let transformed = emulate::transform(&html, client, &book)?;
-        let rule_set = transformed.rule_set.clone();
-        let req = jobs::prepared_request(&renderer, client, Variant::Default, transformed).await?;
+        let (req, rule_set) =
+            jobs::prepared_request(&renderer, client, Variant::Default, transformed).await?;
         let shot = renderer.render(req).await?;
         let path = dir.join(format!("{stem}__{id}.png"));
         std::fs::write(&path, &shot.png)?;

@@ -105,20 +105,34 @@ pub fn render_request(
     }
 }
 
-/// [`render_request`], with the client's dark-mode recolouring (computed on the page loaded in
-/// Chromium) applied first when the transformation asks for one.
+/// [`render_request`], after what the client decides on the loaded page: its zoom-out of a page
+/// wider than the screen (measured laid out at the screen, in Chromium) and its dark-mode
+/// recolouring (computed on the page loaded in Chromium at the width it is drawn at). Returns the
+/// rule set with the zoom-out named when it applies.
 pub async fn prepared_request(
     renderer: &dyn RenderEngine,
     client: &domain::Client,
     variant: Variant,
-    transformed: emulate::Transformed,
-) -> Result<RenderRequest, render::RenderError> {
+    mut transformed: emulate::Transformed,
+) -> Result<(RenderRequest, String), render::RenderError> {
+    if transformed.zoom_to_fit.is_some() {
+        // Laid out at the screen's width as the client does, whatever the email's viewport meta
+        // says: mobile emulation lays a page without one out 980 px wide, which would zoom out
+        // even a plain paragraph.
+        let at_screen = RenderRequest {
+            mobile: false,
+            ..render_request(client, variant, transformed.clone())
+        };
+        let width = renderer.page_width(&at_screen).await?;
+        transformed.measured(width, at_screen.viewport.width);
+    }
     let pass = transformed.dark_pass;
+    let rule_set = transformed.rule_set.clone();
     let mut req = render_request(client, variant, transformed);
     if let Some(pass) = pass {
         req.html = renderer.recolour_dark(&req, pass).await?;
     }
-    Ok(req)
+    Ok((req, rule_set))
 }
 
 /// How a job failed, in the words the results will show (§2.5 bounce code and message).
@@ -180,12 +194,15 @@ impl RenderWorker {
     /// when it runs every engine the catalog uses.
     fn claimable_clients(&self) -> Option<Vec<String>> {
         let clients = self.catalog.clients();
-        // A dark-mode recolouring is computed in Chromium, whatever engine draws the result.
+        // A dark-mode recolouring is computed, and a zoom-out's page measured, in Chromium,
+        // whatever engine draws the result.
         let drawable = |c: &domain::Client| {
+            let applied = self.rules.behaviours().of(c);
+            let in_chromium = (c.color_scheme == domain::ColorScheme::Dark
+                && applied.dark_pass().is_some())
+                || applied.zoom_out().is_some();
             self.config.engines.contains(&c.engine)
-                && (c.color_scheme != domain::ColorScheme::Dark
-                    || self.rules.behaviours().of(c).dark_pass().is_none()
-                    || self.config.engines.contains(&domain::Engine::Blink))
+                && (!in_chromium || self.config.engines.contains(&domain::Engine::Blink))
         };
         if clients.iter().all(drawable) {
             return None;
@@ -376,7 +393,6 @@ impl RenderWorker {
             message: format!("the email could not be transformed for {}: {e}", client.id),
             cause: Cause::Email { retryable: false },
         })?;
-        let rule_set = transformed.rule_set.clone();
         let render_failure = |e: render::RenderError| Failure {
             code: e.bounce_code(),
             message: e.to_string(),
@@ -384,9 +400,10 @@ impl RenderWorker {
                 retryable: e.is_retryable(),
             },
         };
-        let req = prepared_request(self.renderer.as_ref(), client, job.variant, transformed)
-            .await
-            .map_err(render_failure)?;
+        let (req, rule_set) =
+            prepared_request(self.renderer.as_ref(), client, job.variant, transformed)
+                .await
+                .map_err(render_failure)?;
         let rendered = self.renderer.render(req).await.map_err(render_failure)?;
         let store_err = |e: store::BlobError| Failure {
             code: "storage",

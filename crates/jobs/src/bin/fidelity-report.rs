@@ -371,8 +371,8 @@ async fn shoot(
     shot: Shot,
 ) -> Result<Point, BoxError> {
     let transformed = emulate::transform_variant(&html, &client, &book, shot.variant)?;
-    let rule_set = transformed.rule_set.clone();
-    let req = jobs::prepared_request(renderer.as_ref(), &client, shot.variant, transformed).await?;
+    let (req, rule_set) =
+        jobs::prepared_request(renderer.as_ref(), &client, shot.variant, transformed).await?;
     // Auto fit draws at a smaller scale than the profile's: read the sample at the one used.
     let scale = req.scale;
     let rendered = renderer.render(req).await?;

@@ -109,4 +109,12 @@ impl RenderEngine for TestEngine {
         }
         Ok(format!("{}<!-- recoloured -->", req.html))
     }
+
+    /// Lays nothing out: every page fits its viewport.
+    async fn page_width(&self, req: &RenderRequest) -> Result<u32, RenderError> {
+        if let Some(e) = self.failure(Engine::Blink) {
+            return Err(e);
+        }
+        Ok(req.viewport.width)
+    }
 }

@@ -1,9 +1,11 @@
 //! The render worker in process, on a real store (SQLite and PostgreSQL), the real client catalog
-//! and rules, and local blobs: with engines that draw, die or refuse ([`engines`]), and once with
-//! the real Chromium ([`chromium`]).
+//! and rules, and local blobs: with engines that draw, die or refuse ([`engines`]), once with
+//! the real Chromium ([`chromium`]), and the zoom-out of a wide page through the real Chromium
+//! and WebKit ([`fit`]).
 
 mod chromium;
 mod engines;
+mod fit;
 mod worker;
 
 use std::path::PathBuf;

@@ -249,11 +249,14 @@ async fn a_worker_claims_only_the_jobs_its_engines_draw(backend: Backend) {
         .client_of(Engine::Webkit, ColorScheme::Dark, true)
         .id
         .clone();
+    // Its page is measured in Chromium to decide its zoom-out.
+    let zooms = "iphone15_ios".to_string();
     let test = f
         .queue(&[
             (&light, &[Variant::Default]),
             (&blink, &[Variant::Default]),
             (&dark, &[Variant::Default]),
+            (&zooms, &[Variant::Default]),
         ])
         .await;
 
@@ -270,7 +273,7 @@ async fn a_worker_claims_only_the_jobs_its_engines_draw(backend: Backend) {
         f.client(&test, &light).await.status,
         ScreenshotStatus::Complete
     );
-    for other in [&blink, &dark] {
+    for other in [&blink, &dark, &zooms] {
         let row = f.client(&test, other).await;
         assert_eq!(
             row.status,
@@ -279,7 +282,7 @@ async fn a_worker_claims_only_the_jobs_its_engines_draw(backend: Backend) {
         );
         assert_eq!(row.attempts, 0);
     }
-    assert_eq!(f.store.pending_jobs().await.expect("count"), 2);
+    assert_eq!(f.store.pending_jobs().await.expect("count"), 3);
 
     let both = f.worker(
         engine.clone(),
@@ -288,8 +291,8 @@ async fn a_worker_claims_only_the_jobs_its_engines_draw(backend: Backend) {
             ..config()
         },
     );
-    assert_eq!(drain(&both).await, 2);
-    for id in [&light, &blink, &dark] {
+    assert_eq!(drain(&both).await, 3);
+    for id in [&light, &blink, &dark, &zooms] {
         assert_eq!(f.client(&test, id).await.status, ScreenshotStatus::Complete);
     }
     assert_eq!(
