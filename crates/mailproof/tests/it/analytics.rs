@@ -10,7 +10,7 @@ use crate::support::*;
 const CLICK_HTML: &str = r#"<p><a href="https://shop.example/sale?x=1&amp;y=2">Sale</a>
 <a href="mailto:help@example.org">Help</a><a href="https://shop.example/about">About</a></p>"#;
 
-pub(crate) async fn create(s: &Server, body: Value) -> Value {
+async fn create(s: &Server, body: Value) -> Value {
     s.post("/v5/analytics/createcampaign", &body)
         .await
         .ok()

@@ -12,7 +12,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::analytics::{create, text, url_in, THUNDERBIRD};
+use crate::analytics::{text, url_in, THUNDERBIRD};
 use crate::hostile_clients::{auth_status, connect_from, local, server_addr, trickle, WAIT};
 use crate::support::*;
 
@@ -78,13 +78,14 @@ impl Tally {
     }
 }
 
-/// A campaign's held-open image path for merge value `who`.
+/// The held-open image path (merge value `[id]`) of a new campaign of `auth`'s account (the
+/// admin's when `None`).
 async fn held_image_path(s: &Server, auth: Option<(&str, &str)>) -> String {
     let created = s
         .call(
             "POST",
             "/v5/analytics/createcampaign",
-            auth,
+            auth.or(Some((ADMIN_KEY, ADMIN_PASS))),
             Some(&json!({"name": "N", "total_subscribers": 5, "merge_tag": "[id]"})),
         )
         .await
