@@ -163,7 +163,13 @@ impl Hits {
     pub fn admit_address(&self, address: Option<IpAddr>) -> Result<(), Unrecorded> {
         let limit = self.settings.per_address_per_minute;
         match address {
-            Some(a) if limit > 0 && self.per_address.check(budget_key(a), limit).is_err() => {
+            Some(a)
+                if limit > 0
+                    && self
+                        .per_address
+                        .check(domain::address_group(a), limit)
+                        .is_err() =>
+            {
                 Err(unrecorded(Unrecorded::RateAddress))
             }
             _ => Ok(()),
@@ -217,18 +223,6 @@ impl Hits {
 fn unrecorded(reason: Unrecorded) -> Unrecorded {
     telemetry::global().hits_unrecorded(reason.as_str(), 1);
     reason
-}
-
-/// One budget per IPv4 address and per IPv6 /64 (what one subscriber line usually gets).
-fn budget_key(a: IpAddr) -> IpAddr {
-    match a {
-        IpAddr::V4(_) => a,
-        IpAddr::V6(v6) => {
-            let mut seg = v6.segments();
-            seg[4..].fill(0);
-            IpAddr::from(seg)
-        }
-    }
 }
 
 /// Pause before the one retry of a batch the database refused (a lock timeout, a deadlock
@@ -301,17 +295,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_ipv6_budget_covers_its_slash_64() {
-        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().expect("addr");
-        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().expect("addr");
-        let c: IpAddr = "2001:db8:1:3::1".parse().expect("addr");
-        assert_eq!(budget_key(a), budget_key(b));
-        assert_ne!(budget_key(a), budget_key(c));
-        let v4: IpAddr = "192.0.2.7".parse().expect("addr");
-        assert_eq!(budget_key(v4), v4);
-    }
-
-    #[test]
     fn a_flood_from_one_address_is_cut_at_its_budget() {
         let hits = Hits::new(HitSettings {
             per_address_per_minute: 5,
@@ -319,6 +302,12 @@ mod tests {
         });
         let from = Some("192.0.2.7".parse().expect("addr"));
         let admitted = (0..20).filter(|_| hits.admit_address(from).is_ok()).count();
+        assert_eq!(admitted, 5);
+        // The twenty addresses of one IPv6 /64 are one client.
+        let in_one_64 = |n: u16| Some(IpAddr::from([0x2001, 0xdb8, 1, 2, n, 0, 0, 1]));
+        let admitted = (1..=20)
+            .filter(|n| hits.admit_address(in_one_64(*n)).is_ok())
+            .count();
         assert_eq!(admitted, 5);
         assert!(hits
             .admit_address(Some("192.0.2.8".parse().expect("addr")))

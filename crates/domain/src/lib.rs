@@ -9,6 +9,7 @@
 //! it) and is read back through [`Spelled::parse_known`], which refuses an unknown spelling.
 
 pub mod catalog;
+pub mod client;
 pub mod ids;
 pub mod plan;
 pub mod queue;
@@ -23,6 +24,7 @@ pub mod timespec;
 pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
 
 pub use catalog::{Catalog, CatalogError, Category, Client, ColorScheme, Engine};
+pub use client::address_group;
 pub use ids::TestId;
 pub use plan::Plan;
 pub use queue::QueueState;

@@ -41,8 +41,9 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// Connections served at once; further clients wait in the listen backlog.
     pub max_connections: usize,
-    /// Connections one client address may hold at once; more are refused with `RateLimited`.
-    /// Trusted proxies are exempt: many clients share their address.
+    /// Connections one client address (an IPv6 /64 counting as one, [`domain::address_group`])
+    /// may hold at once; more are refused with `RateLimited`. Trusted proxies are exempt: many
+    /// clients share their address.
     pub max_connections_per_address: usize,
     /// Peers whose `Forwarded` / `X-Forwarded-For` headers name the client address.
     pub trusted_proxies: Vec<IpNet>,
@@ -196,7 +197,7 @@ fn refuse(mut stream: TcpStream, remote: SocketAddr, refusals: &Arc<Semaphore>, 
     tokio::spawn(async move {
         let body = api::error::error_body(
             ErrorName::RateLimited.as_str(),
-            &format!("this address already holds {cap} open connections, the most one address may hold; reuse them or close some, then retry"),
+            &format!("this address (for IPv6, its /64) already holds {cap} open connections, the most one address may hold; reuse them or close some, then retry"),
         );
         let mut reply = format!(
             "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 1\r\ncontent-length: {}\r\n{}connection: close\r\n\r\n",
@@ -226,7 +227,7 @@ fn security_header_lines() -> String {
     )
 }
 
-/// Open connections per client address.
+/// Open connections per client address group ([`domain::address_group`]).
 struct AddressSlots {
     cap: usize,
     open: Mutex<HashMap<IpAddr, usize>>,
@@ -247,6 +248,7 @@ impl AddressSlots {
     }
 
     fn open(self: &Arc<Self>, ip: IpAddr) -> Option<AddressSlot> {
+        let ip = domain::address_group(ip);
         // Plain counters: a panic elsewhere cannot leave them inconsistent.
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let count = open.entry(ip).or_insert(0);
@@ -637,8 +639,10 @@ impl AsyncWrite for Section7Io {
 
 #[cfg(test)]
 mod tests {
-    use super::{client_address, replacement_for};
+    use super::{client_address, replacement_for, AddressSlots};
     use axum::http::HeaderMap;
+    use std::net::IpAddr;
+    use std::sync::Arc;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -679,6 +683,21 @@ mod tests {
         assert_eq!(ip(&HeaderMap::new()), "127.0.0.1");
         let h = headers(&[("x-forwarded-for", "::ffff:198.51.100.4")]);
         assert_eq!(ip(&h), "198.51.100.4");
+    }
+
+    /// The per-address cap counts an IPv6 /64 as one address, and gives slots back on drop.
+    #[test]
+    fn an_ipv6_64_holds_the_connections_of_one_address() {
+        let slots = Arc::new(AddressSlots::new(3));
+        let in_64 = |n: u16| IpAddr::from([0x2001, 0xdb8, 5, 5, n, n, 0, 1]);
+        let open: Vec<_> = (1..=10).filter_map(|n| slots.open(in_64(n))).collect();
+        assert_eq!(open.len(), 3, "ten addresses of one /64");
+        assert!(slots
+            .open(IpAddr::from([0x2001, 0xdb8, 5, 6, 0, 0, 0, 1]))
+            .is_some());
+        assert!(slots.open(IpAddr::from([192, 0, 2, 1])).is_some());
+        drop(open);
+        assert!(slots.open(in_64(11)).is_some(), "slots come back");
     }
 
     #[test]

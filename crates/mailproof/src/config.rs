@@ -56,9 +56,10 @@ pub struct AnalyticsSettings {
     /// Seconds between checks of that file; it is reread when its modification time or size
     /// changed.
     pub apple_egress_check_secs: u64,
-    /// Held-open tracking responses in flight at once, in all…
+    /// Held-open tracking responses in flight at once, in all (at most half of
+    /// `[http_limits] max_connections` is used: each keeps its connection)…
     pub max_held_responses: usize,
-    /// …and from one client address.
+    /// …and from one client address or IPv6 /64 (at most half of `max_connections_per_address`).
     pub max_held_per_address: usize,
 }
 
@@ -342,8 +343,8 @@ pub struct HttpLimits {
     pub body_timeout: u64,
     /// Connections served at once; more wait in the listen backlog.
     pub max_connections: usize,
-    /// Connections one client address may hold at once; more are refused (429). Trusted
-    /// proxies are exempt.
+    /// Connections one client address (an IPv6 /64 counting as one) may hold at once; more are
+    /// refused (429). Trusted proxies are exempt.
     pub max_connections_per_address: usize,
     /// Failed logins per minute from one client address before `RateLimited`.
     pub failed_logins_per_address: u32,

@@ -611,13 +611,25 @@ fn hit_runtime(
         Some(path) => AppleEgress::load(path).map_err(anyhow::Error::msg)?,
         None => AppleEgress::default(),
     };
-    let runtime = Arc::new(HitRuntime::new(
-        egress,
-        HoldLimits {
-            max: a.max_held_responses,
-            per_address: a.max_held_per_address,
-        },
-    ));
+    // A held image keeps its connection open for its 20 s, so held images may take at most half
+    // of the listener's connections, in all and of one address's share: the other half is left
+    // for everything else, whoever holds images.
+    let http = &settings.http_limits;
+    let limits = HoldLimits {
+        max: a.max_held_responses.min(http.max_connections / 2).max(1),
+        per_address: a
+            .max_held_per_address
+            .min(http.max_connections_per_address / 2)
+            .max(1),
+    };
+    if limits.max < a.max_held_responses || limits.per_address < a.max_held_per_address {
+        tracing::info!(
+            max_held_responses = limits.max,
+            max_held_per_address = limits.per_address,
+            "held-open images limited to half of [http_limits] max_connections and max_connections_per_address"
+        );
+    }
+    let runtime = Arc::new(HitRuntime::new(egress, limits));
     if runtime.egress.configured() {
         let every = Duration::from_secs(a.apple_egress_check_secs);
         let watched = runtime.clone();

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use ::analytics::{CampaignReport, EgressSet, HitFacts, HitKind, Source};
 use axum::extract::{ConnectInfo, Path, RawQuery, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use chrono::{DateTime, Months, NaiveDate, Utc};
@@ -718,7 +718,11 @@ impl AppleEgress {
     }
 }
 
-/// How many held-open responses may be in flight, in all and from one client address.
+/// How many held-open responses may be in flight, in all and from one client address (an IPv6
+/// /64 counting as one, [`domain::address_group`]). Each account's campaigns together hold at
+/// most a fair share of `max`: `max / (accounts holding + 1)`, so that there is always room for
+/// one more account's readers, and strangers requesting one account's guids from many addresses
+/// cannot take the places of every other account's readers.
 #[derive(Clone, Copy, Debug)]
 pub struct HoldLimits {
     pub max: usize,
@@ -761,25 +765,34 @@ impl Default for HitRuntime {
 #[derive(Default)]
 struct HeldCount {
     total: usize,
+    /// By [`domain::address_group`].
     by_address: HashMap<IpAddr, usize>,
+    by_account: HashMap<i64, usize>,
+}
+
+/// Takes one from `key`'s count, forgetting keys at zero so that the maps hold only what is held.
+fn give_back<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = counts.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            counts.remove(key);
+        }
+    }
 }
 
 /// One held-open response in flight; dropping it frees its place.
 struct HoldPermit {
     runtime: Arc<HitRuntime>,
-    address: IpAddr,
+    group: IpAddr,
+    account: i64,
 }
 
 impl Drop for HoldPermit {
     fn drop(&mut self) {
         if let Ok(mut held) = self.runtime.held.lock() {
             held.total = held.total.saturating_sub(1);
-            if let Some(n) = held.by_address.get_mut(&self.address) {
-                *n -= 1;
-                if *n == 0 {
-                    held.by_address.remove(&self.address);
-                }
-            }
+            give_back(&mut held.by_address, &self.group);
+            give_back(&mut held.by_account, &self.account);
         }
     }
 }
@@ -822,21 +835,28 @@ impl HitRuntime {
         self.release.send_replace(true);
     }
 
-    /// A place for one more held-open response from `address`, within the limits.
-    fn try_hold(self: &Arc<Self>, address: IpAddr) -> Option<HoldPermit> {
+    /// A place for one more held-open response from `address` for a campaign of `account`,
+    /// within the limits (see [`HoldLimits`]).
+    fn try_hold(self: &Arc<Self>, address: IpAddr, account: i64) -> Option<HoldPermit> {
         if *self.release.borrow() {
             return None;
         }
+        let group = domain::address_group(address);
         let mut held = self.held.lock().ok()?;
-        let from = held.by_address.get(&address).copied().unwrap_or(0);
-        if held.total >= self.limits.max || from >= self.limits.per_address {
+        let from = held.by_address.get(&group).copied().unwrap_or(0);
+        let of_account = held.by_account.get(&account).copied().unwrap_or(0);
+        let accounts = held.by_account.len() + usize::from(of_account == 0);
+        let share = (self.limits.max / (accounts + 1)).max(1);
+        if held.total >= self.limits.max || from >= self.limits.per_address || of_account >= share {
             return None;
         }
         held.total += 1;
-        held.by_address.insert(address, from + 1);
+        held.by_address.insert(group, from + 1);
+        held.by_account.insert(account, of_account + 1);
         Some(HoldPermit {
             runtime: self.clone(),
-            address,
+            group,
+            account,
         })
     }
 }
@@ -862,8 +882,10 @@ fn pixel() -> Response {
 
 /// The held-open image: the GIF without its last byte at once, the last byte when the reader has
 /// kept the email open [`HOLD_MAX`]; the hit is recorded when the client closes the response (or
-/// at that cap) with the seconds it was held, timed from the request.
-fn held_pixel(state: AppState, hit: NewHit, permit: HoldPermit) -> Response {
+/// at that cap) with the seconds it was held, timed from the request. An HTTP/1 connection is
+/// closed after it, so that its connection slot is given back with the held place: a client
+/// that asks again at once must connect again, under the listener's per-address cap.
+fn held_pixel(state: AppState, hit: NewHit, permit: HoldPermit, version: Version) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
     let started = Instant::now();
     tokio::spawn(async move {
@@ -895,7 +917,7 @@ fn held_pixel(state: AppState, hit: NewHit, permit: HoldPermit) -> Response {
             .await
             .map(|chunk| (Ok::<_, std::convert::Infallible>(chunk), rx))
     });
-    (
+    let mut response = (
         StatusCode::OK,
         [
             (header::CONTENT_TYPE, HeaderValue::from_static("image/gif")),
@@ -903,7 +925,13 @@ fn held_pixel(state: AppState, hit: NewHit, permit: HoldPermit) -> Response {
         ],
         axum::body::Body::from_stream(body),
     )
-        .into_response()
+        .into_response();
+    if version < Version::HTTP_2 {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// `GET /t/<guid>/<file>`: a tracking hit. Answers the image, or for a click a 302 to the link,
@@ -918,6 +946,7 @@ pub async fn hit(
     Path((guid, file)): Path<(String, String)>,
     RawQuery(q): RawQuery,
     method: Method,
+    version: Version,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
 ) -> Response {
@@ -999,9 +1028,9 @@ pub async fn hit(
         // measured nothing.
         let permit = address
             .filter(|_| classes.source == Source::Direct)
-            .and_then(|a| runtime.try_hold(a));
+            .and_then(|a| runtime.try_hold(a, row.campaign.account_id));
         return match permit {
-            Some(permit) => held_pixel(state, hit, permit),
+            Some(permit) => held_pixel(state, hit, permit, version),
             None => pixel(),
         };
     }
@@ -1072,21 +1101,71 @@ mod tests {
         ));
         let a: IpAddr = [192, 0, 2, 1].into();
         let b: IpAddr = [192, 0, 2, 2].into();
-        let first = runtime.try_hold(a).expect("first");
-        let _second = runtime.try_hold(a).expect("second");
-        assert!(runtime.try_hold(a).is_none(), "per address");
-        let _third = runtime.try_hold(b).expect("another address");
-        assert!(runtime.try_hold(b).is_none(), "in all");
+        let first = runtime.try_hold(a, 1).expect("first");
+        let _second = runtime.try_hold(a, 2).expect("second");
+        assert!(runtime.try_hold(a, 3).is_none(), "per address");
+        let _third = runtime.try_hold(b, 3).expect("another address");
+        assert!(runtime.try_hold(b, 4).is_none(), "in all");
         drop(first);
-        assert!(runtime.try_hold(a).is_some(), "a place freed");
+        assert!(runtime.try_hold(a, 4).is_some(), "a place freed");
+    }
+
+    #[test]
+    fn one_ipv6_64_holds_what_one_address_may() {
+        let runtime = Arc::new(HitRuntime::new(
+            AppleEgress::default(),
+            HoldLimits {
+                max: 100,
+                per_address: 2,
+            },
+        ));
+        let in_64 = |n: u16| IpAddr::from([0x2001, 0xdb8, 7, 7, n, 0, 0, 1]);
+        let held: Vec<_> = (1..=10)
+            .filter_map(|n| runtime.try_hold(in_64(n), n.into()))
+            .collect();
+        assert_eq!(held.len(), 2, "ten addresses of one /64");
+        assert!(runtime
+            .try_hold(IpAddr::from([0x2001, 0xdb8, 7, 8, 0, 0, 0, 1]), 1)
+            .is_some());
+    }
+
+    /// One account's campaigns take at most a share that leaves room for the next account, which
+    /// in turn leaves room for a third; a place an account gives back is its own again.
+    #[test]
+    fn accounts_share_the_held_places_and_one_account_cannot_take_them_all() {
+        let runtime = Arc::new(HitRuntime::new(
+            AppleEgress::default(),
+            HoldLimits {
+                max: 12,
+                per_address: 100,
+            },
+        ));
+        let from = |n: u8| IpAddr::from([192, 0, 2, n]);
+        let mut first: Vec<_> = (0..12)
+            .filter_map(|n| runtime.try_hold(from(n), 1))
+            .collect();
+        assert_eq!(first.len(), 6, "alone, an account holds half");
+        let second: Vec<_> = (0..12)
+            .filter_map(|n| runtime.try_hold(from(n), 2))
+            .collect();
+        assert_eq!(second.len(), 4, "with two accounts holding, a third each");
+        assert!(
+            runtime.try_hold(from(99), 3).is_some(),
+            "a third account gets in"
+        );
+        first.truncate(2);
+        assert!(
+            runtime.try_hold(from(1), 1).is_some(),
+            "back within its share"
+        );
     }
 
     #[test]
     fn after_release_nothing_is_held() {
         let runtime = Arc::new(HitRuntime::default());
-        assert!(runtime.try_hold([192, 0, 2, 1].into()).is_some());
+        assert!(runtime.try_hold([192, 0, 2, 1].into(), 1).is_some());
         runtime.release_held();
-        assert!(runtime.try_hold([192, 0, 2, 1].into()).is_none());
+        assert!(runtime.try_hold([192, 0, 2, 1].into(), 1).is_none());
     }
 
     #[test]

@@ -17,14 +17,14 @@ async fn create(s: &Server, body: Value) -> Value {
         .clone()
 }
 
-fn text<'a>(v: &'a Value, field: &str) -> &'a str {
+pub(crate) fn text<'a>(v: &'a Value, field: &str) -> &'a str {
     v[field]
         .as_str()
         .unwrap_or_else(|| panic!("`{field}` is a string in {v}"))
 }
 
 /// The URL of the first `src="…"` or `href="…"` in `html` whose path ends with `file`.
-fn url_in(html: &str, file: &str) -> String {
+pub(crate) fn url_in(html: &str, file: &str) -> String {
     html.split('"')
         .find(|part| {
             part.starts_with("http") && part.split('?').next().is_some_and(|p| p.ends_with(file))
@@ -816,7 +816,7 @@ async fn click_tracking_html_can_come_from_a_url() {
         .expect_error("InvalidURL", 400);
 }
 
-const THUNDERBIRD: &str =
+pub(crate) const THUNDERBIRD: &str =
     "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Thunderbird/128.3.0";
 const GMAIL_PROXY: &str =
     "Mozilla/5.0 (Windows NT 5.1; rv:11.0) Gecko Firefox/11.0 (via ggpht.com GoogleImageProxy)";

@@ -17,22 +17,22 @@ use tokio::net::{TcpSocket, TcpStream};
 use crate::support::*;
 
 /// Longest wait for anything: only there so that a broken server fails instead of hanging.
-const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 /// The HTTP/2 connection preface and an empty SETTINGS frame.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
 
-fn local(a: u8, b: u8, c: u8) -> IpAddr {
+pub(crate) fn local(a: u8, b: u8, c: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(127, a, b, c))
 }
 
-fn server_addr(s: &Server) -> SocketAddr {
+pub(crate) fn server_addr(s: &Server) -> SocketAddr {
     s.base
         .trim_start_matches("http://")
         .parse()
         .expect("the server's address")
 }
 
-async fn connect_from(from: IpAddr, to: SocketAddr) -> TcpStream {
+pub(crate) async fn connect_from(from: IpAddr, to: SocketAddr) -> TcpStream {
     let socket = TcpSocket::new_v4().expect("socket");
     socket.bind(SocketAddr::new(from, 0)).expect("bind");
     socket.connect(to).await.expect("connect")
@@ -48,7 +48,7 @@ fn client_from(from: IpAddr) -> reqwest::Client {
 }
 
 /// `GET /v5/auth` from `from` with these credentials and extra headers; the status.
-async fn auth_status(
+pub(crate) async fn auth_status(
     s: &Server,
     from: IpAddr,
     user: &str,
@@ -105,7 +105,7 @@ async fn idle_http2_and_unfinished_header_blocks_are_cut_while_others_are_served
 
 /// Writes `piece` (one body byte) a hundred times, every 100 ms, until the server closes: never
 /// a pause long enough for a per-pause timeout, 10 s in all. Counts the pieces written.
-fn trickle(
+pub(crate) fn trickle(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
     piece: &'static [u8],
 ) -> (tokio::task::JoinHandle<()>, Arc<AtomicUsize>) {

@@ -20,6 +20,7 @@ mod fair_queues;
 mod faults;
 mod filters_anywhere;
 mod hardening_http;
+mod held_slots;
 mod hostile_clients;
 mod links;
 mod lists;

@@ -51,8 +51,10 @@ impl Limiter {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A slot for a new connection from `ip`, or `None` when that address already holds its share.
+    /// A slot for a new connection from `ip`, or `None` when that address (an IPv6 /64 counting
+    /// as one, [`domain::address_group`]) already holds its share.
     pub(crate) fn open(self: &Arc<Self>, ip: IpAddr) -> Option<ConnectionSlot> {
+        let ip = domain::address_group(ip);
         let now = Instant::now();
         let mut table = self.lock();
         if table.len() > PRUNE_ABOVE {
@@ -78,6 +80,7 @@ impl Limiter {
 
     /// Takes one message from `ip`'s budget; false when the budget for this minute is spent.
     pub(crate) fn take_message(&self, ip: IpAddr) -> bool {
+        let ip = domain::address_group(ip);
         let now = Instant::now();
         let mut table = self.lock();
         let Some(entry) = table.get_mut(&ip) else {
@@ -127,6 +130,19 @@ mod tests {
             limiter.open(a).is_some(),
             "a closed connection frees its slot"
         );
+    }
+
+    #[test]
+    fn an_ipv6_64_is_one_address_for_connections_and_messages() {
+        let limiter = Arc::new(Limiter::new(2, 3));
+        let in_64 = |n: u16| IpAddr::from([0x2001, 0xdb8, 9, 9, n, 0, 0, n]);
+        let slots: Vec<_> = (1..=10).filter_map(|n| limiter.open(in_64(n))).collect();
+        assert_eq!(slots.len(), 2, "ten addresses of one /64");
+        let taken = (1..=10).filter(|n| limiter.take_message(in_64(*n))).count();
+        assert_eq!(taken, 3, "one message budget for the /64");
+        assert!(limiter
+            .open(IpAddr::from([0x2001, 0xdb8, 9, 10, 0, 0, 0, 1]))
+            .is_some());
     }
 
     #[test]

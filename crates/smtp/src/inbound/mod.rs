@@ -88,6 +88,13 @@ pub struct SmtpConfig {
     /// The idle timeout while fewer than a quarter of `max_connections` are free: silent clients
     /// from a few addresses cannot hold the server full for `idle_timeout`.
     pub busy_idle_timeout: Duration,
+    /// Longest a session may last in all, commands and messages alike: a client that stays
+    /// busy (a `NOOP` every few seconds, a trickled message) is not cut by the idle timeout.
+    /// At the end it gets 421 and is disconnected.
+    pub session_timeout: Duration,
+    /// The session budget while fewer than a quarter of `max_connections` are free: busy
+    /// clients from a few addresses cannot hold the server full for `session_timeout`.
+    pub busy_session_timeout: Duration,
     pub tls: Option<TlsFiles>,
 }
 
@@ -102,6 +109,8 @@ impl Default for SmtpConfig {
             messages_per_minute_per_ip: 120,
             idle_timeout: Duration::from_secs(300),
             busy_idle_timeout: Duration::from_secs(20),
+            session_timeout: Duration::from_secs(600),
+            busy_session_timeout: Duration::from_secs(60),
             tls: None,
         }
     }
@@ -124,11 +133,21 @@ impl Shared {
     /// How long a client may be silent now: [`SmtpConfig::busy_idle_timeout`] while fewer
     /// than a quarter of the connection slots are free, else [`SmtpConfig::idle_timeout`].
     pub(crate) fn idle_timeout(&self) -> Duration {
+        self.by_load(self.cfg.idle_timeout, self.cfg.busy_idle_timeout)
+    }
+
+    /// How long a session may last in all now: [`SmtpConfig::busy_session_timeout`] while fewer
+    /// than a quarter of the connection slots are free, else [`SmtpConfig::session_timeout`].
+    pub(crate) fn session_timeout(&self) -> Duration {
+        self.by_load(self.cfg.session_timeout, self.cfg.busy_session_timeout)
+    }
+
+    fn by_load(&self, calm: Duration, busy: Duration) -> Duration {
         let free = self.slots.available_permits();
         if free.saturating_mul(4) < self.cfg.max_connections {
-            self.cfg.idle_timeout.min(self.cfg.busy_idle_timeout)
+            calm.min(busy)
         } else {
-            self.cfg.idle_timeout
+            calm
         }
     }
 }

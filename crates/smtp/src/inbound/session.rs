@@ -49,6 +49,9 @@ struct Session {
     bdat: Option<(Vec<u8>, bool)>,
     errors: u32,
     commands: u32,
+    started: tokio::time::Instant,
+    /// Set when the session budget ran out, for the 421 that says so.
+    over_budget: bool,
 }
 
 pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
@@ -74,6 +77,8 @@ pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             bdat: None,
             errors: 0,
             commands: 0,
+            started: tokio::time::Instant::now(),
+            over_budget: false,
         };
         let greeting = format!("{} ESMTP mailproof ready", session.shared.cfg.hostname);
         session.reply(220, &greeting);
@@ -162,7 +167,19 @@ impl Session {
         // it is looked at again every few seconds (reading is cancel-safe).
         let started = tokio::time::Instant::now();
         loop {
-            let left = self.shared.idle_timeout().saturating_sub(started.elapsed());
+            let session_left = self
+                .shared
+                .session_timeout()
+                .saturating_sub(self.started.elapsed());
+            if session_left.is_zero() {
+                self.over_budget = true;
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "session budget"));
+            }
+            let left = self
+                .shared
+                .idle_timeout()
+                .saturating_sub(started.elapsed())
+                .min(session_left);
             if left.is_zero() {
                 return Err(io::Error::new(io::ErrorKind::TimedOut, "idle timeout"));
             }
@@ -256,9 +273,14 @@ impl Session {
         if err.kind() != io::ErrorKind::TimedOut {
             return Err(err);
         }
-        tracing::info!("idle timeout");
+        let why = if self.over_budget {
+            "Session time limit reached"
+        } else {
+            "Idle timeout"
+        };
+        tracing::info!("{why}");
         let text = format!(
-            "4.4.2 {} Idle timeout, closing connection",
+            "4.4.2 {} {why}, closing connection",
             self.shared.cfg.hostname
         );
         self.reply(421, &text);

@@ -1,12 +1,16 @@
 //! The inbound server, driven over real TCP on loopback.
 
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
 use tokio_rustls::rustls;
 
-use crate::support::{greeted, simple_message, test_config, Client, TestServer, SEED_DOMAIN};
+use crate::support::{
+    connect_from, greeted, simple_message, test_config, Client, TestServer, SEED_DOMAIN,
+};
 
 #[tokio::test]
 async fn accepted_message_is_stored_before_the_250_reply() {
@@ -591,5 +595,98 @@ async fn a_full_server_cuts_silent_clients_sooner_so_others_get_in() {
     assert!(refused < 100, "{refused}");
     newcomer.cmd("EHLO new.example", 250).await;
     drop(silent);
+    server.stop().await;
+}
+
+/// What the `NOOP` holders of [`busy_clients_from_many_addresses_leave_room_and_are_cut`] saw.
+#[derive(Default)]
+struct HolderCounts {
+    admitted: AtomicUsize,
+    refused_per_address: AtomicUsize,
+    cut_by_session_limit: AtomicUsize,
+}
+
+/// Issue 27: 32 addresses each open 8 connections and keep them busy with a `NOOP` every 200 ms
+/// (never silent, so the idle cut never comes), reconnecting whenever they are cut, for 4 s.
+/// Each address holds its 2 connections and no more, so 18 probes from another address are all
+/// greeted; while the server is busy the holders are cut at the session budget (1 s), not
+/// after the calm one (120 s).
+#[tokio::test]
+async fn busy_clients_from_many_addresses_leave_room_and_are_cut() {
+    let mut cfg = test_config();
+    cfg.max_connections = 80;
+    cfg.max_connections_per_ip = 2;
+    cfg.idle_timeout = Duration::from_secs(120);
+    cfg.busy_idle_timeout = Duration::from_secs(120);
+    cfg.session_timeout = Duration::from_secs(120);
+    cfg.busy_session_timeout = Duration::from_secs(1);
+    let server = TestServer::start(cfg).await;
+    let to = server.addr;
+    let counts = Arc::new(HolderCounts::default());
+    let until = tokio::time::Instant::now() + Duration::from_secs(4);
+    let mut holders = tokio::task::JoinSet::new();
+    for address in 1..=32u8 {
+        for _ in 0..8 {
+            let counts = counts.clone();
+            holders.spawn(async move {
+                let from = IpAddr::from([127, 0, 1, address]);
+                while tokio::time::Instant::now() < until {
+                    let mut c = connect_from(from, to).await;
+                    match c.reply().await {
+                        Some(r) if r.code == 220 => {
+                            counts.admitted.fetch_add(1, Ordering::SeqCst);
+                        }
+                        refused => {
+                            if refused.is_some_and(|r| r.text.contains("from your address")) {
+                                counts.refused_per_address.fetch_add(1, Ordering::SeqCst);
+                            }
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    }
+                    while tokio::time::Instant::now() < until {
+                        c.send("NOOP").await;
+                        match c.reply().await {
+                            Some(r) if r.code == 250 => {}
+                            Some(r) if r.text.contains("Session time limit") => {
+                                counts.cut_by_session_limit.fetch_add(1, Ordering::SeqCst);
+                                break;
+                            }
+                            _ => break,
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+            });
+        }
+    }
+    // The holders take their places first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut greeted_probes = 0;
+    for _ in 0..18 {
+        let mut c = connect_from(IpAddr::from([127, 0, 2, 1]), to).await;
+        let banner = tokio::time::timeout(Duration::from_secs(5), c.reply()).await;
+        if matches!(banner, Ok(Some(ref r)) if r.code == 220) {
+            c.cmd("EHLO victim.example", 250).await;
+            greeted_probes += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    while holders.join_next().await.is_some() {}
+    let admitted = counts.admitted.load(Ordering::SeqCst);
+    let refused = counts.refused_per_address.load(Ordering::SeqCst);
+    let cut = counts.cut_by_session_limit.load(Ordering::SeqCst);
+    assert_eq!(
+        greeted_probes, 18,
+        "every probe from another address is greeted"
+    );
+    assert!(
+        refused >= 32 * 6,
+        "each address past its 2 connections is refused: {refused}"
+    );
+    assert!(
+        cut >= 64,
+        "the 64 holders are cut at the busy session budget and again after reconnecting: {cut} cuts, {admitted} admissions"
+    );
     server.stop().await;
 }

@@ -65,6 +65,8 @@ pub fn test_config() -> SmtpConfig {
         messages_per_minute_per_ip: 1000,
         idle_timeout: Duration::from_secs(10),
         busy_idle_timeout: Duration::from_secs(10),
+        session_timeout: Duration::from_secs(60),
+        busy_session_timeout: Duration::from_secs(60),
         tls: None,
     }
 }
@@ -113,6 +115,13 @@ impl TestServer {
             .expect("server task did not panic");
         result.expect("server ends cleanly");
     }
+}
+
+/// A connection to `to` from `from`, a loopback address other than 127.0.0.1: another client.
+pub async fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> Client<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(SocketAddr::new(from, 0)).expect("bind");
+    Client::new(socket.connect(to).await.expect("connect"))
 }
 
 /// One reply: its code and all its lines' text.
