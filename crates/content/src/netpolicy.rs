@@ -78,9 +78,9 @@ impl ResolveError {
         match self {
             ResolveError::RefusedAddress { .. } => self.to_string(),
             ResolveError::RefusedHost { host } | ResolveError::Unresolved { host, .. } => format!(
-                "{host} has no address on the public internet (it does not resolve, or only to \
-                 private, loopback or otherwise internal addresses); give a host on the public \
-                 internet"
+                "refused: {host} has no address on the public internet (it does not resolve, or \
+                 only to private, loopback or otherwise internal addresses); give a host on the \
+                 public internet"
             ),
         }
     }
