@@ -6,7 +6,9 @@
 
 use render::{Faults, RenderError};
 
-use crate::support::{config, is_red, page, pixel, request, run, start, ENGINES};
+use crate::support::{
+    config, counter, is_red, page, page_replacements, pixel, request, run, start, ENGINES,
+};
 
 /// The error `result` ends in; a picture there is the failure this module guards against.
 fn refusal(engine: domain::Engine, result: Result<render::Rendered, RenderError>) -> RenderError {
@@ -21,20 +23,9 @@ fn refusal(engine: domain::Engine, result: Result<render::Rendered, RenderError>
 
 /// The process-wide count of pictures refused by `check` for `engine`.
 fn refused(engine: domain::Engine, check: &str) -> u64 {
-    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
-    let series = format!("mailproof_drawn_refused_total{{engine=\"{engine}\",check=\"{check}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(series.as_str()))
-        .map_or(0, |n| n.trim().parse().expect("a counter"))
-}
-
-/// How many pages the pool replaced alone for `engine`.
-fn page_replacements(engine: domain::Engine) -> u64 {
-    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
-    let series = format!("mailproof_engine_page_replacements_total{{engine=\"{engine}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(series.as_str()))
-        .map_or(0, |n| n.trim().parse().expect("a counter"))
+    counter(&format!(
+        "mailproof_drawn_refused_total{{engine=\"{engine}\",check=\"{check}\"}}"
+    ))
 }
 
 fn coloured(colour: &str, text: &str) -> String {

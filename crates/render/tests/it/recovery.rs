@@ -6,7 +6,9 @@ use std::time::Duration;
 use domain::Engine;
 use render::Renderer;
 
-use crate::support::{config, page, render, renderer, request, run, start};
+use crate::support::{
+    config, page, page_replacements, render, renderer, request, restarts, run, start,
+};
 
 fn kill(pid: u32) {
     assert!(procs::signal(pid, procs::Signal::KILL), "kill {pid}");
@@ -50,27 +52,9 @@ fn webkit_processes(renderer: &Renderer, name: &str) -> Vec<u32> {
         .collect()
 }
 
-/// How many times the pool has restarted `engine` in this test process, from the metrics.
-fn restarts(engine: Engine) -> u64 {
-    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
-    let series = format!("mailproof_engine_restarts_total{{engine=\"{engine}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(series.as_str()))
-        .map_or(0, |n| n.trim().parse().expect("a counter"))
-}
-
 /// The restart counter is process-wide: the WebKit replacement tests take turns, so that each
 /// sees only its own restart.
 static WEBKIT_RESTART_TESTS: Mutex<()> = Mutex::new(());
-
-/// How many pages (tabs, WebKit helpers) the pool has replaced alone for `engine`.
-fn page_replacements(engine: Engine) -> u64 {
-    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
-    let series = format!("mailproof_engine_page_replacements_total{{engine=\"{engine}\"}} ");
-    text.lines()
-        .find_map(|line| line.strip_prefix(series.as_str()))
-        .map_or(0, |n| n.trim().parse().expect("a counter"))
-}
 
 /// A WebKit-only renderer with one slot, warm, with its one helper and its Xvfb.
 async fn webkit_renderer(dir: &std::path::Path) -> (Renderer, Vec<u32>, Vec<u32>) {

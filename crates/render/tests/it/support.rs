@@ -199,6 +199,30 @@ pub fn is_red(p: [u8; 4]) -> bool {
     p[0] > 200 && p[1] < 60 && p[2] < 60
 }
 
+/// The value of the process-wide counter `series` (name and labels, as `/metrics` writes them:
+/// `mailproof_engine_restarts_total{engine="webkit"}`); 0 before it was first counted.
+pub fn counter(series: &str) -> u64 {
+    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
+    let prefix = format!("{series} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .map_or(0, |n| n.trim().parse().expect("a counter"))
+}
+
+/// How many times the pool has restarted `engine` in this test process.
+pub fn restarts(engine: Engine) -> u64 {
+    counter(&format!(
+        "mailproof_engine_restarts_total{{engine=\"{engine}\"}}"
+    ))
+}
+
+/// How many pages (tabs, WebKit helpers) the pool has replaced alone for `engine`.
+pub fn page_replacements(engine: Engine) -> u64 {
+    counter(&format!(
+        "mailproof_engine_page_replacements_total{{engine=\"{engine}\"}}"
+    ))
+}
+
 /// A path nobody else uses, so request counts belong to one test. It has no file extension, so
 /// engines must recognise images by how they are requested, not by name.
 pub fn unique_path(name: &str) -> String {
