@@ -183,11 +183,12 @@ impl WebkitEngine {
     /// that scale starts a new one.
     pub fn abandon(&self, scale: u32) {
         let role = helper_role(scale);
+        // Forgotten at once, so that the next capture replaces it even before the kill lands.
         let pid = self
             .pids
             .lock()
             .ok()
-            .and_then(|pids| pids.get(&role).copied());
+            .and_then(|mut pids| pids.remove(&role));
         if let Some(pid) = pid {
             procs::signal(pid, procs::Signal::KILL);
         }
@@ -246,9 +247,16 @@ impl WebkitEngine {
         if !self.display_alive() {
             return Err(WebkitError::HelperDied("Xvfb exited".into()));
         }
-        if let Some(stale) = helper.take_if(|h| !h.usable()) {
-            // Killed from outside, or abandoned midway by a caller that stopped waiting: a new
-            // helper takes its place, the engine's other helpers are left alone.
+        let role = helper_role(req.scale);
+        let counted = |h: &Helper| {
+            self.pids
+                .lock()
+                .is_ok_and(|pids| pids.get(&role) == Some(&h.pid()))
+        };
+        if let Some(stale) = helper.take_if(|h| !h.usable() || !counted(h)) {
+            // Killed from outside, abandoned midway by a caller that stopped waiting, or ended
+            // by `abandon` (perhaps not yet dead): a new helper takes its place, the engine's
+            // other helpers are left alone.
             tracing::info!(
                 pid = stale.pid(),
                 scale = req.scale,
