@@ -20,7 +20,7 @@ use tokio::sync::Mutex;
 
 use crate::engine::{
     accept_dialog, answer_every, checked_capture, command_failed, launch, screenshot_png,
-    wait_for_load, EngineSetup, LoadEvent, PageFacts, Running, Shot, ShotRequest,
+    wait_for_load, EngineSetup, LoadEvent, PageFacts, Pages, Running, Shot, ShotRequest,
 };
 use crate::error::RenderError;
 use crate::ws::Connection;
@@ -54,7 +54,7 @@ type Expected = Arc<SyncMutex<HashMap<String, (String, String)>>>;
 pub(crate) struct Chromium {
     pub(crate) running: Running,
     /// One tab per slot; a slot's tab is replaced alone when a render hangs or crashes in it.
-    tabs: Vec<SyncMutex<Arc<Tab>>>,
+    tabs: Pages<Tab>,
     documents: Expected,
     resource_wait: Duration,
     faults: crate::Faults,
@@ -141,30 +141,23 @@ impl Chromium {
         answer_requests(&conn, documents.clone());
         let mut tabs = Vec::with_capacity(setup.slots);
         for _ in 0..setup.slots {
-            tabs.push(SyncMutex::new(Arc::new(open_tab(&conn).await?)));
+            tabs.push(open_tab(&conn).await?);
         }
         // From here on a hung command is found within the command timeout, as in Firefox.
         conn.set_command_timeout(setup.command_timeout);
         tracing::info!(pid, slots = setup.slots, "Chromium ready");
         Ok(Chromium {
             running: Running::new(browser, conn, profile),
-            tabs,
+            tabs: Pages::new(Engine::Blink, tabs),
             documents,
             resource_wait: setup.resource_wait,
             faults: setup.faults,
         })
     }
 
-    fn tab(&self, slot: usize) -> Result<Arc<Tab>, RenderError> {
-        self.tabs
-            .get(slot)
-            .and_then(|tab| tab.lock().ok().map(|tab| tab.clone()))
-            .ok_or_else(|| RenderError::InvalidRequest(format!("no Chromium slot {slot}")))
-    }
-
     /// Closes `slot`'s tab (its renderer process goes with it) and opens a fresh one there.
     pub(crate) async fn replace_tab(&self, slot: usize) -> Result<(), RenderError> {
-        let old = self.tab(slot)?;
+        let old = self.tabs.get(slot)?;
         let conn = &self.running.conn;
         // A tab that is already gone answers with an error; the new one is what matters.
         let _ = call(
@@ -177,10 +170,7 @@ impl Chromium {
         if let Ok(mut expected) = self.documents.lock() {
             expected.remove(&old.session);
         }
-        let fresh = Arc::new(open_tab(conn).await?);
-        if let Some(Ok(mut tab)) = self.tabs.get(slot).map(|t| t.lock()) {
-            *tab = fresh;
-        }
+        self.tabs.put(slot, open_tab(conn).await?);
         Ok(())
     }
 
@@ -197,7 +187,7 @@ impl Chromium {
         if self.faults.keep_previous_document {
             return Ok(());
         }
-        let tab = self.tab(slot)?;
+        let tab = self.tabs.get(slot)?;
         call(
             &self.running.conn,
             Some(&tab.session),
@@ -320,7 +310,7 @@ impl Chromium {
 
     /// Sets the tab up for `req` and loads its document; returns the tab.
     async fn load(&self, slot: usize, req: &ShotRequest<'_>) -> Result<Arc<Tab>, RenderError> {
-        let tab = self.tab(slot)?;
+        let tab = self.tabs.get(slot)?;
         let session = tab.session.as_str();
         let conn = &self.running.conn;
         call(

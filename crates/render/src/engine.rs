@@ -401,3 +401,36 @@ where
     }
     Ok(Shot { png, visible_text })
 }
+
+/// A browser's pages, one per slot, each replaceable alone (the tabs of Chromium and Firefox).
+pub(crate) struct Pages<T> {
+    engine: Engine,
+    slots: Vec<std::sync::Mutex<std::sync::Arc<T>>>,
+}
+
+impl<T> Pages<T> {
+    pub(crate) fn new(engine: Engine, pages: Vec<T>) -> Pages<T> {
+        Pages {
+            engine,
+            slots: pages
+                .into_iter()
+                .map(|page| std::sync::Mutex::new(std::sync::Arc::new(page)))
+                .collect(),
+        }
+    }
+
+    /// The page of `slot` now.
+    pub(crate) fn get(&self, slot: usize) -> Result<std::sync::Arc<T>, RenderError> {
+        self.slots
+            .get(slot)
+            .and_then(|page| page.lock().ok().map(|page| page.clone()))
+            .ok_or_else(|| RenderError::InvalidRequest(format!("no {} slot {slot}", self.engine)))
+    }
+
+    /// Puts `fresh` in `slot` in place of its page.
+    pub(crate) fn put(&self, slot: usize, fresh: T) {
+        if let Some(Ok(mut page)) = self.slots.get(slot).map(|page| page.lock()) {
+            *page = std::sync::Arc::new(fresh);
+        }
+    }
+}

@@ -18,7 +18,7 @@ use tokio::sync::{Mutex, Notify};
 use crate::chromium::tempdir;
 use crate::engine::{
     accept_dialog, answer_every, checked_capture, command_failed, launch, screenshot_png,
-    wait_for_load, EngineSetup, LoadEvent, PageFacts, Running, Shot, ShotRequest,
+    wait_for_load, EngineSetup, LoadEvent, PageFacts, Pages, Running, Shot, ShotRequest,
 };
 use crate::error::RenderError;
 use crate::ws::Connection;
@@ -43,7 +43,7 @@ pub(crate) struct Firefox {
     pub(crate) running: Running,
     chrome_context: String,
     /// One tab per slot; a slot's tab is replaced alone when a render hangs or crashes in it.
-    tabs: Vec<SyncMutex<Arc<Tab>>>,
+    tabs: Pages<Tab>,
     gate: SchemeGate,
     resource_wait: Duration,
     faults: crate::Faults,
@@ -191,30 +191,23 @@ impl Firefox {
             .to_string();
         let mut tabs = Vec::with_capacity(setup.slots);
         for _ in 0..setup.slots {
-            tabs.push(SyncMutex::new(Arc::new(open_tab(&conn).await?)));
+            tabs.push(open_tab(&conn).await?);
         }
         conn.set_command_timeout(setup.command_timeout);
         tracing::info!(pid, slots = setup.slots, "Firefox ready");
         Ok(Firefox {
             running: Running::new(browser, conn, profile),
             chrome_context,
-            tabs,
+            tabs: Pages::new(Engine::Gecko, tabs),
             gate: SchemeGate::new(setup.slots.max(1) * 2),
             resource_wait: setup.resource_wait,
             faults: setup.faults,
         })
     }
 
-    fn tab(&self, slot: usize) -> Result<Arc<Tab>, RenderError> {
-        self.tabs
-            .get(slot)
-            .and_then(|tab| tab.lock().ok().map(|tab| tab.clone()))
-            .ok_or_else(|| RenderError::InvalidRequest(format!("no Firefox slot {slot}")))
-    }
-
     /// Closes `slot`'s tab and opens a fresh one there.
     pub(crate) async fn replace_tab(&self, slot: usize) -> Result<(), RenderError> {
-        let old = self.tab(slot)?;
+        let old = self.tabs.get(slot)?;
         let conn = &self.running.conn;
         // A tab that is already gone answers with an error; the new one is what matters.
         let _ = call(
@@ -223,10 +216,7 @@ impl Firefox {
             json!({"context": old.context, "promptUnload": false}),
         )
         .await;
-        let fresh = Arc::new(open_tab(conn).await?);
-        if let Some(Ok(mut tab)) = self.tabs.get(slot).map(|t| t.lock()) {
-            *tab = fresh;
-        }
+        self.tabs.put(slot, open_tab(conn).await?);
         Ok(())
     }
 
@@ -243,7 +233,7 @@ impl Firefox {
         if self.faults.keep_previous_document {
             return Ok(());
         }
-        let tab = self.tab(slot)?;
+        let tab = self.tabs.get(slot)?;
         call(
             &self.running.conn,
             "browsingContext.navigate",
@@ -282,7 +272,7 @@ impl Firefox {
         slot: usize,
         req: &ShotRequest<'_>,
     ) -> Result<Shot, RenderError> {
-        let tab = self.tab(slot)?;
+        let tab = self.tabs.get(slot)?;
         let _scheme = self.enter_scheme(req.color_scheme).await?;
         let mut state = tab.state.lock().await;
         let conn = &self.running.conn;
