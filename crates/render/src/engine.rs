@@ -12,6 +12,7 @@ use crate::firefox::Firefox;
 use crate::webkit::Webkit;
 
 /// How to start one engine instance.
+#[derive(Clone)]
 pub(crate) struct EngineSetup {
     pub slots: usize,
     pub work_dir: PathBuf,
@@ -96,13 +97,14 @@ impl Instance {
     }
 
     /// Puts a fresh page in `slot` in place of one a render hung or crashed in, leaving the
-    /// other slots' renders alone (WebKit: the helper the slot drew with is ended, and the next
+    /// other slots' renders alone (Firefox: a new tab, or a new browser for the slot when its
+    /// browser no longer answers; WebKit: the helper the slot drew with is ended, and the next
     /// capture at its scale starts a new one). An error means the browser itself no longer
     /// answers.
     pub(crate) async fn replace_page(&self, slot: usize) -> Result<(), RenderError> {
         match self {
             Instance::Chromium(c) => c.replace_tab(slot).await,
-            Instance::Firefox(f) => f.replace_tab(slot).await,
+            Instance::Firefox(f) => f.replace_page(slot).await,
             Instance::Webkit(w) => {
                 w.abandon(slot);
                 Ok(())
@@ -125,7 +127,7 @@ impl Instance {
     pub(crate) fn pids(&self) -> Vec<u32> {
         match self {
             Instance::Chromium(c) => vec![c.running.pid],
-            Instance::Firefox(f) => vec![f.running.pid],
+            Instance::Firefox(f) => f.pids(),
             Instance::Webkit(w) => w.pids(),
         }
     }
@@ -133,7 +135,7 @@ impl Instance {
     pub(crate) async fn is_alive(&self) -> bool {
         match self {
             Instance::Chromium(c) => c.running.is_alive().await,
-            Instance::Firefox(f) => f.running.is_alive().await,
+            Instance::Firefox(f) => f.is_alive().await,
             Instance::Webkit(w) => w.is_alive(),
         }
     }
@@ -141,7 +143,7 @@ impl Instance {
     pub(crate) async fn shutdown(&self) {
         match self {
             Instance::Chromium(c) => c.running.shutdown("Browser.close").await,
-            Instance::Firefox(f) => f.running.shutdown("browser.close").await,
+            Instance::Firefox(f) => f.shutdown().await,
             Instance::Webkit(w) => w.shutdown().await,
         }
     }
@@ -240,12 +242,17 @@ impl Running {
         }
     }
 
-    async fn is_alive(&self) -> bool {
+    pub(crate) async fn is_alive(&self) -> bool {
         self.conn.is_open() && self.browser.lock().await.is_alive()
     }
 
+    /// Kills the browser's process group now.
+    pub(crate) async fn kill(&self) {
+        self.browser.lock().await.kill().await;
+    }
+
     /// Asks the browser to close (`close` is the protocol's command), then kills what is left.
-    async fn shutdown(&self, close: &str) {
+    pub(crate) async fn shutdown(&self, close: &str) {
         let _ = tokio::time::timeout(
             Duration::from_secs(2),
             self.conn.call_raw(close, serde_json::json!({}), None),
@@ -425,6 +432,14 @@ impl<T> Pages<T> {
             .get(slot)
             .and_then(|page| page.lock().ok().map(|page| page.clone()))
             .ok_or_else(|| RenderError::InvalidRequest(format!("no {} slot {slot}", self.engine)))
+    }
+
+    /// Every slot's page now.
+    pub(crate) fn all(&self) -> Vec<std::sync::Arc<T>> {
+        self.slots
+            .iter()
+            .filter_map(|page| page.lock().ok().map(|page| page.clone()))
+            .collect()
     }
 
     /// Puts `fresh` in `slot` in place of its page.

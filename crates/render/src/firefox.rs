@@ -1,13 +1,13 @@
-//! Firefox ESR driven over its built-in WebDriver BiDi server (no geckodriver): one warm browser,
-//! one tab per slot.
+//! Firefox ESR driven over its built-in WebDriver BiDi server (no geckodriver): one warm browser
+//! with one tab per slot (why a browser per slot: [`Firefox`]).
 //!
 //! Viewport, device pixel ratio and image blocking are per tab (`setViewport`, a network intercept
 //! answered with `failRequest` for images, cache bypass). The colour scheme is not: Firefox ESR
 //! only follows the browser-wide `ui.systemUsesDarkTheme` pref, flipped from the chrome scope. A
 //! [`SchemeGate`] therefore lets any number of renders of one scheme run together and makes a
-//! render of the other scheme wait until they drain, in batches so neither side starves. One
-//! browser with a gate costs far less memory than a second, dark browser (about 1.3 GiB RSS each),
-//! and email tests render mostly light profiles.
+//! render of the other scheme wait until they drain, in batches so neither side starves. It
+//! matters now that each browser has one slot only where a browser is shared again; a gate costs
+//! far less memory than a second, dark browser per slot.
 
 use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
@@ -26,6 +26,24 @@ use domain::{ColorScheme, Engine};
 
 pub(crate) const FIREFOX_BINARY: &str = "firefox-esr";
 
+/// How long the chrome scope may take to name a document's content process.
+const CONTENT_PID_WAIT: Duration = Duration::from_secs(2);
+
+/// A chrome-scope function of a URL: the operating-system ids of the content processes whose
+/// current top document is at that URL, as JSON.
+const CONTENT_PIDS_SCRIPT: &str = r#"((url) => {
+  const pids = [];
+  for (const win of Services.wm.getEnumerator("navigator:browser")) {
+    for (const browser of win.gBrowser.browsers) {
+      const global = browser.browsingContext && browser.browsingContext.currentWindowGlobal;
+      if (global && browser.currentURI && browser.currentURI.spec === url) {
+        pids.push(global.osPid);
+      }
+    }
+  }
+  return JSON.stringify(pids);
+})"#;
+
 #[derive(Default)]
 struct TabState {
     /// Viewport last set: (width, height, scale bits).
@@ -37,10 +55,114 @@ struct TabState {
 struct Tab {
     context: String,
     state: Mutex<TabState>,
+    /// The document last sent to the tab (its one-time URL): names the content process to end
+    /// when the tab is replaced.
+    shown: SyncMutex<Option<String>>,
 }
 
+/// Firefox, one browser process per slot. Firefox draws a screenshot in its parent process: the
+/// content process records the page's painting and the parent replays it, filters included, on
+/// its main thread, which also answers WebDriver BiDi. A costly document (an SVG filter that
+/// takes minutes to paint) therefore holds the whole browser, every tab and command in it, for
+/// as long as its capture runs; ending the content process does not stop the replay. With a
+/// browser per slot it holds only its own slot, whose browser is replaced when the render's
+/// budget has passed, while the other slots' renders go on. The price is memory: a browser
+/// (parent, its helpers and a content process) per slot instead of one (see BENCHMARKS.md).
 pub(crate) struct Firefox {
-    pub(crate) running: Running,
+    browsers: Pages<SlotFirefox>,
+    /// How a slot's browser is started again (`slots` is 1).
+    setup: EngineSetup,
+}
+
+impl Firefox {
+    pub(crate) async fn start(setup: &EngineSetup) -> Result<Firefox, RenderError> {
+        let one = EngineSetup {
+            slots: 1,
+            ..setup.clone()
+        };
+        let browsers = futures::future::try_join_all(
+            (0..setup.slots.max(1)).map(|_| SlotFirefox::start(&one)),
+        )
+        .await?;
+        Ok(Firefox {
+            browsers: Pages::new(Engine::Gecko, browsers),
+            setup: one,
+        })
+    }
+
+    pub(crate) async fn shoot(
+        &self,
+        slot: usize,
+        req: &ShotRequest<'_>,
+    ) -> Result<Shot, RenderError> {
+        self.browsers.get(slot)?.shoot(0, req).await
+    }
+
+    pub(crate) async fn clear(&self, slot: usize) -> Result<(), RenderError> {
+        self.browsers.get(slot)?.clear(0).await
+    }
+
+    /// A fresh page for `slot`: a new tab in the slot's browser when that browser still answers
+    /// (its hung document's content process ended first), else a new browser for the slot alone.
+    pub(crate) async fn replace_page(&self, slot: usize) -> Result<(), RenderError> {
+        let browser = self.browsers.get(slot)?;
+        if browser.running.is_alive().await {
+            let replaced =
+                tokio::time::timeout(self.setup.command_timeout, browser.replace_tab(0)).await;
+            match replaced {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => {
+                    tracing::warn!(slot, error = %e, "Firefox could not replace a tab; replacing the slot's browser");
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        slot,
+                        "Firefox did not replace a tab in time; replacing the slot's browser"
+                    );
+                }
+            }
+        }
+        browser.running.kill().await;
+        drop(browser);
+        self.browsers
+            .put(slot, SlotFirefox::start(&self.setup).await?);
+        Ok(())
+    }
+
+    /// Every slot's browser.
+    pub(crate) fn pids(&self) -> Vec<u32> {
+        self.browsers
+            .all()
+            .iter()
+            .map(|browser| browser.running.pid)
+            .collect()
+    }
+
+    /// While any slot's browser runs: a slot whose browser died gets a new one on its next
+    /// failure ([`Firefox::replace_page`]); all of them dead is the engine's restart.
+    pub(crate) async fn is_alive(&self) -> bool {
+        for browser in self.browsers.all() {
+            if browser.running.is_alive().await {
+                return true;
+            }
+        }
+        false
+    }
+
+    pub(crate) async fn shutdown(&self) {
+        futures::future::join_all(
+            self.browsers
+                .all()
+                .iter()
+                .map(|browser| browser.running.shutdown("browser.close")),
+        )
+        .await;
+    }
+}
+
+/// One slot's Firefox: the browser and its one tab.
+struct SlotFirefox {
+    running: Running,
     chrome_context: String,
     /// One tab per slot; a slot's tab is replaced alone when a render hangs or crashes in it.
     tabs: Pages<Tab>,
@@ -111,8 +233,8 @@ fn user_js(proxy: &std::net::SocketAddr) -> String {
         .collect()
 }
 
-impl Firefox {
-    pub(crate) async fn start(setup: &EngineSetup) -> Result<Firefox, RenderError> {
+impl SlotFirefox {
+    async fn start(setup: &EngineSetup) -> Result<SlotFirefox, RenderError> {
         let engine = Engine::Gecko;
         let profile = tempdir::Dir::new(&setup.work_dir, "firefox")?;
         let proxy: std::net::SocketAddr = setup
@@ -195,7 +317,7 @@ impl Firefox {
         }
         conn.set_command_timeout(setup.command_timeout);
         tracing::info!(pid, slots = setup.slots, "Firefox ready");
-        Ok(Firefox {
+        Ok(SlotFirefox {
             running: Running::new(browser, conn, profile),
             chrome_context,
             tabs: Pages::new(Engine::Gecko, tabs),
@@ -205,9 +327,16 @@ impl Firefox {
         })
     }
 
-    /// Closes `slot`'s tab and opens a fresh one there.
-    pub(crate) async fn replace_tab(&self, slot: usize) -> Result<(), RenderError> {
+    /// Closes `slot`'s tab and opens a fresh one there. The content process of the tab's last
+    /// document is ended first: a document still painting (an endless animation, a filter that
+    /// takes minutes) keeps its process busy, and closing the tab waits for that process, past
+    /// the command time-out, which would then restart the whole browser and everyone's renders.
+    async fn replace_tab(&self, slot: usize) -> Result<(), RenderError> {
         let old = self.tabs.get(slot)?;
+        let shown = old.shown.lock().ok().and_then(|mut s| s.take());
+        if let Some(url) = shown {
+            self.end_content_process(&url).await;
+        }
         let conn = &self.running.conn;
         // A tab that is already gone answers with an error; the new one is what matters.
         let _ = call(
@@ -220,6 +349,58 @@ impl Firefox {
         Ok(())
     }
 
+    /// Ends the content process showing the document at `url`, asked of the chrome scope (which
+    /// knows each tab's process) with a short time-out. Only a process under this browser is
+    /// signalled, and only one whose document is `url`: a document's URL is a site of its own
+    /// ([`crate::proxy::DocSite::Own`]), so Fission gives it a process no other tab shares.
+    async fn end_content_process(&self, url: &str) {
+        let Ok(quoted) = serde_json::to_string(url) else {
+            return;
+        };
+        let expression = format!("{CONTENT_PIDS_SCRIPT}({quoted})");
+        let asked = tokio::time::timeout(
+            CONTENT_PID_WAIT,
+            call(
+                &self.running.conn,
+                "script.evaluate",
+                json!({
+                    "expression": expression,
+                    "target": {"context": self.chrome_context},
+                    "awaitPromise": false,
+                }),
+            ),
+        )
+        .await;
+        let answer = match asked {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not ask Firefox which process shows a document");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!("Firefox did not say which process shows a document in time");
+                return;
+            }
+        };
+        let pids: Vec<u32> = answer
+            .pointer("/result/value")
+            .and_then(Value::as_str)
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default();
+        let browser = self.running.pid;
+        let ours = procs::tree(browser);
+        for pid in pids {
+            if pid != browser && ours.contains(&pid) {
+                let ended = procs::signal(pid, procs::Signal::KILL);
+                tracing::info!(
+                    pid,
+                    ended,
+                    "ended the content process of a replaced Firefox tab"
+                );
+            }
+        }
+    }
+
     /// Under the test fault [`crate::Faults::keep_previous_document`]: whether the page holds a
     /// document already, which is then kept instead of loading the one asked for.
     async fn keeps_previous_document(&self, page: &str) -> Result<bool, RenderError> {
@@ -229,7 +410,7 @@ impl Firefox {
         Ok(self.facts(page).await?.url != "about:blank")
     }
 
-    pub(crate) async fn clear(&self, slot: usize) -> Result<(), RenderError> {
+    async fn clear(&self, slot: usize) -> Result<(), RenderError> {
         if self.faults.keep_previous_document {
             return Ok(());
         }
@@ -267,11 +448,7 @@ impl Firefox {
         })
     }
 
-    pub(crate) async fn shoot(
-        &self,
-        slot: usize,
-        req: &ShotRequest<'_>,
-    ) -> Result<Shot, RenderError> {
+    async fn shoot(&self, slot: usize, req: &ShotRequest<'_>) -> Result<Shot, RenderError> {
         let tab = self.tabs.get(slot)?;
         let _scheme = self.enter_scheme(req.color_scheme).await?;
         let mut state = tab.state.lock().await;
@@ -316,6 +493,9 @@ impl Firefox {
             _ => {}
         }
 
+        if let Ok(mut shown) = tab.shown.lock() {
+            *shown = Some(req.url.to_string());
+        }
         let context = tab.context.clone();
         let url = req.url.to_string();
         let intercept = state.intercept.clone();
@@ -463,6 +643,7 @@ async fn open_tab(conn: &Connection) -> Result<Tab, RenderError> {
     Ok(Tab {
         context,
         state: Mutex::new(TabState::default()),
+        shown: SyncMutex::new(None),
     })
 }
 

@@ -1,12 +1,14 @@
 //! Real screenshots of (already transformed) email HTML in Chromium, Firefox ESR and WebKitGTK.
 //!
-//! [`Renderer`] keeps one warm instance per engine with `slots_per_engine` slots (a browser's
-//! tabs; WebKit's helpers on their Xvfb, driven through the `webkit` crate), and a loopback
+//! [`Renderer`] keeps one warm instance per engine with `slots_per_engine` slots (Chromium's tabs;
+//! a Firefox browser per slot; WebKit's helpers on their Xvfb, driven through the `webkit` crate),
+//! and a loopback
 //! forward proxy ([`proxy::Proxy`]) that every engine sends all its traffic through: it serves
-//! the documents from memory under one-time paths and fetches what emails reference under the
+//! the documents from memory under one-time addresses and fetches what emails reference under the
 //! [`NetPolicy`]. All three engines take one path: a request is checked against one set of
 //! limits before any engine sees it, waits for a free slot of its engine, and a crashed or hung
-//! engine is restarted and the render retried once before a retryable error is returned.
+//! page is replaced alone (the whole engine when its browser no longer answers) and the render
+//! retried once before a retryable error is returned.
 
 mod chromium;
 mod dark;
@@ -267,7 +269,9 @@ impl Pool {
             tracing::warn!(engine = %self.engine, slot, "the page did not clear after a render; replacing it");
         }
         if instance.is_alive().await {
-            let replaced = tokio::time::timeout(command_timeout, instance.replace_page(slot)).await;
+            // A page replacement may start a browser for the slot (Firefox), which takes a start.
+            let replace_wait = command_timeout + self.setup.start_timeout;
+            let replaced = tokio::time::timeout(replace_wait, instance.replace_page(slot)).await;
             if matches!(replaced, Ok(Ok(()))) {
                 telemetry::global().page_replacement(self.engine.as_str());
                 return;
@@ -484,7 +488,14 @@ impl Renderer {
                 }
                 continue;
             };
-            let ticket = self.proxy.add_document(&req.html);
+            // Firefox's documents are sites of their own, so a document that holds its page
+            // has a content process of its own to end (see `Firefox::replace_tab`). Chromium and
+            // WebKit end a page's process without that, and keep the process they have.
+            let site = match req.engine {
+                Engine::Gecko => proxy::DocSite::Own,
+                Engine::Blink | Engine::Webkit => proxy::DocSite::Shared,
+            };
+            let ticket = self.proxy.add_document(&req.html, site);
             let shot_req = ShotRequest {
                 url: ticket.url(),
                 html: &req.html,

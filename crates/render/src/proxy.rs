@@ -1,7 +1,8 @@
 //! A loopback HTTP forward proxy that every engine sends all its traffic through.
 //!
 //! It does two jobs. It serves the documents to render from memory, under one-time unguessable
-//! paths of a private host name ([`DOC_HOST`]) that never reaches DNS. And it fetches everything
+//! addresses on private host names that never reach DNS ([`DOC_HOST`] paths, or a `.invalid`
+//! site per document, [`DocSite`]). And it fetches everything
 //! else an email references under the [`NetPolicy`]: names are resolved here and the connection
 //! goes to an address the policy admits (so DNS rebinding cannot slip past the check), with a
 //! time and size limit per resource. `CONNECT` tunnels carry https the same way.
@@ -27,6 +28,21 @@ use crate::error::RenderError;
 /// Host name of the documents the proxy serves itself. `.invalid` is reserved (RFC 6761), so it
 /// can never be a real site; engines never resolve it because everything goes to the proxy.
 pub const DOC_HOST: &str = "mailproof-render.invalid";
+
+/// First label of a document host that is a site of its own: `mp` and the document's token, in
+/// `.invalid` (no public-suffix entry, so each such host is its own site to the engine).
+const OWN_SITE_PREFIX: &str = "mp";
+
+/// Where a document is served: what the engine's process model sees of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DocSite {
+    /// `http://mailproof-render.invalid/TOKEN`: every document of one site.
+    Shared,
+    /// `http://mpTOKEN.invalid/`: a site of its own, so a site-isolating engine (Firefox's
+    /// Fission) gives it a content process no other document shares, which can then be ended
+    /// alone when the document holds its page.
+    Own,
+}
 
 /// The policy of the documents to render: images, styles, fonts and media from anywhere (as the
 /// mail clients load them), and nothing that runs or nests: no script (inline, handler or
@@ -150,8 +166,8 @@ impl Proxy {
         self.shared.counters.forwarded.load(Ordering::Relaxed)
     }
 
-    /// Registers `html` and returns its one-time URL.
-    pub(crate) fn add_document(&self, html: &str) -> DocTicket {
+    /// Registers `html` and returns its one-time URL, on `site`.
+    pub(crate) fn add_document(&self, html: &str, site: DocSite) -> DocTicket {
         let mut bytes = [0u8; 16];
         rand::thread_rng().fill_bytes(&mut bytes);
         let token = hex::encode(bytes);
@@ -166,7 +182,10 @@ impl Proxy {
             );
         }
         DocTicket {
-            url: format!("http://{DOC_HOST}/{token}"),
+            url: match site {
+                DocSite::Shared => format!("http://{DOC_HOST}/{token}"),
+                DocSite::Own => format!("http://{OWN_SITE_PREFIX}{token}.invalid/"),
+            },
             token,
             shared: self.shared.clone(),
         }
@@ -253,8 +272,8 @@ async fn serve(mut client: TcpStream, shared: &Shared) -> Result<(), ProxyError>
     let Ok(url) = url::Url::parse(&head.target) else {
         return reply(&mut client, 400, "the proxy only takes absolute http URLs").await;
     };
-    if url.host_str() == Some(DOC_HOST) {
-        return serve_document(&mut client, shared, &head, &url).await;
+    if let Some(token) = document_token(&url) {
+        return serve_document(&mut client, shared, &head, token).await;
     }
     if url.scheme() != "http" {
         return reply(
@@ -267,13 +286,26 @@ async fn serve(mut client: TcpStream, shared: &Shared) -> Result<(), ProxyError>
     forward(client, shared, head, &url).await
 }
 
+/// The token of a URL on one of the proxy's own document hosts (either [`DocSite`] form); an
+/// empty token (another path of an own-site host, such as a relative image) matches no document.
+fn document_token(url: &url::Url) -> Option<&str> {
+    let host = url.host_str()?;
+    if host == DOC_HOST {
+        return Some(url.path().trim_start_matches('/'));
+    }
+    let token = host
+        .strip_suffix(".invalid")?
+        .strip_prefix(OWN_SITE_PREFIX)?;
+    let is_token = token.len() == 32 && token.bytes().all(|b| b.is_ascii_hexdigit());
+    is_token.then_some(if url.path() == "/" { token } else { "" })
+}
+
 async fn serve_document(
     client: &mut TcpStream,
     shared: &Shared,
     head: &Head,
-    url: &url::Url,
+    token: &str,
 ) -> Result<(), ProxyError> {
-    let token = url.path().trim_start_matches('/');
     let doc = if head.method == "GET" {
         shared
             .docs
@@ -543,7 +575,23 @@ mod tests {
     #[tokio::test]
     async fn documents_are_served_once_and_unknown_tokens_are_not_found() {
         let proxy = Proxy::start(NetPolicy::default()).await.expect("proxy");
-        let ticket = proxy.add_document("<p>hello</p>");
+        for site in [DocSite::Shared, DocSite::Own] {
+            served_once(&proxy, proxy.add_document("<p>hello</p>", site)).await;
+        }
+        // A relative resource of an own-site document is not the document again.
+        let ticket = proxy.add_document("<p>hello</p>", DocSite::Own);
+        let image = format!("{}logo.png", ticket.url());
+        let mut s = TcpStream::connect(proxy.addr()).await.expect("connect");
+        s.write_all(format!("GET {image} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.expect("read");
+        assert!(out.starts_with("HTTP/1.1 404"), "{out}");
+        served_once(&proxy, ticket).await;
+    }
+
+    async fn served_once(proxy: &Proxy, ticket: DocTicket) {
         let addr = proxy.addr();
         let get = |url: String| async move {
             let mut s = TcpStream::connect(addr).await.expect("connect");

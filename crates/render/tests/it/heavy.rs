@@ -7,10 +7,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use domain::Engine;
 use render::RenderRequest;
 
-use crate::support::{config, page, request, restarts, run, start, ENGINES};
+use crate::support::{config, logs, page, request, restarts, run, start, ENGINES};
 
 /// Endless animations of the costliest things to paint, over a large area.
 const ANIMATION: &str = r#"<!doctype html><html><head><style>
@@ -35,6 +34,7 @@ const SVG_FILTER: &str = r#"<!doctype html><html><body>
 #[test]
 fn heavy_emails_cost_their_own_render_and_leave_other_accounts_renders_going() {
     run(async {
+        logs();
         let dir = tempfile::tempdir().expect("temp dir");
         let mut cfg = config(dir.path().to_path_buf(), &ENGINES);
         let budget = Duration::from_secs(8);
@@ -42,16 +42,16 @@ fn heavy_emails_cost_their_own_render_and_leave_other_accounts_renders_going() {
         let renderer = Arc::new(start(cfg).await);
         let light = |engine| request(engine, page("data:,"), 600, 1.0);
         let mut report = Vec::new();
-        for engine in ENGINES {
+        // `HEAVY_ONLY=gecko` (or blink, webkit) runs one engine, when looking into one.
+        let only = std::env::var("HEAVY_ONLY").ok();
+        let engines = ENGINES
+            .into_iter()
+            .filter(|e| only.as_deref().is_none_or(|only| only == e.as_str()));
+        for engine in engines {
             // What a render of another account's email costs on this engine when all is quiet.
             let mut normal = Duration::ZERO;
             for _ in 0..3 {
-                let t = Instant::now();
-                renderer
-                    .render(light(engine))
-                    .await
-                    .expect("a quiet render");
-                normal = normal.max(t.elapsed());
+                normal = normal.max(quiet_render(&renderer, light(engine)).await);
             }
             let restarted = restarts(engine);
             let heavy: Vec<RenderRequest> = [ANIMATION, SVG_FILTER]
@@ -86,22 +86,18 @@ fn heavy_emails_cost_their_own_render_and_leave_other_accounts_renders_going() {
             let heavy_outcomes = attacker.await.expect("the heavy renders ran");
             // A render beside a heavy one may wait out its own budget for what the engine's pages
             // share (Chromium's compositor, the two cores): it then fails as a retryable
-            // time-out, which the job tries again; never more of them than heavy renders.
-            // Firefox's pages share its parent process, whose stalls are reported, not asserted
-            // (issue 27 stays open on it). Times are figures, printed below and recorded in
-            // BENCHMARKS.md, not assertions.
-            if engine != Engine::Gecko {
-                assert!(
-                    failed.len() <= heavy_outcomes.len(),
-                    "{engine}: {} of another account's {others} renders failed: {failed:?}",
-                    failed.len()
-                );
-                assert_eq!(
-                    restarts(engine),
-                    restarted,
-                    "{engine}: no browser was restarted for the heavy emails"
-                );
-            }
+            // time-out, which the job tries again; never more of them than heavy renders. Times
+            // are figures, printed below and recorded in BENCHMARKS.md, not assertions.
+            assert!(
+                failed.len() <= heavy_outcomes.len(),
+                "{engine}: {} of another account's {others} renders failed: {failed:?}",
+                failed.len()
+            );
+            assert_eq!(
+                restarts(engine),
+                restarted,
+                "{engine}: the engine was not restarted for the heavy emails (only their own pages were replaced)"
+            );
             report.push(format!(
                 "{engine}: quiet {normal:?}, {others} renders beside the heavy ones, slowest \
                  {slowest:?}, {} timed out, {} restarts; heavy: {heavy_outcomes:?}",
@@ -115,4 +111,19 @@ fn heavy_emails_cost_their_own_render_and_leave_other_accounts_renders_going() {
             Err(_) => panic!("the renderer is still shared"),
         }
     });
+}
+
+/// A render with no heavy one beside it, tried again (as its job would) when a busy machine made
+/// it spend its budget: the figure is the time of the one that succeeded.
+async fn quiet_render(renderer: &render::Renderer, req: RenderRequest) -> Duration {
+    let mut last = None;
+    for _ in 0..3 {
+        let t = Instant::now();
+        match renderer.render(req.clone()).await {
+            Ok(_) => return t.elapsed(),
+            Err(e) if e.is_retryable() => last = Some(e),
+            Err(e) => panic!("a quiet render failed: {e}"),
+        }
+    }
+    panic!("a quiet render failed three times: {last:?}");
 }

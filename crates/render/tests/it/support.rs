@@ -34,19 +34,24 @@ pub fn run<F: Future<Output = ()>>(body: F) {
     runtime().block_on(body)
 }
 
+/// Log lines into the test's output (`RUST_LOG` chooses; render and webkit at info otherwise).
+pub fn logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "render=info,webkit=info".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
 /// The renderer every test shares: all engines, two slots each, loopback 127.0.0.1 allow-listed
 /// (127.0.0.2 stays refused), a short resource wait.
 pub async fn renderer() -> Arc<Renderer> {
     static SHARED: tokio::sync::OnceCell<Arc<Renderer>> = tokio::sync::OnceCell::const_new();
     SHARED
         .get_or_init(|| async {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_from_default_env()
-                        .unwrap_or_else(|_| "render=info,webkit=info".into()),
-                )
-                .with_test_writer()
-                .try_init();
+            logs();
             let dir = tempfile::tempdir().expect("temp dir");
             let mut cfg = config(dir.keep(), &ENGINES);
             cfg.render_timeout = Duration::from_secs(30);
