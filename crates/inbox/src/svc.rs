@@ -131,9 +131,13 @@ impl SvcSender {
         for client in &send.unsent {
             let rcpt = domain::seed::seed_address(&send.seed_key, client, &self.seed_domain);
             let signed = self.message_for(send, &from, &rcpt)?;
-            let delivered =
-                smtp::deliver_local(self.deliver_to, bare_address(&from), &[rcpt.clone()], &signed)
-                    .await;
+            let delivered = smtp::deliver_local(
+                self.deliver_to,
+                bare_address(&from),
+                &[rcpt.clone()],
+                &signed,
+            )
+            .await;
             let now = chrono::Utc::now().timestamp();
             match delivered {
                 Ok(()) => {
@@ -185,7 +189,12 @@ impl SvcSender {
 
     /// The message for one seed address, as a sender sends it: only that address in `To:`, a
     /// fresh `Message-ID:`, its own DKIM signature.
-    fn message_for(&self, send: &PendingSend, from: &str, rcpt: &str) -> Result<Vec<u8>, InboxError> {
+    fn message_for(
+        &self,
+        send: &PendingSend,
+        from: &str,
+        rcpt: &str,
+    ) -> Result<Vec<u8>, InboxError> {
         let build_err = |reason: String| InboxError::Build {
             test_id: send.test_id.clone(),
             reason,

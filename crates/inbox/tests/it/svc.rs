@@ -44,9 +44,7 @@ fn to_and_id(message: &Received) -> (Vec<String>, String) {
 async fn each_seed_address_gets_its_own_signed_message_and_a_retry_sends_only_the_missing_one() {
     let f = Fixture::new().await;
     let key = "svckey0000000001";
-    let test_id = f
-        .create_spam_test_by(key, SpamMethod::Svc, FILTERS)
-        .await;
+    let test_id = f.create_spam_test_by(key, SpamMethod::Svc, FILTERS).await;
     let refused = seed_address(key, OWN, SEEDS);
     let refusing = refused.clone();
     let flaky = SmtpStub::builder()
@@ -70,7 +68,11 @@ async fn each_seed_address_gets_its_own_signed_message_and_a_retry_sends_only_th
     let mut ids = Vec::new();
     for (message, client) in received.iter().zip([SA, RS]) {
         let address = seed_address(key, client, SEEDS);
-        assert_eq!(message.rcpt_to, [address.clone()], "one recipient per message");
+        assert_eq!(
+            message.rcpt_to,
+            [address.clone()],
+            "one recipient per message"
+        );
         let (to, id) = to_and_id(message);
         assert_eq!(to, [address], "its own To:, nobody else's");
         assert!(
@@ -79,7 +81,11 @@ async fn each_seed_address_gets_its_own_signed_message_and_a_retry_sends_only_th
         );
         ids.push(id);
     }
-    assert_eq!(received.len(), 2, "the two accepted addresses: {received:?}");
+    assert_eq!(
+        received.len(),
+        2,
+        "the two accepted addresses: {received:?}"
+    );
     assert_ne!(ids[0], ids[1], "each message has its own Message-ID");
     let results = f.store.spam_results(&test_id).await.expect("spam results");
     let own = results.iter().find(|r| r.client == OWN).expect("OWN's row");

@@ -409,7 +409,12 @@ fn details_score(entry: &Value) -> f64 {
 fn by_client(entries: &[Value]) -> std::collections::BTreeMap<String, Value> {
     entries
         .iter()
-        .map(|e| (e["client"].as_str().unwrap_or_default().to_owned(), e.clone()))
+        .map(|e| {
+            (
+                e["client"].as_str().unwrap_or_default().to_owned(),
+                e.clone(),
+            )
+        })
         .collect()
 }
 
@@ -465,9 +470,8 @@ async fn an_svc_test_scores_the_email_as_a_one_recipient_delivery_does_and_its_s
     )
     .expect("the service's DKIM key");
     for address in &list {
-        let message =
-            smtp::build_message(subject, &html, &from, &[address.clone()], &seed_domain)
-                .expect("build the message");
+        let message = smtp::build_message(subject, &html, &from, &[address.clone()], &seed_domain)
+            .expect("build the message");
         let signed = signer.sign(&message).expect("sign it");
         smtp::deliver_local(s.smtp, &from, &[address.clone()], &signed)
             .await

@@ -21,8 +21,8 @@ use mail_auth::dmarc::Policy;
 use mail_auth::hickory_resolver::config::{ResolverConfig, ResolverOpts};
 use mail_auth::spf::verify::SpfParameters;
 use mail_auth::{
-    AuthenticatedMessage, DkimResult, DmarcResult, MessageAuthenticator, Parameters,
-    ResolverCache, SpfResult, Txt,
+    AuthenticatedMessage, DkimResult, DmarcResult, MessageAuthenticator, Parameters, ResolverCache,
+    SpfResult, Txt,
 };
 
 use super::rule;
@@ -120,10 +120,12 @@ impl AuthChecker {
 
     /// A checker that asks no name server: a resolver without servers fails every lookup at once.
     fn offline(unavailable: &'static str) -> AuthChecker {
-        let authenticator =
-            MessageAuthenticator::new(ResolverConfig::from_name_servers(vec![]), ResolverOpts::default())
-                .map_err(|e| tracing::warn!(error = %e, "cannot build an offline DKIM verifier"))
-                .ok();
+        let authenticator = MessageAuthenticator::new(
+            ResolverConfig::from_name_servers(vec![]),
+            ResolverOpts::default(),
+        )
+        .map_err(|e| tracing::warn!(error = %e, "cannot build an offline DKIM verifier"))
+        .ok();
         AuthChecker {
             authenticator,
             offline: true,

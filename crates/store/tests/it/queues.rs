@@ -313,7 +313,11 @@ async fn svc_recipients_recorded_under_the_lease_are_not_sent_again(backend: Bac
         .await
         .expect("claim")
         .expect("the send");
-    assert_eq!(first.unsent, ["SA", "OWN"], "every filter's address, in order");
+    assert_eq!(
+        first.unsent,
+        ["SA", "OWN"],
+        "every filter's address, in order"
+    );
     assert!(store
         .record_svc_recipient_sent(&id, "SA", "dead", 2_010, 2_070)
         .await
@@ -331,7 +335,11 @@ async fn svc_recipients_recorded_under_the_lease_are_not_sent_again(backend: Bac
         .await
         .expect("claim")
         .expect("taken over after the renewed lease expired");
-    assert_eq!(taken.unsent, ["OWN"], "the address already sent to is not sent again");
+    assert_eq!(
+        taken.unsent,
+        ["OWN"],
+        "the address already sent to is not sent again"
+    );
     assert!(
         !store
             .record_svc_recipient_sent(&id, "OWN", "dead", 2_072, 2_132)
