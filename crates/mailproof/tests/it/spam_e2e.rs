@@ -110,14 +110,7 @@ async fn clean_and_spammy_mail_gets_a_verdict_from_every_filter_by_all_three_met
         ("spammy", SPAM_SUBJECT, SPAM_HTML),
     ] {
         // seed: the caller sends the message to the address list itself.
-        let created = s
-            .post(
-                "/v5/spam/tests",
-                &json!({"subject": subject, "html": html, "test_method": "seed"}),
-            )
-            .await
-            .ok()
-            .clone();
+        let created = create_spam_test(&s, subject, html, "seed").await;
         let list = address_list(&created);
         let mut conn = SmtpConn::connect(s.smtp).await;
         let (code, text) = conn
@@ -144,14 +137,7 @@ async fn clean_and_spammy_mail_gets_a_verdict_from_every_filter_by_all_three_met
         tests.push((kind, "smtp", created["id"].as_str().expect("id").to_owned()));
 
         // svc: the service sends from its own sending path.
-        let created = s
-            .post(
-                "/v5/spam/tests",
-                &json!({"subject": subject, "html": html, "test_method": "svc"}),
-            )
-            .await
-            .ok()
-            .clone();
+        let created = create_spam_test(&s, subject, html, "svc").await;
         tests.push((kind, "svc", created["id"].as_str().expect("id").to_owned()));
     }
     for (kind, method, id) in &tests {
@@ -395,6 +381,17 @@ async fn the_callers_smtp_password_is_used_for_the_send_and_never_kept() {
     );
 }
 
+/// A spam test of `subject` and `html` by `method` (`svc` or `seed`): the API's answer.
+async fn create_spam_test(s: &Server, subject: &str, html: &str, method: &str) -> Value {
+    s.post(
+        "/v5/spam/tests",
+        &json!({"subject": subject, "html": html, "test_method": method}),
+    )
+    .await
+    .ok()
+    .clone()
+}
+
 /// The score at the start of a filter's `details` (`score 1.23 / spam at 5.0; ...`).
 fn details_score(entry: &Value) -> f64 {
     entry["details"]
@@ -437,27 +434,13 @@ async fn an_svc_test_scores_the_email_as_a_one_recipient_delivery_does_and_its_s
     .expect("../shared/corpus beside the checkout");
     let subject = "Your receipt from Acme";
 
-    let created = s
-        .post(
-            "/v5/spam/tests",
-            &json!({"subject": subject, "html": html, "test_method": "svc"}),
-        )
-        .await
-        .ok()
-        .clone();
+    let created = create_spam_test(&s, subject, &html, "svc").await;
     let svc_id = created["id"].as_str().expect("id").to_owned();
     let svc = by_client(&spam_verdicts(&s, AUTH, &svc_id, VERDICT_WAIT).await);
 
     // The reference: a seed test whose addresses each get the same message, built and signed as
     // the service does, in a delivery of its own.
-    let created = s
-        .post(
-            "/v5/spam/tests",
-            &json!({"subject": subject, "html": html, "test_method": "seed"}),
-        )
-        .await
-        .ok()
-        .clone();
+    let created = create_spam_test(&s, subject, &html, "seed").await;
     let seed_id = created["id"].as_str().expect("id").to_owned();
     let list = address_list(&created);
     let seed_domain = list[0].rsplit_once('@').expect("an address").1.to_owned();

@@ -34,6 +34,18 @@ async fn svc_test(store: &Store, account_id: i64, n: usize) -> String {
     test.id
 }
 
+/// A store with one svc test, and its id.
+async fn store_with_svc_test(backend: Backend) -> (store::testing::TestDb, Store, String) {
+    let (dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
+    let account = store
+        .account_by_key("k")
+        .await
+        .expect("read")
+        .expect("account");
+    let id = svc_test(&store, account.id, 1).await;
+    (dir, store, id)
+}
+
 /// Four workers drain the queue at once, each in a loop of claim and finish; every message must be
 /// claimed exactly once.
 async fn concurrent_claimers_get_each_inbound_message_once(backend: Backend) {
@@ -233,13 +245,7 @@ fn refused(not_before: i64) -> Outcome {
 }
 
 async fn an_svc_send_whose_lease_expired_is_taken_over_and_retries_wait(backend: Backend) {
-    let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
-    let account = store
-        .account_by_key("k")
-        .await
-        .expect("read")
-        .expect("account");
-    let id = svc_test(&store, account.id, 1).await;
+    let (_dir, store, id) = store_with_svc_test(backend).await;
     let first = store
         .claim_svc_send("dead", 2_000, 60)
         .await
@@ -301,13 +307,7 @@ async fn an_svc_send_whose_lease_expired_is_taken_over_and_retries_wait(backend:
 /// keeps the lease and is not sent again by the next claimer; one recorded by a sender that lost
 /// its lease is refused.
 async fn svc_recipients_recorded_under_the_lease_are_not_sent_again(backend: Backend) {
-    let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
-    let account = store
-        .account_by_key("k")
-        .await
-        .expect("read")
-        .expect("account");
-    let id = svc_test(&store, account.id, 1).await;
+    let (_dir, store, id) = store_with_svc_test(backend).await;
     let first = store
         .claim_svc_send("dead", 2_000, 60)
         .await
