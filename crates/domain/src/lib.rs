@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod client;
+pub mod dkim;
 pub mod ids;
 pub mod plan;
 pub mod queue;
@@ -25,6 +26,7 @@ pub const MAX_HTML_BYTES: usize = 8 * 1024 * 1024;
 
 pub use catalog::{Catalog, CatalogError, Category, Client, ColorScheme, Engine};
 pub use client::address_group;
+pub use dkim::DkimTxtRecord;
 pub use ids::TestId;
 pub use plan::Plan;
 pub use queue::QueueState;

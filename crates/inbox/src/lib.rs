@@ -24,7 +24,9 @@ mod svc;
 pub use address::Recipient;
 pub use error::InboxError;
 pub use processor::InboundProcessor;
-pub use service::{filter_profiles, MailConfig, MailService, PartState, StatusBoard};
+pub use service::{
+    filter_profiles, MailConfig, MailService, PartState, StatusBoard, DKIM_SELECTOR,
+};
 pub use sink::InboxSink;
 pub use svc::{bare_address, SvcSender};
 

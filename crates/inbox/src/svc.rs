@@ -1,5 +1,8 @@
-//! The `svc` method: the service builds the test message, signs it with its own DKIM key and sends
-//! it over SMTP to its own listener at the test's seed addresses, so it is judged like outside mail.
+//! The `svc` method: the service sends the test message over SMTP to its own listener at the test's
+//! seed addresses, so it is judged like outside mail. As a sender does, each seed address gets its
+//! own message (its own `To:` and `Message-ID:`), signed with the service's DKIM key: one message
+//! to every address at once is scored by the filters for its many similar recipients, which says
+//! nothing about the email being tested.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::InboxError;
 
-/// How long a claimed send is ours: far longer than one SMTP delivery to our own listener. A
-/// process that dies after sending but before recording it makes the next claimer send again (at
-/// least once, never lost).
+/// How long a claimed send is ours: far longer than one SMTP delivery to our own listener, and
+/// renewed by each delivery recorded. A process that dies after delivering to one seed address but
+/// before recording it makes the next claimer send that one again (at least once, never lost); the
+/// addresses recorded are not sent again.
 const LEASE: Duration = Duration::from_secs(120);
 /// The API wakes us on new tests, but without keeping a permit; rescan to catch missed ones.
 const RESCAN: Duration = Duration::from_secs(2);
@@ -65,7 +69,14 @@ impl SvcSender {
         let result = self.send(&send).await;
         let now = chrono::Utc::now().timestamp();
         match result {
-            Ok(()) => {
+            Ok(Progress::LeaseLost) => {
+                tracing::warn!(
+                    test_id = send.test_id,
+                    "svc send lease lost while sending; the sender that took it sends the rest"
+                );
+                Ok(true)
+            }
+            Ok(Progress::AllSent) => {
                 if !self
                     .store
                     .finish_svc_send(&send.test_id, &self.worker, now, &Outcome::Done)
@@ -73,7 +84,11 @@ impl SvcSender {
                 {
                     tracing::warn!(test_id = send.test_id, "svc send lease lost before it was recorded; another sender may send it again");
                 }
-                tracing::info!(test_id = send.test_id, "svc test message sent");
+                tracing::info!(
+                    test_id = send.test_id,
+                    recipients = send.unsent.len(),
+                    "svc test messages sent"
+                );
                 Ok(true)
             }
             Err(e) => {
@@ -103,19 +118,83 @@ impl SvcSender {
         tracing::info!("svc sender stopped");
     }
 
-    async fn send(&self, send: &PendingSend) -> Result<(), InboxError> {
-        let recipients: Vec<String> = self
-            .store
-            .spam_results(&send.test_id)
-            .await?
-            .iter()
-            .map(|row| domain::seed::seed_address(&send.seed_key, &row.client, &self.seed_domain))
-            .collect();
+    /// Sends each seed address still missing its message, recording each delivery as it lands
+    /// (a crash re-sends at most the one in flight). A delivery that fails is noted on its filter's
+    /// result and the others are still sent; the error names every address that failed.
+    async fn send(&self, send: &PendingSend) -> Result<Progress, InboxError> {
         let from = send
             .from_address
             .clone()
             .filter(|f| !f.trim().is_empty())
             .unwrap_or_else(|| format!("mailproof@{}", self.seed_domain));
+        let mut failed = Vec::new();
+        for client in &send.unsent {
+            let rcpt = domain::seed::seed_address(&send.seed_key, client, &self.seed_domain);
+            let signed = self.message_for(send, &from, &rcpt)?;
+            let delivered = smtp::deliver_local(
+                self.deliver_to,
+                bare_address(&from),
+                &[rcpt.clone()],
+                &signed,
+            )
+            .await;
+            let now = chrono::Utc::now().timestamp();
+            match delivered {
+                Ok(()) => {
+                    let lease_until = now + LEASE.as_secs() as i64;
+                    if !self
+                        .store
+                        .record_svc_recipient_sent(
+                            &send.test_id,
+                            client,
+                            &self.worker,
+                            now,
+                            lease_until,
+                        )
+                        .await?
+                    {
+                        return Ok(Progress::LeaseLost);
+                    }
+                }
+                Err(e) => {
+                    let next = if SVC_SENDS.gives_up(send.attempts) {
+                        "given up"
+                    } else {
+                        "it is sent again"
+                    };
+                    let note = format!(
+                        "the svc message to this filter's seed address {rcpt} was not delivered \
+                         ({e}); {next}"
+                    );
+                    self.store
+                        .note_spam_pending(&send.test_id, client, &note, now)
+                        .await?;
+                    failed.push(format!("{client} <{rcpt}>: {e}"));
+                }
+            }
+        }
+        if failed.is_empty() {
+            return Ok(Progress::AllSent);
+        }
+        Err(InboxError::Send {
+            test_id: send.test_id.clone(),
+            reason: format!(
+                "{} of {} seed addresses not delivered: {}",
+                failed.len(),
+                send.unsent.len(),
+                failed.join("; ")
+            ),
+        })
+    }
+
+    /// The message for one seed address, as a sender sends it: only that address in `To:`, a
+    /// fresh `Message-ID:`, its own DKIM signature.
+    fn message_for(
+        &self,
+        send: &PendingSend,
+        from: &str,
+        rcpt: &str,
+    ) -> Result<Vec<u8>, InboxError> {
         let build_err = |reason: String| InboxError::Build {
             test_id: send.test_id.clone(),
             reason,
@@ -123,22 +202,22 @@ impl SvcSender {
         let message = smtp::build_message(
             &send.subject,
             &send.html,
-            &from,
-            &recipients,
+            from,
+            &[rcpt.to_owned()],
             &self.seed_domain,
         )
         .map_err(|e| build_err(e.to_string()))?;
-        let signed = self
-            .signer
+        self.signer
             .sign(&message)
-            .map_err(|e| build_err(e.to_string()))?;
-        smtp::deliver_local(self.deliver_to, bare_address(&from), &recipients, &signed)
-            .await
-            .map_err(|e| InboxError::Send {
-                test_id: send.test_id.clone(),
-                reason: e.to_string(),
-            })
+            .map_err(|e| build_err(e.to_string()))
     }
+}
+
+/// How far a claimed send got without an error.
+enum Progress {
+    AllSent,
+    /// Another sender took the test over (our lease expired): it sends what is left.
+    LeaseLost,
 }
 
 /// `Name <a@b>` -> `a@b`, for the envelope.

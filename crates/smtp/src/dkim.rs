@@ -116,6 +116,14 @@ impl DkimSigner {
     pub fn dns_name(&self) -> String {
         format!("{}._domainkey.{}", self.selector, self.domain)
     }
+
+    /// The record and its name together, for a verifier that answers for this key itself.
+    pub fn txt_record(&self) -> domain::DkimTxtRecord {
+        domain::DkimTxtRecord {
+            name: self.dns_name(),
+            value: self.dns_record(),
+        }
+    }
 }
 
 /// Generates a key and writes it atomically with owner-only permissions; returns its PEM.

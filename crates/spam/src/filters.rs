@@ -154,6 +154,11 @@ impl SpamFilters {
         }
     }
 
+    /// The built-in analyzer verifies signatures by `record`'s key without DNS (our own sends).
+    pub fn answer_own_dkim(&self, record: &domain::DkimTxtRecord) -> Result<(), SpamError> {
+        self.builtin.answer_own_dkim(record)
+    }
+
     /// Follows the supervised daemons: scans go to the ones up, and a scan for one that is down
     /// fails with [`SpamError::EngineDown`] saying why.
     pub fn update(&self, status: &FilterStatus) {

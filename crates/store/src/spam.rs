@@ -127,6 +127,9 @@ pub struct PendingSend {
     pub from_address: Option<String>,
     /// Claims so far, this one included.
     pub attempts: i64,
+    /// The filter profiles (spam clients) whose seed address has not had its message yet, in the
+    /// test's order: each is sent its own, and an earlier claim may have delivered some already.
+    pub unsent: Vec<String>,
 }
 
 impl Store {
@@ -157,7 +160,14 @@ impl Store {
             .bind(&test_id)
             .fetch_one(&mut *tx)
             .await?;
+        let unsent: Vec<String> = sqlx::query_scalar(
+            "SELECT client FROM spam_results WHERE test_id = $1 AND svc_sent_at IS NULL ORDER BY position",
+        )
+        .bind(&test_id)
+        .fetch_all(&mut *tx)
+        .await?;
         let send = PendingSend {
+            unsent,
             account_id: r.try_get("account_id")?,
             subject: r.try_get("subject")?,
             html,
@@ -168,6 +178,36 @@ impl Store {
         };
         tx.commit().await?;
         Ok(Some(send))
+    }
+
+    /// Records that `worker` delivered svc test `test_id`'s message to `client`'s seed address, so
+    /// that no later claim sends it there again, and keeps the lease until `lease_until` (a send
+    /// that makes progress is alive). False, and nothing written, when the lease is no longer
+    /// `worker`'s: another sender has the test, so this one stops.
+    pub async fn record_svc_recipient_sent(
+        &self,
+        test_id: &str,
+        client: &str,
+        worker: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        if !SVC_SENDS
+            .renew_in(&mut tx, &Key::Text(test_id.into()), worker, lease_until)
+            .await?
+        {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        sqlx::query("UPDATE spam_results SET svc_sent_at = $1 WHERE test_id = $2 AND client = $3")
+            .bind(now)
+            .bind(test_id)
+            .bind(client)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Records how `worker`'s claimed send ended: `Done` marks it sent; a retry keeps the error

@@ -13,9 +13,9 @@ use spam::{
 use store::{NewInbound, NewTest, Store};
 use tokio::sync::Notify;
 
-const SA: &str = "SpamAssassin (test)";
-const OWN: &str = "Built-in (test)";
-const PROFILES: &str = r#"
+pub(crate) const SA: &str = "SpamAssassin (test)";
+pub(crate) const OWN: &str = "Built-in (test)";
+pub(crate) const PROFILES: &str = r#"
 [[filter]]
 client = "SpamAssassin (test)"
 type = "b2b"
@@ -32,18 +32,18 @@ engine = "builtin"
 spam_at = 5.0
 ham_below = 2.0
 "#;
-const SEEDS: &str = "seeds.test";
+pub(crate) const SEEDS: &str = "seeds.test";
 const MESSAGE: &[u8] = b"Received: from client.test (localhost [127.0.0.1]) by seeds.test; Sun, 22 Nov 2026 10:00:00 +0000\r\nFrom: news@acme.example\r\nTo: jane@example.org\r\nSubject: Our November news\r\nDate: Sun, 22 Nov 2026 10:00:00 +0000\r\nMessage-ID: <n1@mail.acme.example>\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>Hello Jane, here is what we shipped this month.</p>\r\n";
 
-struct Fixture {
+pub(crate) struct Fixture {
     /// The database, on the backend `MAILPROOF_TEST_DB` names (SQLite by default).
     _db: store::testing::TestDb,
-    store: Store,
+    pub(crate) store: Store,
     account_id: i64,
 }
 
 impl Fixture {
-    async fn new() -> Fixture {
+    pub(crate) async fn new() -> Fixture {
         let (db, store) = store::testing::store(store::Backend::from_env()).await;
         let account = store::testing::add_account(&store, "k").await;
         Fixture {
@@ -54,16 +54,34 @@ impl Fixture {
     }
 
     async fn create_spam_test(&self, key: &str) -> String {
+        self.create_spam_test_by(
+            key,
+            SpamMethod::Seed,
+            &[
+                (SA, domain::FilterType::B2b),
+                (OWN, domain::FilterType::B2c),
+            ],
+        )
+        .await
+    }
+
+    /// A spam test by `method` whose filters are `clients`, in that order.
+    pub(crate) async fn create_spam_test_by(
+        &self,
+        key: &str,
+        method: SpamMethod,
+        clients: &[(&str, domain::FilterType)],
+    ) -> String {
         let test = NewTest {
             subject: "Our November news".into(),
             html: "<p>Hello</p>".into(),
             created_at: chrono::Utc::now().timestamp(),
-            spam_method: Some(SpamMethod::Seed),
+            spam_method: Some(method),
             seed_key: Some(key.to_owned()),
-            spam_filters: vec![
-                (SA.into(), domain::FilterType::B2b),
-                (OWN.into(), domain::FilterType::B2c),
-            ],
+            spam_filters: clients
+                .iter()
+                .map(|(client, kind)| ((*client).to_owned(), *kind))
+                .collect(),
             ..store::testing::new_test(self.account_id, TestKind::Spam)
         };
         self.store

@@ -110,14 +110,7 @@ async fn clean_and_spammy_mail_gets_a_verdict_from_every_filter_by_all_three_met
         ("spammy", SPAM_SUBJECT, SPAM_HTML),
     ] {
         // seed: the caller sends the message to the address list itself.
-        let created = s
-            .post(
-                "/v5/spam/tests",
-                &json!({"subject": subject, "html": html, "test_method": "seed"}),
-            )
-            .await
-            .ok()
-            .clone();
+        let created = create_spam_test(&s, subject, html, "seed").await;
         let list = address_list(&created);
         let mut conn = SmtpConn::connect(s.smtp).await;
         let (code, text) = conn
@@ -144,14 +137,7 @@ async fn clean_and_spammy_mail_gets_a_verdict_from_every_filter_by_all_three_met
         tests.push((kind, "smtp", created["id"].as_str().expect("id").to_owned()));
 
         // svc: the service sends from its own sending path.
-        let created = s
-            .post(
-                "/v5/spam/tests",
-                &json!({"subject": subject, "html": html, "test_method": "svc"}),
-            )
-            .await
-            .ok()
-            .clone();
+        let created = create_spam_test(&s, subject, html, "svc").await;
         tests.push((kind, "svc", created["id"].as_str().expect("id").to_owned()));
     }
     for (kind, method, id) in &tests {
@@ -392,5 +378,127 @@ async fn the_callers_smtp_password_is_used_for_the_send_and_never_kept() {
     assert!(
         holding.is_empty(),
         "the SMTP password is stored in {holding:?}"
+    );
+}
+
+/// A spam test of `subject` and `html` by `method` (`svc` or `seed`): the API's answer.
+async fn create_spam_test(s: &Server, subject: &str, html: &str, method: &str) -> Value {
+    s.post(
+        "/v5/spam/tests",
+        &json!({"subject": subject, "html": html, "test_method": method}),
+    )
+    .await
+    .ok()
+    .clone()
+}
+
+/// The score at the start of a filter's `details` (`score 1.23 / spam at 5.0; ...`).
+fn details_score(entry: &Value) -> f64 {
+    entry["details"]
+        .as_str()
+        .and_then(|d| d.strip_prefix("score "))
+        .and_then(|d| d.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("details start with the score: {entry}"))
+}
+
+/// The filters' entries of a test by client name.
+fn by_client(entries: &[Value]) -> std::collections::BTreeMap<String, Value> {
+    entries
+        .iter()
+        .map(|e| {
+            (
+                e["client"].as_str().unwrap_or_default().to_owned(),
+                e.clone(),
+            )
+        })
+        .collect()
+}
+
+/// The SpamAssassin and Rspamd rules (both engines use these names) that score one message
+/// addressed to many similar recipients.
+const MANY_RECIPIENT_RULES: &[&str] = &["SUSPICIOUS_RECIPS", "SORTED_RECIPS"];
+
+/// Issue 30: an svc test measures the email, not the way mailproof sends it. A corpus email sent
+/// by `svc` gets the SpamAssassin and Rspamd scores of the same message delivered over SMTP to
+/// one seed address at a time, with no rule about many recipients; and its DKIM signature
+/// verifies with no DNS at all.
+#[tokio::test]
+async fn an_svc_test_scores_the_email_as_a_one_recipient_delivery_does_and_its_signature_verifies_offline(
+) {
+    let s = MailServer::start_with("[dns]\nenabled = false\n").await;
+    let html = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/corpus/postmark--receipt.html"
+    ))
+    .expect("../shared/corpus beside the checkout");
+    let subject = "Your receipt from Acme";
+
+    let created = create_spam_test(&s, subject, &html, "svc").await;
+    let svc_id = created["id"].as_str().expect("id").to_owned();
+    let svc = by_client(&spam_verdicts(&s, AUTH, &svc_id, VERDICT_WAIT).await);
+
+    // The reference: a seed test whose addresses each get the same message, built and signed as
+    // the service does, in a delivery of its own.
+    let created = create_spam_test(&s, subject, &html, "seed").await;
+    let seed_id = created["id"].as_str().expect("id").to_owned();
+    let list = address_list(&created);
+    let seed_domain = list[0].rsplit_once('@').expect("an address").1.to_owned();
+    let from = format!("mailproof@{seed_domain}");
+    // The service made its key before it sent the svc test, which has its verdicts.
+    let signer = smtp::DkimSigner::generate_or_load(
+        &s.data_dir().join("dkim.pem"),
+        &seed_domain,
+        inbox::DKIM_SELECTOR,
+    )
+    .expect("the service's DKIM key");
+    for address in &list {
+        let message = smtp::build_message(subject, &html, &from, &[address.clone()], &seed_domain)
+            .expect("build the message");
+        let signed = signer.sign(&message).expect("sign it");
+        smtp::deliver_local(s.smtp, &from, &[address.clone()], &signed)
+            .await
+            .expect("delivered to one seed address");
+    }
+    let single = by_client(&spam_verdicts(&s, AUTH, &seed_id, VERDICT_WAIT).await);
+
+    assert_eq!(
+        svc.keys().collect::<Vec<_>>(),
+        single.keys().collect::<Vec<_>>()
+    );
+    let mut compared = 0;
+    for (client, by_svc) in &svc {
+        let by_one = &single[client];
+        println!(
+            "{client}\n  svc:           {}\n  one recipient: {}",
+            by_svc["details"], by_one["details"]
+        );
+        if !(client.starts_with("SpamAssassin") || client.starts_with("Rspamd")) {
+            continue;
+        }
+        compared += 1;
+        assert_eq!(
+            details_score(by_svc),
+            details_score(by_one),
+            "{client}: svc scores the email as a one-recipient delivery does"
+        );
+        assert_eq!(by_svc["spam"], by_one["spam"], "{client}: the same verdict");
+        let details = by_svc["details"].as_str().unwrap_or_default();
+        for rule in MANY_RECIPIENT_RULES {
+            assert!(
+                !details.contains(rule),
+                "{client}: {rule} fired on the svc send: {details}"
+            );
+        }
+    }
+    assert_eq!(compared, 4, "two SpamAssassin and two Rspamd profiles");
+    let own = svc
+        .iter()
+        .find(|(client, _)| client.starts_with("mailproof checks"))
+        .map(|(_, entry)| entry["details"].as_str().unwrap_or_default().to_owned())
+        .expect("the built-in filter's result");
+    assert!(
+        own.contains("MP_DKIM_PASS"),
+        "the svc send's DKIM signature verifies with DNS off: {own}"
     );
 }

@@ -2,13 +2,28 @@
 //!
 //! Results are recorded as they are: a lookup that times out is `temperror`, a domain without a
 //! record is `none`; nothing is ever counted as a pass that was not verified.
+//!
+//! The one name answered without DNS is the service's own DKIM selector ([`OwnKeys`]): the key the
+//! `svc` sender signs with is held here too, so its sends verify offline and do not depend on the
+//! operator having published the record.
 
-use std::time::Duration;
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
+use domain::DkimTxtRecord;
+use mail_auth::common::parse::TxtRecordParser;
+use mail_auth::common::verify::DomainKey;
 use mail_auth::dmarc::verify::DmarcParameters;
 use mail_auth::dmarc::Policy;
+use mail_auth::hickory_resolver::config::{ResolverConfig, ResolverOpts};
 use mail_auth::spf::verify::SpfParameters;
-use mail_auth::{AuthenticatedMessage, DkimResult, DmarcResult, MessageAuthenticator, SpfResult};
+use mail_auth::{
+    AuthenticatedMessage, DkimResult, DmarcResult, MessageAuthenticator, Parameters, ResolverCache,
+    SpfResult, Txt,
+};
 
 use super::rule;
 use crate::filters::Envelope;
@@ -19,23 +34,69 @@ use ::content::dns::{DnsMode, ATTEMPTS};
 /// SPF's `%{r}` macro names the receiving host; mailproof has no public one.
 const RECEIVER: &str = "mailproof.invalid";
 
+/// Offline, only signatures by our own keys are verified: no lookup waits, so a short deadline.
+const OFFLINE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The DKIM records this service answers for itself, by lowercase rooted name, shared by every
+/// clone of the checker. Given to mail-auth as its TXT cache: a name found here is never looked
+/// up; every other lookup goes to the resolver, which keeps its own cache.
+#[derive(Clone, Default)]
+pub(crate) struct OwnKeys(Arc<RwLock<HashMap<Box<str>, Txt>>>);
+
+impl OwnKeys {
+    pub(crate) fn answer(&self, record: &DkimTxtRecord) -> Result<(), String> {
+        let key = DomainKey::parse(record.value.as_bytes())
+            .map_err(|e| format!("the DKIM record of {} does not parse: {e}", record.name))?;
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(record.fqdn().into(), Txt::from(key));
+        Ok(())
+    }
+}
+
+impl ResolverCache<Box<str>, Txt> for OwnKeys {
+    fn get<Q>(&self, name: &Q) -> Option<Txt>
+    where
+        Box<str>: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    // Our keys stay for the process's life; answers from DNS are not kept here.
+    fn remove<Q>(&self, _name: &Q) -> Option<Txt>
+    where
+        Box<str>: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        None
+    }
+
+    fn insert(&self, _key: Box<str>, _value: Txt, _valid_until: Instant) {}
+}
+
 #[derive(Clone)]
 pub(crate) struct AuthChecker {
     authenticator: Option<MessageAuthenticator>,
+    /// No DNS: SPF and DMARC are `temperror` without a lookup, and DKIM verifies only what
+    /// [`OwnKeys`] answers (any other signature is `temperror`: its resolver has no server).
+    offline: bool,
+    own_keys: OwnKeys,
     /// Whole-check deadline: many lookups each within `timeout` must still end promptly.
     deadline: Duration,
-    /// Why there is no authenticator, shown with the temperror rules.
+    /// Why there is no DNS, shown with the temperror rules.
     unavailable: &'static str,
 }
 
 impl AuthChecker {
     pub(crate) fn new(dns: DnsMode) -> AuthChecker {
         if dns == DnsMode::Disabled {
-            return AuthChecker {
-                authenticator: None,
-                deadline: Duration::ZERO,
-                unavailable: "DNS disabled",
-            };
+            return AuthChecker::offline("DNS disabled");
         }
         let built = dns.resolver_parts().and_then(|(config, opts)| {
             MessageAuthenticator::new(config, opts)
@@ -44,19 +105,39 @@ impl AuthChecker {
         match built {
             Ok(authenticator) => AuthChecker {
                 authenticator: Some(authenticator),
+                offline: false,
+                own_keys: OwnKeys::default(),
                 // A deadline of three queries' worth for the whole SPF/DKIM/DMARC check.
                 deadline: dns.timeout() * ATTEMPTS as u32 * 3,
                 unavailable: "",
             },
             Err(reason) => {
                 tracing::warn!(%reason, "no DNS resolver for SPF/DKIM/DMARC; they will report temperror");
-                AuthChecker {
-                    authenticator: None,
-                    deadline: Duration::ZERO,
-                    unavailable: "no DNS resolver configured",
-                }
+                AuthChecker::offline("no DNS resolver configured")
             }
         }
+    }
+
+    /// A checker that asks no name server: a resolver without servers fails every lookup at once.
+    fn offline(unavailable: &'static str) -> AuthChecker {
+        let authenticator = MessageAuthenticator::new(
+            ResolverConfig::from_name_servers(vec![]),
+            ResolverOpts::default(),
+        )
+        .map_err(|e| tracing::warn!(error = %e, "cannot build an offline DKIM verifier"))
+        .ok();
+        AuthChecker {
+            authenticator,
+            offline: true,
+            own_keys: OwnKeys::default(),
+            deadline: OFFLINE_DEADLINE,
+            unavailable,
+        }
+    }
+
+    /// Verifies signatures by `record`'s key from the key itself, never from DNS.
+    pub(crate) fn answer_for(&self, record: &DkimTxtRecord) -> Result<(), String> {
+        self.own_keys.answer(record)
     }
 
     pub(crate) async fn check(&self, message: &[u8], env: &Envelope) -> Vec<Rule> {
@@ -67,7 +148,24 @@ impl AuthChecker {
             tracing::debug!(reason = self.unavailable, "authentication checks skipped");
             return all_temperror(has_dkim_signature);
         };
-        match tokio::time::timeout(self.deadline, verify(authenticator, message, env)).await {
+        let checked = if self.offline {
+            tracing::debug!(
+                reason = self.unavailable,
+                "SPF and DMARC skipped; DKIM verified for our own keys only"
+            );
+            tokio::time::timeout(
+                self.deadline,
+                verify_own_dkim(authenticator, &self.own_keys, message),
+            )
+            .await
+        } else {
+            tokio::time::timeout(
+                self.deadline,
+                verify(authenticator, &self.own_keys, message, env),
+            )
+            .await
+        };
+        match checked {
             Ok(rules) => rules,
             Err(_) => {
                 tracing::warn!(
@@ -78,6 +176,25 @@ impl AuthChecker {
             }
         }
     }
+}
+
+/// Without DNS: the DKIM rule from our own keys, SPF and DMARC not known.
+async fn verify_own_dkim(
+    authenticator: &MessageAuthenticator,
+    own_keys: &OwnKeys,
+    message: &[u8],
+) -> Vec<Rule> {
+    let Some(parsed) = AuthenticatedMessage::parse(message) else {
+        return all_temperror(false);
+    };
+    let dkim = authenticator
+        .verify_dkim(Parameters::new(&parsed).with_txt_cache(own_keys))
+        .await;
+    vec![
+        rule("MP_SPF_TEMPERROR", 0.0),
+        dkim_rule(dkim.iter().map(|o| o.result())),
+        rule("MP_DMARC_TEMPERROR", 0.0),
+    ]
 }
 
 fn all_temperror(has_dkim_signature: bool) -> Vec<Rule> {
@@ -92,7 +209,12 @@ fn all_temperror(has_dkim_signature: bool) -> Vec<Rule> {
     ]
 }
 
-async fn verify(authenticator: &MessageAuthenticator, message: &[u8], env: &Envelope) -> Vec<Rule> {
+async fn verify(
+    authenticator: &MessageAuthenticator,
+    own_keys: &OwnKeys,
+    message: &[u8],
+    env: &Envelope,
+) -> Vec<Rule> {
     let helo = env.helo.as_str();
     let mail_from = env.mail_from.as_str();
     let spf = if mail_from.is_empty() {
@@ -116,7 +238,9 @@ async fn verify(authenticator: &MessageAuthenticator, message: &[u8], env: &Enve
         rules.push(rule("MP_DMARC_PERMERROR", 0.5));
         return rules;
     };
-    let dkim = authenticator.verify_dkim(&parsed).await;
+    let dkim = authenticator
+        .verify_dkim(Parameters::new(&parsed).with_txt_cache(own_keys))
+        .await;
     rules.push(dkim_rule(dkim.iter().map(|o| o.result())));
     let mail_from_domain = mail_from
         .rsplit_once('@')
@@ -215,6 +339,18 @@ mod tests {
             .await;
         assert!(rules.iter().any(|r| r.name == "MP_DKIM_NONE"));
         assert!(rules.iter().all(|r| !r.name.ends_with("_PASS")));
+    }
+
+    #[test]
+    fn a_record_that_is_not_a_dkim_key_is_refused_not_held() {
+        let keys = OwnKeys::default();
+        let bad = DkimTxtRecord {
+            name: "mailproof._domainkey.seeds.example".into(),
+            value: "v=DKIM1; k=rsa; p=not base64!".into(),
+        };
+        let err = keys.answer(&bad).expect_err("a damaged record");
+        assert!(err.contains("mailproof._domainkey.seeds.example"), "{err}");
+        assert!(keys.get("mailproof._domainkey.seeds.example.").is_none());
     }
 
     #[test]

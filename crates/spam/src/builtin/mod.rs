@@ -41,6 +41,14 @@ impl BuiltinAnalyzer {
         }
     }
 
+    /// Verifies DKIM signatures by `record`'s key from the key itself, with or without DNS: the
+    /// service's own sends are judged by their content, not by whether DNS publishes our key.
+    pub fn answer_own_dkim(&self, record: &domain::DkimTxtRecord) -> Result<(), SpamError> {
+        self.auth
+            .answer_for(record)
+            .map_err(SpamError::OwnDkimRecord)
+    }
+
     /// Runs every check on `message` as received from `env`.
     pub async fn analyze(&self, message: &[u8], env: &Envelope) -> Result<EngineReport, SpamError> {
         let parsed = MessageParser::default().parse(message).ok_or_else(|| {

@@ -24,11 +24,26 @@ async fn svc_test(store: &Store, account_id: i64, n: usize) -> String {
         created_at: 1_000 + n as i64,
         spam_method: Some(SpamMethod::Svc),
         seed_key: Some(format!("key{n}")),
-        spam_filters: vec![("SA".into(), domain::FilterType::B2b)],
+        spam_filters: vec![
+            ("SA".into(), domain::FilterType::B2b),
+            ("OWN".into(), domain::FilterType::B2c),
+        ],
         ..store::testing::new_test(account_id, TestKind::Spam)
     };
     store.create_test(&test).await.expect("svc test");
     test.id
+}
+
+/// A store with one svc test, and its id.
+async fn store_with_svc_test(backend: Backend) -> (store::testing::TestDb, Store, String) {
+    let (dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
+    let account = store
+        .account_by_key("k")
+        .await
+        .expect("read")
+        .expect("account");
+    let id = svc_test(&store, account.id, 1).await;
+    (dir, store, id)
 }
 
 /// Four workers drain the queue at once, each in a loop of claim and finish; every message must be
@@ -230,13 +245,7 @@ fn refused(not_before: i64) -> Outcome {
 }
 
 async fn an_svc_send_whose_lease_expired_is_taken_over_and_retries_wait(backend: Backend) {
-    let (_dir, store, _) = store_with_test(backend, vec![Variant::Default]).await;
-    let account = store
-        .account_by_key("k")
-        .await
-        .expect("read")
-        .expect("account");
-    let id = svc_test(&store, account.id, 1).await;
+    let (_dir, store, id) = store_with_svc_test(backend).await;
     let first = store
         .claim_svc_send("dead", 2_000, 60)
         .await
@@ -294,7 +303,64 @@ async fn an_svc_send_whose_lease_expired_is_taken_over_and_retries_wait(backend:
     );
 }
 
+/// Each seed address of an svc test gets its own message: a delivery recorded under the lease
+/// keeps the lease and is not sent again by the next claimer; one recorded by a sender that lost
+/// its lease is refused.
+async fn svc_recipients_recorded_under_the_lease_are_not_sent_again(backend: Backend) {
+    let (_dir, store, id) = store_with_svc_test(backend).await;
+    let first = store
+        .claim_svc_send("dead", 2_000, 60)
+        .await
+        .expect("claim")
+        .expect("the send");
+    assert_eq!(
+        first.unsent,
+        ["SA", "OWN"],
+        "every filter's address, in order"
+    );
+    assert!(store
+        .record_svc_recipient_sent(&id, "SA", "dead", 2_010, 2_070)
+        .await
+        .expect("record"));
+    assert!(
+        store
+            .claim_svc_send("w2", 2_061, 60)
+            .await
+            .expect("claim")
+            .is_none(),
+        "a recorded delivery renewed the lease"
+    );
+    let taken = store
+        .claim_svc_send("w2", 2_071, 60)
+        .await
+        .expect("claim")
+        .expect("taken over after the renewed lease expired");
+    assert_eq!(
+        taken.unsent,
+        ["OWN"],
+        "the address already sent to is not sent again"
+    );
+    assert!(
+        !store
+            .record_svc_recipient_sent(&id, "OWN", "dead", 2_072, 2_132)
+            .await
+            .expect("record"),
+        "the sender that lost the lease records nothing"
+    );
+    assert!(store
+        .finish_svc_send(&id, "w2", 2_073, &refused(2_100))
+        .await
+        .expect("finish"));
+    let again = store
+        .claim_svc_send("w3", 2_100, 60)
+        .await
+        .expect("claim")
+        .expect("due after the retry time");
+    assert_eq!(again.unsent, ["OWN"]);
+}
+
 on_both!(
+    svc_recipients_recorded_under_the_lease_are_not_sent_again,
     concurrent_claimers_get_each_inbound_message_once,
     an_inbound_claim_whose_lease_expired_is_taken_over,
     inbound_waits_and_retries_are_remembered_across_claims,
