@@ -134,7 +134,7 @@ impl SvcSender {
             let delivered = smtp::deliver_local(
                 self.deliver_to,
                 bare_address(&from),
-                &[rcpt.clone()],
+                std::slice::from_ref(&rcpt),
                 &signed,
             )
             .await;

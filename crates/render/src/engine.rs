@@ -54,7 +54,9 @@ pub(crate) struct Shot {
 pub(crate) enum Instance {
     Chromium(Chromium),
     Firefox(Firefox),
-    Webkit(Webkit),
+    /// Boxed: its helpers' bookkeeping is twice the size of the others, and an instance is made
+    /// once per start.
+    Webkit(Box<Webkit>),
 }
 
 impl Instance {
@@ -65,7 +67,7 @@ impl Instance {
         match engine {
             Engine::Blink => Ok(Instance::Chromium(Chromium::start(setup).await?)),
             Engine::Gecko => Ok(Instance::Firefox(Firefox::start(setup).await?)),
-            Engine::Webkit => Ok(Instance::Webkit(Webkit::start(setup).await?)),
+            Engine::Webkit => Ok(Instance::Webkit(Box::new(Webkit::start(setup).await?))),
         }
     }
 

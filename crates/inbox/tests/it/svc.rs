@@ -70,7 +70,7 @@ async fn each_seed_address_gets_its_own_signed_message_and_a_retry_sends_only_th
         let address = seed_address(key, client, SEEDS);
         assert_eq!(
             message.rcpt_to,
-            [address.clone()],
+            std::slice::from_ref(&address),
             "one recipient per message"
         );
         let (to, id) = to_and_id(message);

@@ -453,10 +453,16 @@ async fn an_svc_test_scores_the_email_as_a_one_recipient_delivery_does_and_its_s
     )
     .expect("the service's DKIM key");
     for address in &list {
-        let message = smtp::build_message(subject, &html, &from, &[address.clone()], &seed_domain)
-            .expect("build the message");
+        let message = smtp::build_message(
+            subject,
+            &html,
+            &from,
+            std::slice::from_ref(address),
+            &seed_domain,
+        )
+        .expect("build the message");
         let signed = signer.sign(&message).expect("sign it");
-        smtp::deliver_local(s.smtp, &from, &[address.clone()], &signed)
+        smtp::deliver_local(s.smtp, &from, std::slice::from_ref(address), &signed)
             .await
             .expect("delivered to one seed address");
     }
