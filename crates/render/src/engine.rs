@@ -114,6 +114,17 @@ impl Instance {
         }
     }
 
+    /// Where the proxy serves this engine's documents. Firefox's are sites of their own, so a
+    /// document that holds its page has a content process of its own to end
+    /// ([`Firefox::replace_page`]); Chromium and WebKit end a page's process without that, and keep
+    /// the process they have.
+    pub(crate) fn doc_site(&self) -> crate::proxy::DocSite {
+        match self {
+            Instance::Firefox(_) => crate::proxy::DocSite::Own,
+            Instance::Chromium(_) | Instance::Webkit(_) => crate::proxy::DocSite::Shared,
+        }
+    }
+
     /// Loads the blank page in `slot` after a render, so that the email drawn there neither runs
     /// its animations on while the slot waits nor shows through the next render (WebKit's
     /// helper clears its view itself, after answering).

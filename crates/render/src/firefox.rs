@@ -1,13 +1,13 @@
 //! Firefox ESR driven over its built-in WebDriver BiDi server (no geckodriver): one warm browser
-//! with one tab per slot (why a browser per slot: [`Firefox`]).
+//! per slot, each with one tab (why a browser per slot: [`Firefox`]).
 //!
 //! Viewport, device pixel ratio and image blocking are per tab (`setViewport`, a network intercept
 //! answered with `failRequest` for images, cache bypass). The colour scheme is not: Firefox ESR
 //! only follows the browser-wide `ui.systemUsesDarkTheme` pref, flipped from the chrome scope. A
 //! [`SchemeGate`] therefore lets any number of renders of one scheme run together and makes a
-//! render of the other scheme wait until they drain, in batches so neither side starves. It
-//! matters now that each browser has one slot only where a browser is shared again; a gate costs
-//! far less memory than a second, dark browser per slot.
+//! render of the other scheme wait until they drain, in batches so neither side starves. With one
+//! tab per browser the gate rarely waits, but it is still what knows the browser's scheme and
+//! flips it; it costs far less memory than a second, dark browser per slot.
 
 use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Duration;
@@ -25,6 +25,10 @@ use crate::ws::Connection;
 use domain::{ColorScheme, Engine};
 
 pub(crate) const FIREFOX_BINARY: &str = "firefox-esr";
+
+/// A slot's browser has one tab, at this place of its [`Pages`] (so it is replaced like any
+/// engine's page).
+const ONLY_TAB: usize = 0;
 
 /// How long the chrome scope may take to name a document's content process.
 const CONTENT_PID_WAIT: Duration = Duration::from_secs(2);
@@ -70,23 +74,19 @@ struct Tab {
 /// (parent, its helpers and a content process) per slot instead of one (see BENCHMARKS.md).
 pub(crate) struct Firefox {
     browsers: Pages<SlotFirefox>,
-    /// How a slot's browser is started again (`slots` is 1).
+    /// How a slot's browser is started again.
     setup: EngineSetup,
 }
 
 impl Firefox {
     pub(crate) async fn start(setup: &EngineSetup) -> Result<Firefox, RenderError> {
-        let one = EngineSetup {
-            slots: 1,
-            ..setup.clone()
-        };
         let browsers = futures::future::try_join_all(
-            (0..setup.slots.max(1)).map(|_| SlotFirefox::start(&one)),
+            (0..setup.slots.max(1)).map(|_| SlotFirefox::start(setup)),
         )
         .await?;
         Ok(Firefox {
             browsers: Pages::new(Engine::Gecko, browsers),
-            setup: one,
+            setup: setup.clone(),
         })
     }
 
@@ -95,11 +95,11 @@ impl Firefox {
         slot: usize,
         req: &ShotRequest<'_>,
     ) -> Result<Shot, RenderError> {
-        self.browsers.get(slot)?.shoot(0, req).await
+        self.browsers.get(slot)?.shoot(req).await
     }
 
     pub(crate) async fn clear(&self, slot: usize) -> Result<(), RenderError> {
-        self.browsers.get(slot)?.clear(0).await
+        self.browsers.get(slot)?.clear().await
     }
 
     /// A fresh page for `slot`: a new tab in the slot's browser when that browser still answers
@@ -108,7 +108,7 @@ impl Firefox {
         let browser = self.browsers.get(slot)?;
         if browser.running.is_alive().await {
             let replaced =
-                tokio::time::timeout(self.setup.command_timeout, browser.replace_tab(0)).await;
+                tokio::time::timeout(self.setup.command_timeout, browser.replace_tab()).await;
             match replaced {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(e)) => {
@@ -164,7 +164,7 @@ impl Firefox {
 struct SlotFirefox {
     running: Running,
     chrome_context: String,
-    /// One tab per slot; a slot's tab is replaced alone when a render hangs or crashes in it.
+    /// Its one tab ([`ONLY_TAB`]), replaced when a render hangs or crashes in it.
     tabs: Pages<Tab>,
     gate: SchemeGate,
     resource_wait: Duration,
@@ -311,28 +311,25 @@ impl SlotFirefox {
                 ),
             })?
             .to_string();
-        let mut tabs = Vec::with_capacity(setup.slots);
-        for _ in 0..setup.slots {
-            tabs.push(open_tab(&conn).await?);
-        }
+        let tab = open_tab(&conn).await?;
         conn.set_command_timeout(setup.command_timeout);
-        tracing::info!(pid, slots = setup.slots, "Firefox ready");
+        tracing::info!(pid, "Firefox ready");
         Ok(SlotFirefox {
             running: Running::new(browser, conn, profile),
             chrome_context,
-            tabs: Pages::new(Engine::Gecko, tabs),
-            gate: SchemeGate::new(setup.slots.max(1) * 2),
+            tabs: Pages::new(Engine::Gecko, vec![tab]),
+            gate: SchemeGate::new(2),
             resource_wait: setup.resource_wait,
             faults: setup.faults,
         })
     }
 
-    /// Closes `slot`'s tab and opens a fresh one there. The content process of the tab's last
+    /// Closes the tab and opens a fresh one. The content process of the tab's last
     /// document is ended first: a document still painting (an endless animation, a filter that
     /// takes minutes) keeps its process busy, and closing the tab waits for that process, past
     /// the command time-out, which would then restart the whole browser and everyone's renders.
-    async fn replace_tab(&self, slot: usize) -> Result<(), RenderError> {
-        let old = self.tabs.get(slot)?;
+    async fn replace_tab(&self) -> Result<(), RenderError> {
+        let old = self.tabs.get(ONLY_TAB)?;
         let shown = old.shown.lock().ok().and_then(|mut s| s.take());
         if let Some(url) = shown {
             self.end_content_process(&url).await;
@@ -345,7 +342,7 @@ impl SlotFirefox {
             json!({"context": old.context, "promptUnload": false}),
         )
         .await;
-        self.tabs.put(slot, open_tab(conn).await?);
+        self.tabs.put(ONLY_TAB, open_tab(conn).await?);
         Ok(())
     }
 
@@ -358,19 +355,7 @@ impl SlotFirefox {
             return;
         };
         let expression = format!("{CONTENT_PIDS_SCRIPT}({quoted})");
-        let asked = tokio::time::timeout(
-            CONTENT_PID_WAIT,
-            call(
-                &self.running.conn,
-                "script.evaluate",
-                json!({
-                    "expression": expression,
-                    "target": {"context": self.chrome_context},
-                    "awaitPromise": false,
-                }),
-            ),
-        )
-        .await;
+        let asked = tokio::time::timeout(CONTENT_PID_WAIT, self.in_chrome(&expression)).await;
         let answer = match asked {
             Ok(Ok(answer)) => answer,
             Ok(Err(e)) => {
@@ -410,11 +395,11 @@ impl SlotFirefox {
         Ok(self.facts(page).await?.url != "about:blank")
     }
 
-    async fn clear(&self, slot: usize) -> Result<(), RenderError> {
+    async fn clear(&self) -> Result<(), RenderError> {
         if self.faults.keep_previous_document {
             return Ok(());
         }
-        let tab = self.tabs.get(slot)?;
+        let tab = self.tabs.get(ONLY_TAB)?;
         call(
             &self.running.conn,
             "browsingContext.navigate",
@@ -448,8 +433,8 @@ impl SlotFirefox {
         })
     }
 
-    async fn shoot(&self, slot: usize, req: &ShotRequest<'_>) -> Result<Shot, RenderError> {
-        let tab = self.tabs.get(slot)?;
+    async fn shoot(&self, req: &ShotRequest<'_>) -> Result<Shot, RenderError> {
+        let tab = self.tabs.get(ONLY_TAB)?;
         let _scheme = self.enter_scheme(req.color_scheme).await?;
         let mut state = tab.state.lock().await;
         let conn = &self.running.conn;
@@ -596,6 +581,20 @@ impl SlotFirefox {
         shot
     }
 
+    /// Evaluates `expression` in the browser's privileged chrome scope (prefs, tabs, processes).
+    async fn in_chrome(&self, expression: &str) -> Result<Value, RenderError> {
+        call(
+            &self.running.conn,
+            "script.evaluate",
+            json!({
+                "expression": expression,
+                "target": {"context": self.chrome_context},
+                "awaitPromise": false,
+            }),
+        )
+        .await
+    }
+
     /// Waits until `scheme` is the browser's scheme (switching it when no render needs the other).
     async fn enter_scheme(&self, scheme: ColorScheme) -> Result<SchemeGuard<'_>, RenderError> {
         match self.gate.enter(scheme).await {
@@ -604,16 +603,7 @@ impl SlotFirefox {
                 let dark = matches!(scheme, ColorScheme::Dark) as i32;
                 let expression =
                     format!("Services.prefs.setIntPref(\"ui.systemUsesDarkTheme\", {dark})");
-                let result = call(
-                    &self.running.conn,
-                    "script.evaluate",
-                    json!({
-                        "expression": expression,
-                        "target": {"context": self.chrome_context},
-                        "awaitPromise": false,
-                    }),
-                )
-                .await;
+                let result = self.in_chrome(&expression).await;
                 // On failure the gate no longer knows the browser's scheme: the next render flips.
                 self.gate.flipped(scheme, result.is_ok());
                 result?;

@@ -488,14 +488,7 @@ impl Renderer {
                 }
                 continue;
             };
-            // Firefox's documents are sites of their own, so a document that holds its page
-            // has a content process of its own to end (see `Firefox::replace_tab`). Chromium and
-            // WebKit end a page's process without that, and keep the process they have.
-            let site = match req.engine {
-                Engine::Gecko => proxy::DocSite::Own,
-                Engine::Blink | Engine::Webkit => proxy::DocSite::Shared,
-            };
-            let ticket = self.proxy.add_document(&req.html, site);
+            let ticket = self.proxy.add_document(&req.html, instance.doc_site());
             let shot_req = ShotRequest {
                 url: ticket.url(),
                 html: &req.html,

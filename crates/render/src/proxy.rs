@@ -581,28 +581,28 @@ mod tests {
         // A relative resource of an own-site document is not the document again.
         let ticket = proxy.add_document("<p>hello</p>", DocSite::Own);
         let image = format!("{}logo.png", ticket.url());
-        let mut s = TcpStream::connect(proxy.addr()).await.expect("connect");
-        s.write_all(format!("GET {image} HTTP/1.1\r\n\r\n").as_bytes())
-            .await
-            .expect("write");
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.expect("read");
+        let out = exchange(proxy.addr(), format!("GET {image} HTTP/1.1\r\n\r\n")).await;
         assert!(out.starts_with("HTTP/1.1 404"), "{out}");
         served_once(&proxy, ticket).await;
     }
 
+    /// Sends `request` to the proxy at `addr` and reads the whole answer.
+    async fn exchange(addr: SocketAddr, request: String) -> String {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        s.write_all(request.as_bytes()).await.expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.expect("read");
+        out
+    }
+
     async fn served_once(proxy: &Proxy, ticket: DocTicket) {
-        let addr = proxy.addr();
-        let get = |url: String| async move {
-            let mut s = TcpStream::connect(addr).await.expect("connect");
-            s.write_all(format!("GET {url} HTTP/1.1\r\nHost: {DOC_HOST}\r\n\r\n").as_bytes())
-                .await
-                .expect("write");
-            let mut out = String::new();
-            s.read_to_string(&mut out).await.expect("read");
-            out
+        let get = |url: &str| {
+            exchange(
+                proxy.addr(),
+                format!("GET {url} HTTP/1.1\r\nHost: {DOC_HOST}\r\n\r\n"),
+            )
         };
-        let first = get(ticket.url().to_string()).await;
+        let first = get(ticket.url()).await;
         assert!(first.starts_with("HTTP/1.1 200"), "{first}");
         assert!(
             first.contains(&format!("Content-Security-Policy: {DOCUMENT_CSP}\r\n")),
@@ -613,27 +613,21 @@ mod tests {
                 && DOCUMENT_CSP.contains("object-src 'none'")
         );
         assert!(first.ends_with("<p>hello</p>"));
-        let second = get(ticket.url().to_string()).await;
+        let second = get(ticket.url()).await;
         assert!(second.starts_with("HTTP/1.1 404"), "{second}");
     }
 
     #[tokio::test]
     async fn loopback_hosts_are_refused_unless_allow_listed() {
         let proxy = Proxy::start(NetPolicy::default()).await.expect("proxy");
-        let mut s = TcpStream::connect(proxy.addr()).await.expect("connect");
-        s.write_all(b"GET http://127.0.0.1:9/x.png HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-            .await
-            .expect("write");
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.expect("read");
+        let out = exchange(
+            proxy.addr(),
+            "GET http://127.0.0.1:9/x.png HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".into(),
+        )
+        .await;
         assert!(out.starts_with("HTTP/1.1 403"), "{out}");
         assert_eq!(proxy.refused_count(), 1);
-        let mut s = TcpStream::connect(proxy.addr()).await.expect("connect");
-        s.write_all(b"CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n")
-            .await
-            .expect("write");
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.expect("read");
+        let out = exchange(proxy.addr(), "CONNECT 10.0.0.1:443 HTTP/1.1\r\n\r\n".into()).await;
         assert!(out.starts_with("HTTP/1.1 403"), "{out}");
     }
 

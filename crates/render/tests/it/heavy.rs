@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use render::RenderRequest;
 
-use crate::support::{config, logs, page, request, restarts, run, start, ENGINES};
+use crate::support::{config, logs, page, request, restart_turn, restarts, run, start, ENGINES};
 
 /// Endless animations of the costliest things to paint, over a large area.
 const ANIMATION: &str = r#"<!doctype html><html><head><style>
@@ -33,6 +33,7 @@ const SVG_FILTER: &str = r#"<!doctype html><html><body>
 
 #[test]
 fn heavy_emails_cost_their_own_render_and_leave_other_accounts_renders_going() {
+    let _turn = restart_turn();
     run(async {
         logs();
         let dir = tempfile::tempdir().expect("temp dir");

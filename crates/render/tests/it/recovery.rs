@@ -1,13 +1,12 @@
 //! A killed or hung engine is restarted and the next render succeeds, the same way for all three.
 
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use domain::Engine;
 use render::Renderer;
 
 use crate::support::{
-    config, page, page_replacements, render, renderer, request, restarts, run, start,
+    config, page, page_replacements, render, renderer, request, restart_turn, restarts, run, start,
 };
 
 fn kill(pid: u32) {
@@ -16,6 +15,7 @@ fn kill(pid: u32) {
 
 #[test]
 fn a_killed_browser_is_restarted_and_the_next_render_succeeds() {
+    let _turn = restart_turn();
     run(async {
         for engine in [Engine::Blink, Engine::Gecko] {
             let renderer = renderer().await;
@@ -54,10 +54,6 @@ fn webkit_processes(renderer: &Renderer, name: &str) -> Vec<u32> {
         .collect()
 }
 
-/// The restart counter is process-wide: the WebKit replacement tests take turns, so that each
-/// sees only its own restart.
-static WEBKIT_RESTART_TESTS: Mutex<()> = Mutex::new(());
-
 /// A WebKit-only renderer with one slot, warm, with its one helper and its Xvfb.
 async fn webkit_renderer(dir: &std::path::Path) -> (Renderer, Vec<u32>, Vec<u32>) {
     let mut cfg = config(dir.to_path_buf(), &[Engine::Webkit]);
@@ -83,9 +79,7 @@ async fn webkit_renderer(dir: &std::path::Path) -> (Renderer, Vec<u32>, Vec<u32>
 
 #[test]
 fn a_killed_webkit_xvfb_is_replaced_through_the_pools_restart() {
-    let _turn = WEBKIT_RESTART_TESTS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+    let _turn = restart_turn();
     run(async {
         let dir = tempfile::tempdir().expect("temp dir");
         let (renderer, helpers, xvfb) = webkit_renderer(dir.path()).await;
@@ -126,9 +120,7 @@ fn a_killed_webkit_xvfb_is_replaced_through_the_pools_restart() {
 /// Breaks the WebKit helper with `signal` and checks that it alone is replaced: a new helper on
 /// the same Xvfb draws the next render, and the engine is not restarted.
 fn webkit_helper_is_replaced_alone_after(signal: procs::Signal) {
-    let _turn = WEBKIT_RESTART_TESTS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
+    let _turn = restart_turn();
     run(async {
         let dir = tempfile::tempdir().expect("temp dir");
         let (renderer, helpers, xvfb) = webkit_renderer(dir.path()).await;

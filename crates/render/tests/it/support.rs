@@ -215,6 +215,17 @@ pub fn counter(series: &str) -> u64 {
 }
 
 /// How many times the pool has restarted `engine` in this test process.
+/// The restart counter is process-wide: tests that count restarts, or cause them, take turns
+/// ([`restart_turn`]), so that each sees only its own.
+static RESTART_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// This test's turn among those that count or cause engine restarts; held until dropped.
+pub fn restart_turn() -> std::sync::MutexGuard<'static, ()> {
+    RESTART_TESTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub fn restarts(engine: Engine) -> u64 {
     counter(&format!(
         "mailproof_engine_restarts_total{{engine=\"{engine}\"}}"
