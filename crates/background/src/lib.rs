@@ -12,15 +12,22 @@
 //!   a dead process is never mistaken for the claimer's own.
 //! - A loop whose handler fails waits a jittered, growing pause (one failure is logged once per
 //!   pause, not in a busy loop), and its first success resets the pause.
-//! - While a handler works on a row, a [`Heartbeat`] renews its lease; a row whose worker died is
-//!   claimed again once its lease expires.
+//! - Every claim is short ([`store::Lease`], 10 s unless a queue says otherwise) and, while its
+//!   handler works on the row, renewed by a [`Heartbeat`] that [`Loops::turn`] starts between the
+//!   claim and the work: no handler starts (or can forget) its own. A row whose worker died is
+//!   claimed again once its lease expires, within about the lease.
+//! - A finish is refused once the lease is someone else's (the store's finishes check the
+//!   owner), so a row taken over is finished once; a result that no finish can take back (a
+//!   picture, a test made from mail) is written only after [`Held::confirm`] says the row is
+//!   still the worker's.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use store::{Backoff, Key, Queue, Store};
+use store::{Backoff, Key, Lease, Queue, Store};
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -113,18 +120,32 @@ pub fn lease_owner(queue: &str) -> String {
     )
 }
 
-/// One loop of a queue, as its handler sees it: its lease owner and the stop.
+/// One loop of a queue, as its handler sees it: its lease owner, the lease its claims take, and
+/// the stop.
 #[derive(Clone, Debug)]
 pub struct Slot {
     /// The name on this loop's leases.
     pub owner: String,
+    /// What a claim of this loop holds ([`Slot::lease_secs`]); the loop's heartbeat renews it.
+    pub lease: Lease,
     pub cancel: CancellationToken,
 }
 
-/// One queue's claim loops: how many, how they are woken and how often they look.
+impl Slot {
+    /// The seconds a claim of this loop takes its row for.
+    pub fn lease_secs(&self) -> i64 {
+        self.lease.hold_secs()
+    }
+}
+
+/// One queue's claim loops: how many, how they are woken, how often they look, and the lease
+/// their claims take and their heartbeats renew.
 pub struct Loops {
-    /// The queue's name ([`store::Queue::name`]): names the leases and the log lines.
-    pub queue: &'static str,
+    /// The queue: names the leases and the log lines, and is where the heartbeat renews.
+    pub queue: &'static Queue,
+    pub store: Store,
+    /// The queue's own ([`Queue::lease`]) unless [`Loops::with_lease`] says otherwise.
+    pub lease: Lease,
     /// Loops at once: while one waits on a slow outside host, the others take the next rows (the
     /// store's fair claims decide whose).
     pub workers: usize,
@@ -138,48 +159,88 @@ pub struct Loops {
 const ERROR_BACKOFF: Backoff = Backoff::doubling(1, 30);
 
 impl Loops {
-    /// A queue's loops, woken by `wake`, looking every `poll` when idle.
+    /// `queue`'s loops on `store`, woken by `wake`, looking every `poll` when idle, under the
+    /// queue's lease.
     pub fn new(
-        queue: &'static str,
+        store: &Store,
+        queue: &'static Queue,
         workers: usize,
         wake: Option<Arc<Notify>>,
         poll: Duration,
     ) -> Loops {
         Loops {
             queue,
+            store: store.clone(),
+            lease: queue.lease,
             workers,
             wake,
             poll,
         }
     }
 
-    /// Runs the loops until `cancel`. Each calls `one(slot)` while it returns `Ok(true)` (a row
-    /// was handled), then waits for a wake-up, the poll interval or the stop; after an error it
-    /// waits the error backoff.
-    pub async fn run<F, Fut, E>(self, cancel: CancellationToken, one: F)
+    /// These loops under another lease than the queue's (tests that wait for a takeover).
+    pub fn with_lease(mut self, lease: Lease) -> Loops {
+        self.lease = lease;
+        self
+    }
+
+    /// A slot of these loops named `owner` and stopped by `cancel`: for a handler's one turn
+    /// called outside the loops ([`Loops::turn`], tests draining a queue).
+    pub fn slot(&self, owner: &str, cancel: CancellationToken) -> Slot {
+        Slot {
+            owner: owner.to_string(),
+            lease: self.lease,
+            cancel,
+        }
+    }
+
+    /// One turn of a loop: `claim` takes a due row for `slot` (with `slot.lease_secs()`) and
+    /// returns its key and what the work needs; then `work` runs on it while a [`Heartbeat`]
+    /// renews the lease, and the heartbeat stops when the work ends, whichever way. False when
+    /// nothing was due. The one place a claim meets its heartbeat, so that no queue's handler can
+    /// hold a row without renewing it.
+    pub async fn turn<C, CF, W, WF, T, E>(&self, slot: &Slot, claim: C, work: W) -> Result<bool, E>
     where
-        F: Fn(Slot) -> Fut,
-        Fut: Future<Output = Result<bool, E>>,
+        C: FnOnce(Slot) -> CF,
+        CF: Future<Output = Result<Option<(Key, T)>, E>>,
+        W: FnOnce(Slot, Held, T) -> WF,
+        WF: Future<Output = Result<(), E>>,
+    {
+        let Some((key, row)) = claim(slot.clone()).await? else {
+            return Ok(false);
+        };
+        let heartbeat = Heartbeat::start(&self.store, self.queue, key, &slot.owner, slot.lease);
+        let done = work(slot.clone(), heartbeat.held(), row).await;
+        drop(heartbeat);
+        done.map(|()| true)
+    }
+
+    /// Runs the loops until `cancel`. Each takes [`Loops::turn`]s while rows are due, then waits
+    /// for a wake-up, the poll interval or the stop; after an error it waits the error backoff.
+    pub async fn run<C, CF, W, WF, T, E>(self, cancel: CancellationToken, claim: C, work: W)
+    where
+        C: Fn(Slot) -> CF,
+        CF: Future<Output = Result<Option<(Key, T)>, E>>,
+        W: Fn(Slot, Held, T) -> WF,
+        WF: Future<Output = Result<(), E>>,
         E: std::fmt::Display,
     {
-        let prefix = lease_owner(self.queue);
+        let prefix = lease_owner(self.queue.name);
+        let this = &self;
         let loops = (0..self.workers.max(1)).map(|n| {
-            let slot = Slot {
-                owner: format!("{prefix}-{n}"),
-                cancel: cancel.clone(),
-            };
-            let (one, wake, poll, queue) = (&one, self.wake.clone(), self.poll, self.queue);
+            let slot = this.slot(&format!("{prefix}-{n}"), cancel.clone());
+            let (claim, work, queue) = (&claim, &work, this.queue.name);
             async move {
                 let mut errors_in_a_row = 0_i64;
                 while !slot.cancel.is_cancelled() {
-                    let pause = match one(slot.clone()).await {
+                    let pause = match this.turn(&slot, claim, work).await {
                         Ok(true) => {
                             errors_in_a_row = 0;
                             continue;
                         }
                         Ok(false) => {
                             errors_in_a_row = 0;
-                            poll
+                            this.poll
                         }
                         Err(e) => {
                             errors_in_a_row += 1;
@@ -189,7 +250,7 @@ impl Loops {
                         }
                     };
                     let woken = async {
-                        match &wake {
+                        match &this.wake {
                             // An error's pause is not cut short: the wake-up would bring the
                             // failure straight back.
                             Some(wake) if errors_in_a_row == 0 => wake.notified().await,
@@ -208,52 +269,113 @@ impl Loops {
     }
 }
 
-/// Renews a row's lease every `every` while a handler works on it; stops when dropped (whichever
-/// way the handler ends) or when the lease turns out to be someone else's.
-pub struct Heartbeat(tokio::task::JoinHandle<()>);
+/// A row as its worker holds it: the worker asks it whether the row is still its own before
+/// writing a result no finish can take back (a picture in the object store, a test created from
+/// mail), and counts a finish refused for a lost lease through it.
+#[derive(Clone, Debug)]
+pub struct Held {
+    store: Store,
+    queue: &'static Queue,
+    key: Key,
+    owner: String,
+    lease: Lease,
+    /// Set once a renewal found the row someone else's.
+    lost: Arc<AtomicBool>,
+}
+
+impl Held {
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// Renews the lease now: true while the row is this worker's; false once another worker took
+    /// it over (or it was finished), and then whatever this worker did is not to be written.
+    pub async fn confirm(&self) -> Result<bool, store::StoreError> {
+        if self.lost.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let until = chrono::Utc::now()
+            .timestamp()
+            .saturating_add(self.lease.hold_secs());
+        let ours = self
+            .store
+            .renew_lease(self.queue, &self.key, &self.owner, until)
+            .await?;
+        if !ours {
+            self.lost.store(true, Ordering::Relaxed);
+        }
+        Ok(ours)
+    }
+
+    /// Counts a finish the store refused because the lease was lost (the worker logs why).
+    pub fn refused(&self) {
+        self.lost.store(true, Ordering::Relaxed);
+        telemetry::global().lease_lost(self.queue.name);
+    }
+}
+
+/// Renews a row's lease every `renew_every` while a handler works on it; stops when dropped
+/// (whichever way the handler ends) or when the lease turns out to be someone else's.
+/// [`Loops::turn`] starts one for every claimed row.
+pub struct Heartbeat {
+    task: tokio::task::JoinHandle<()>,
+    held: Held,
+}
 
 impl Heartbeat {
-    /// Renews `owner`'s lease of `key` in `queue` to `lease` from now, every `every` (well under
-    /// `lease`, so a database blip of a few seconds does not cost a live worker its row).
+    /// Renews `owner`'s lease of `key` in `queue` to `lease.hold` from now, every
+    /// `lease.renew_every` (well under `hold`, so a database blip of a few seconds does not cost a
+    /// live worker its row).
     pub fn start(
         store: &Store,
         queue: &'static Queue,
         key: Key,
         owner: &str,
-        lease: Duration,
-        every: Duration,
+        lease: Lease,
     ) -> Heartbeat {
-        let (store, owner) = (store.clone(), owner.to_string());
-        let lease = i64::try_from(lease.as_secs()).unwrap_or(i64::MAX);
-        Heartbeat(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
+        let held = Held {
+            store: store.clone(),
+            queue,
+            key,
+            owner: owner.to_string(),
+            lease,
+            lost: Arc::new(AtomicBool::new(false)),
+        };
+        let h = held.clone();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(lease.renew_every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             // The first tick is immediate; the claim itself just set the lease.
             tick.tick().await;
             loop {
                 tick.tick().await;
-                let until = chrono::Utc::now().timestamp().saturating_add(lease);
-                match store.renew_lease(queue, &key, &owner, until).await {
+                match h.confirm().await {
                     Ok(true) => telemetry::global().lease_renewal(queue.name),
                     Ok(false) => {
-                        tracing::warn!(queue = queue.name, key = ?key,
+                        tracing::warn!(queue = queue.name, key = ?h.key,
                             "lease not renewed: it expired and another worker took the row over, or the row was finished or requeued");
                         return;
                     }
                     Err(e) => {
                         telemetry::global().dependency_error("database", queue.name);
-                        tracing::warn!(queue = queue.name, key = ?key, error = %e,
+                        tracing::warn!(queue = queue.name, key = ?h.key, error = %e,
                             "database error renewing a lease; trying again at the next heartbeat");
                     }
                 }
             }
-        }))
+        });
+        Heartbeat { task, held }
+    }
+
+    /// The row this heartbeat keeps, for its worker.
+    pub fn held(&self) -> Held {
+        self.held.clone()
     }
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 

@@ -1,7 +1,8 @@
 //! The runtime against a real store, on SQLite and PostgreSQL: loops drain a queue and stop on
 //! shutdown, a row in flight at shutdown is finished and nothing is claimed after it, a wake-up
 //! cuts an idle loop's wait short, a failing handler backs off and its loop goes on, a heartbeat
-//! keeps a lease a handler holds past its first expiry, a failed periodic run is tried again.
+//! keeps a lease a handler holds past its first expiry, a failed periodic run is tried again, and
+//! on every queue a row whose holder died is taken over within 15 s and finished once.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use background::{Heartbeat, Loops, Runtime, Slot};
 use domain::{QueueState, TestKind, Variant};
-use store::{Backend, Claim, Key, Store, RENDER};
+use store::{Backend, Claim, Key, Lease, Queue, Store, LINK_CHECKS, RENDER};
 use tokio::sync::Notify;
 
 fn now() -> i64 {
@@ -57,21 +58,35 @@ async fn request_another_check(store: &Store) {
         .expect("request");
 }
 
-/// Claims and finishes one link check; false when none is due.
-async fn check_one(
+/// The link-check loops of the tests.
+fn link_loops(store: &Store, workers: usize, wake: Option<Arc<Notify>>, poll: Duration) -> Loops {
+    Loops::new(store, &LINK_CHECKS, workers, wake, poll)
+}
+
+/// Claims a link check for `slot`.
+async fn claim_check(
     store: &Store,
-    slot: &Slot,
+    slot: Slot,
+) -> Result<Option<(Key, String)>, store::StoreError> {
+    let claimed = store
+        .claim_link_check(&slot.owner, now(), slot.lease_secs())
+        .await?;
+    Ok(claimed.map(|(test_id, _)| (Key::Text(test_id.clone()), test_id)))
+}
+
+/// Finishes a claimed link check and counts it.
+async fn finish_check(
+    store: &Store,
+    slot: Slot,
+    test_id: String,
     seen: &AtomicUsize,
-) -> Result<bool, store::StoreError> {
-    let Some((test_id, _)) = store.claim_link_check(&slot.owner, now(), 60).await? else {
-        return Ok(false);
-    };
+) -> Result<(), store::StoreError> {
     store
         .finish_link_check(&test_id, &slot.owner, "{}", now())
         .await?;
     // Counted once finished, so that a test waiting for the count sees the row done.
     seen.fetch_add(1, Ordering::SeqCst);
-    Ok(true)
+    Ok(())
 }
 
 async fn loops_drain_a_queue_and_stop_at_shutdown(backend: Backend) {
@@ -80,11 +95,12 @@ async fn loops_drain_a_queue_and_stop_at_shutdown(backend: Backend) {
     let seen = Arc::new(AtomicUsize::new(0));
     let (s, n, cancel) = (store.clone(), seen.clone(), runtime.cancel_token());
     runtime.spawn(async move {
-        Loops::new("link_checks", 3, None, Duration::from_millis(100))
-            .run(cancel, |slot| {
-                let (s, n) = (s.clone(), n.clone());
-                async move { check_one(&s, &slot, &n).await }
-            })
+        link_loops(&s, 3, None, Duration::from_millis(100))
+            .run(
+                cancel,
+                |slot| claim_check(&s, slot),
+                |slot, _, test_id| finish_check(&s, slot, test_id, &n),
+            )
             .await
     });
     testkit::wait::until(
@@ -113,19 +129,17 @@ async fn a_wake_up_cuts_an_idle_wait_short(backend: Backend) {
     let wake = Arc::new(Notify::new());
     let seen = Arc::new(AtomicUsize::new(0));
     let (s, n, cancel) = (store.clone(), seen.clone(), runtime.cancel_token());
+    let wake_loops = wake.clone();
     // Polling once an hour: only the wake-up can make the loop look again in time.
-    runtime.spawn(
-        Loops::new(
-            "link_checks",
-            1,
-            Some(wake.clone()),
-            Duration::from_secs(3600),
-        )
-        .run(cancel, move |slot| {
-            let (s, n) = (s.clone(), n.clone());
-            async move { check_one(&s, &slot, &n).await }
-        }),
-    );
+    runtime.spawn(async move {
+        link_loops(&s, 1, Some(wake_loops), Duration::from_secs(3600))
+            .run(
+                cancel,
+                |slot| claim_check(&s, slot),
+                |slot, _, test_id| finish_check(&s, slot, test_id, &n),
+            )
+            .await
+    });
     tokio::time::sleep(Duration::from_millis(300)).await;
     request_another_check(&store).await;
     wake.notify_one();
@@ -149,8 +163,10 @@ async fn a_heartbeat_keeps_a_lease_past_its_first_expiry(backend: Backend) {
         &QUEUE,
         claimed.key.clone(),
         "holder",
-        Duration::from_secs(2),
-        Duration::from_millis(300),
+        Lease {
+            hold: Duration::from_secs(2),
+            renew_every: Duration::from_millis(300),
+        },
     );
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert!(
@@ -177,22 +193,25 @@ async fn shutdown_finishes_the_row_in_flight_and_claims_nothing_after(backend: B
     let runtime = Runtime::new();
     let started = Arc::new(AtomicUsize::new(0));
     let (s, n, cancel) = (store.clone(), started.clone(), runtime.cancel_token());
-    runtime.spawn(
-        Loops::new("link_checks", 1, None, Duration::from_millis(50)).run(cancel, move |slot| {
-            let (s, n) = (s.clone(), n.clone());
-            async move {
-                let Some((test_id, _)) = s.claim_link_check(&slot.owner, now(), 60).await? else {
-                    return Ok(false);
-                };
-                n.fetch_add(1, Ordering::SeqCst);
-                // Long enough for the stop to come while the row is held.
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                s.finish_link_check(&test_id, &slot.owner, "{}", now())
-                    .await
-                    .map(|_| true)
-            }
-        }),
-    );
+    runtime.spawn(async move {
+        link_loops(&s, 1, None, Duration::from_millis(50))
+            .run(
+                cancel,
+                |slot| claim_check(&s, slot),
+                |slot, _, test_id| {
+                    let (s, n) = (&s, &n);
+                    async move {
+                        n.fetch_add(1, Ordering::SeqCst);
+                        // Long enough for the stop to come while the row is held.
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        s.finish_link_check(&test_id, &slot.owner, "{}", now())
+                            .await
+                            .map(|_| ())
+                    }
+                },
+            )
+            .await
+    });
     testkit::wait::until("nothing was claimed", Duration::from_secs(10), || {
         started.load(Ordering::SeqCst) > 0
     })
@@ -236,28 +255,29 @@ async fn a_failing_handler_backs_off_and_its_loop_goes_on(backend: Backend) {
         seen.clone(),
         runtime.cancel_token(),
     );
-    runtime.spawn(
-        Loops::new(
-            "link_checks",
-            1,
-            Some(wake.clone()),
-            Duration::from_millis(50),
-        )
-        .run(cancel, move |slot| {
-            let (s, c, n) = (s.clone(), c.clone(), n.clone());
-            async move {
-                let first = {
-                    let mut calls = c.lock().expect("not poisoned");
-                    calls.push(Instant::now());
-                    calls.len() == 1
-                };
-                if first {
-                    return Err(store::StoreError::Corrupt("the first call fails".into()));
-                }
-                check_one(&s, &slot, &n).await
-            }
-        }),
-    );
+    let wake_loops = wake.clone();
+    runtime.spawn(async move {
+        link_loops(&s, 1, Some(wake_loops), Duration::from_millis(50))
+            .run(
+                cancel,
+                |slot| {
+                    let (s, c) = (&s, &c);
+                    async move {
+                        let first = {
+                            let mut calls = c.lock().expect("not poisoned");
+                            calls.push(Instant::now());
+                            calls.len() == 1
+                        };
+                        if first {
+                            return Err(store::StoreError::Corrupt("the first call fails".into()));
+                        }
+                        claim_check(s, slot).await
+                    }
+                },
+                |slot, _, test_id| finish_check(&s, slot, test_id, &n),
+            )
+            .await
+    });
     // Wake-ups during the pause do not cut it short: they would bring the failure straight back.
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -326,10 +346,225 @@ async fn a_failed_periodic_run_is_tried_again_and_shutdown_stops_it() {
     assert_eq!(runs.load(Ordering::SeqCst), after, "no run after shutdown");
 }
 
+/// The holder's name of a row whose process was killed: it never renews nor finishes again.
+const DEAD: &str = "killed-holder";
+
+/// Makes one row of `queue` due, as the service queues it.
+async fn one_due_row(store: &Store, queue: &Queue) {
+    let account = store::testing::add_account(store, "k").await;
+    let with_client = store::NewTestClient {
+        client_id: "c1".into(),
+        variants: vec![Variant::Default],
+    };
+    let base = store::testing::new_test(account.id, TestKind::Email);
+    match queue.name {
+        "render" | "callbacks" => {
+            let test = store::NewTest {
+                clients: vec![with_client],
+                callback_url: Some("https://hooks.example/done".into()),
+                ..base
+            };
+            store.create_test(&test).await.expect("test");
+            if queue.name == "callbacks" {
+                // A callback is queued when its test completes: its one job is drawn.
+                let job = store
+                    .claim_job("renderer", now(), 60)
+                    .await
+                    .expect("claim")
+                    .expect("the job");
+                let done = store::JobOutcome::Done {
+                    engine: "blink".into(),
+                    rule_set: String::new(),
+                };
+                let finished = store.finish_job(&job, "renderer", now(), &done).await;
+                assert!(finished.expect("finish"), "the job is the renderer's");
+            }
+        }
+        "link_checks" | "content_checks" => {
+            store.create_test(&base).await.expect("test");
+            if queue.name == "link_checks" {
+                store
+                    .request_link_check(&base.id, now())
+                    .await
+                    .expect("request");
+            } else {
+                store
+                    .request_content_check(&base.id, now())
+                    .await
+                    .expect("request");
+            }
+        }
+        "inbound" => {
+            store
+                .insert_inbound(&store::NewInbound {
+                    received_at: now(),
+                    mail_from: "a@example.org".into(),
+                    rcpt_to: vec!["k.sa@seed.example".into()],
+                    peer: "127.0.0.1".into(),
+                    helo: "h".into(),
+                    data: b"Subject: s\r\n\r\nbody\r\n".to_vec(),
+                })
+                .await
+                .expect("mail");
+        }
+        "svc_sends" => {
+            let test = store::NewTest {
+                spam_method: Some(domain::SpamMethod::Svc),
+                seed_key: Some("key1".into()),
+                spam_filters: vec![("SA".into(), domain::FilterType::B2b)],
+                created_at: now(),
+                ..store::testing::new_test(account.id, TestKind::Spam)
+            };
+            store.create_test(&test).await.expect("svc test");
+        }
+        other => panic!("no due row is made here for the queue {other}: add it"),
+    }
+}
+
+/// `owner`'s finish of `key` as its worker records it: true when recorded, false when refused.
+async fn finish_as_worker(store: &Store, queue: &Queue, key: &Key, owner: &str) -> bool {
+    let now = now();
+    match (queue.name, key) {
+        // A send is done once `spam_sent_at` says so, which only its own finish writes.
+        ("svc_sends", Key::Text(test_id)) => store
+            .finish_svc_send(test_id, owner, now, &store::Outcome::Done)
+            .await
+            .expect("finish"),
+        _ => store
+            .finish(queue, key, owner, &store::Outcome::Done)
+            .await
+            .expect("finish"),
+    }
+}
+
+/// What is open in `queue`: rows waiting or leased.
+async fn open_rows(store: &Store, queue: &Queue) -> i64 {
+    let stats = store.queue_stats(now()).await.expect("figures");
+    let stat = stats
+        .iter()
+        .find(|q| q.queue == queue.name)
+        .expect("the queue's figures");
+    stat.waiting + stat.leased
+}
+
+/// One queue's takeover: a row held by a process that died (claimed under the queue's lease, never
+/// renewed) is claimed by the live loops within 15 s of the claim; the loops' heartbeat keeps it
+/// while the handler works longer than their lease; it is finished once, and the dead holder's
+/// late finish (its process back after an outage, in the worst case) is refused.
+async fn a_dead_holders_row_is_taken_over_and_finished_once(
+    backend: Backend,
+    queue: &'static Queue,
+) {
+    let (_db, store) = store::testing::store(backend).await;
+    one_due_row(&store, queue).await;
+    let dead = store
+        .claim(queue, &Claim::new(DEAD, now(), queue.lease.hold_secs()))
+        .await
+        .expect("claim")
+        .expect("the due row");
+    let died = Instant::now();
+    let runtime = Runtime::new();
+    let handled = Arc::new(std::sync::Mutex::new(
+        Vec::<(Key, Duration, bool, bool)>::new(),
+    ));
+    let (s, h, cancel) = (store.clone(), handled.clone(), runtime.cancel_token());
+    // The live loops hold their rows for 2 s, renewed every 0.5 s, and work 3 s on one: only the
+    // heartbeat keeps the row theirs meanwhile.
+    let short = Lease {
+        hold: Duration::from_secs(2),
+        renew_every: Duration::from_millis(500),
+    };
+    runtime.spawn(async move {
+        let s = &s;
+        Loops::new(s, queue, 2, None, Duration::from_millis(200))
+            .with_lease(short)
+            .run(
+                cancel,
+                |slot| async move {
+                    let claimed = s
+                        .claim(queue, &Claim::new(&slot.owner, now(), slot.lease_secs()))
+                        .await?;
+                    Ok::<_, store::StoreError>(
+                        claimed.map(|c| (c.key.clone(), (c.key, died.elapsed()))),
+                    )
+                },
+                |slot, _, (key, after)| {
+                    let h = &h;
+                    async move {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        let rival = s.claim(queue, &Claim::new("rival", now(), 60)).await?;
+                        let finished = finish_as_worker(s, queue, &key, &slot.owner).await;
+                        h.lock().expect("not poisoned").push((
+                            key,
+                            after,
+                            rival.is_none(),
+                            finished,
+                        ));
+                        Ok(())
+                    }
+                },
+            )
+            .await
+    });
+    testkit::wait::until(
+        &format!("{}: the dead holder's row was not finished", queue.name),
+        Duration::from_secs(40),
+        || !handled.lock().expect("not poisoned").is_empty(),
+    )
+    .await;
+    // A second turn, if any, would come within the loops' poll.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    runtime.shutdown().await;
+    let handled = handled.lock().expect("not poisoned").clone();
+    assert_eq!(
+        handled.len(),
+        1,
+        "{}: handled once: {handled:?}",
+        queue.name
+    );
+    let (key, after, rival_refused, finished) = handled[0].clone();
+    assert_eq!(key, dead.key, "{}", queue.name);
+    println!("{}: taken over {after:?} after the holder died", queue.name);
+    // The bound for every queue: a crashed holder's work is taken over within 15 s.
+    assert!(
+        after <= Duration::from_secs(15),
+        "{}: taken over after {after:?}",
+        queue.name
+    );
+    assert!(
+        rival_refused,
+        "{}: the heartbeat kept the row past the loops' 2 s lease",
+        queue.name
+    );
+    assert!(finished, "{}: the taker's finish is recorded", queue.name);
+    assert!(
+        !finish_as_worker(&store, queue, &dead.key, DEAD).await,
+        "{}: the dead holder's late finish is refused",
+        queue.name
+    );
+    assert_eq!(
+        open_rows(&store, queue).await,
+        0,
+        "{}: nothing left open",
+        queue.name
+    );
+}
+
+async fn every_queue_takes_over_a_dead_holders_row_and_finishes_it_once(backend: Backend) {
+    // All six at once: each waits out a real lease, so one after another would take a minute.
+    futures::future::join_all(
+        store::QUEUES
+            .iter()
+            .map(|queue| a_dead_holders_row_is_taken_over_and_finished_once(backend, queue)),
+    )
+    .await;
+}
+
 testkit::on_both!(
     loops_drain_a_queue_and_stop_at_shutdown,
     a_wake_up_cuts_an_idle_wait_short,
     a_heartbeat_keeps_a_lease_past_its_first_expiry,
     shutdown_finishes_the_row_in_flight_and_claims_nothing_after,
     a_failing_handler_backs_off_and_its_loop_goes_on,
+    every_queue_takes_over_a_dead_holders_row_and_finishes_it_once,
 );

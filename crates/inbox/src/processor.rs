@@ -6,10 +6,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use background::Loops;
+use background::{Held, Loops, Slot};
 use domain::Catalog;
 use spam::{Envelope, SpamError, SpamFilters};
-use store::{InboundRow, Outcome, SpamUpdate, Store, StoreError, INBOUND};
+use store::{InboundRow, Key, Outcome, SpamUpdate, Store, StoreError, INBOUND};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -17,10 +17,6 @@ use crate::address::Recipient;
 use crate::auto_inbox;
 use crate::{InboxConfig, InboxError};
 
-/// How long a claimed message is ours. Longer than any pass (every recipient's scan, each bounded
-/// by the filters' timeouts), so a live processor never loses a message; a dead one hands it on
-/// within this time.
-const LEASE: Duration = Duration::from_secs(600);
 /// How long mail for a reserved seed key waits for the test that binds it.
 const UNBOUND_KEY_WAIT: Duration = Duration::from_secs(3600);
 /// A message waiting for its seed key to be bound is looked at again this often.
@@ -37,6 +33,8 @@ enum Step {
     WaitForTest,
     /// A filter failed; the reason is logged and the recipient is tried again later.
     Retry(String),
+    /// The message was taken over (this processor's renewals failed): its holder does the rest.
+    LeaseLost,
 }
 
 /// Works through the inbound queue (`Store::claim_inbound`). See the crate docs for the flow.
@@ -72,53 +70,78 @@ impl InboundProcessor {
         }
     }
 
-    /// Processes the oldest message that is due; `false` when there is none.
-    pub async fn run_one(&self) -> Result<bool, InboxError> {
-        Ok(self.run_batch(1).await? > 0)
+    fn loops(&self, wake: Option<Arc<Notify>>) -> Loops {
+        Loops::new(&self.store, &INBOUND, 1, wake, RESCAN)
     }
 
-    /// Claims and processes up to `max` due messages, one at a time; returns how many.
-    async fn run_batch(&self, max: usize) -> Result<usize, InboxError> {
-        let mut count = 0;
-        while count < max {
-            let Some(row) = self
-                .store
-                .claim_inbound(&self.worker, unix_now(), LEASE.as_secs() as i64)
-                .await?
-            else {
-                break;
-            };
-            count += 1;
-            let mut done = row.done_rcpts.clone();
-            if let Err(e) = self.process(&row, &mut done).await {
-                // Keep what is done and look again shortly. If even this fails (the database is
-                // gone), the lease expires and the message is taken up again then.
-                let outcome = INBOUND.failed(row.attempts, unix_now(), e.to_string());
-                if let Err(e2) = self
-                    .store
-                    .finish_inbound(row.id, &self.worker, &outcome, &done)
-                    .await
-                {
-                    tracing::warn!(inbound_id = row.id, error = %e2, "could not record the failed pass; the message is taken up again when its lease expires");
-                }
-                return Err(e);
-            }
-        }
-        Ok(count)
+    /// Processes the oldest message that is due (under the heartbeat, as the loops do); `false`
+    /// when there is none.
+    pub async fn run_one(&self) -> Result<bool, InboxError> {
+        let loops = self.loops(None);
+        let slot = loops.slot(&self.worker, CancellationToken::new());
+        loops
+            .turn(
+                &slot,
+                |slot| self.claim(slot),
+                |slot, held, row| self.pass(slot, held, row),
+            )
+            .await
     }
 
     /// Processes mail until `cancel`, woken by `wake` (the SMTP sink) or by a periodic rescan.
     pub async fn run(self, wake: Arc<Notify>, cancel: CancellationToken) {
         tracing::info!("inbound processor started");
-        Loops::new(INBOUND.name, 1, Some(wake), RESCAN)
-            .run(cancel, |_| self.run_one())
+        let this = &self;
+        this.loops(Some(wake))
+            .run(
+                cancel,
+                |slot| this.claim(slot),
+                |slot, held, row| this.pass(slot, held, row),
+            )
             .await;
         tracing::info!("inbound processor stopped");
     }
 
+    async fn claim(&self, slot: Slot) -> Result<Option<(Key, InboundRow)>, InboxError> {
+        let claimed = self
+            .store
+            .claim_inbound(&slot.owner, unix_now(), slot.lease_secs())
+            .await?;
+        Ok(claimed.map(|row| (Key::Int(row.id), row)))
+    }
+
+    /// One pass over a claimed message, its outcome recorded.
+    async fn pass(&self, slot: Slot, held: Held, row: InboundRow) -> Result<(), InboxError> {
+        let mut done = row.done_rcpts.clone();
+        if let Err(e) = self.process(&row, &slot.owner, &held, &mut done).await {
+            // Keep what is done and look again shortly. If even this fails (the database is
+            // gone), the lease expires and the message is taken up again then.
+            let outcome = INBOUND.failed(row.attempts, unix_now(), e.to_string());
+            match self
+                .store
+                .finish_inbound(row.id, &slot.owner, &outcome, &done)
+                .await
+            {
+                Ok(true) => {}
+                Ok(false) => held.refused(),
+                Err(e2) => {
+                    tracing::warn!(inbound_id = row.id, error = %e2, "could not record the failed pass; the message is taken up again when its lease expires");
+                }
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
     /// One pass over a claimed message. `done` holds the recipients that have their outcome (from
     /// earlier passes too) and grows as this pass finishes more.
-    async fn process(&self, row: &InboundRow, done: &mut Vec<String>) -> Result<(), InboxError> {
+    async fn process(
+        &self,
+        row: &InboundRow,
+        worker: &str,
+        held: &Held,
+        done: &mut Vec<String>,
+    ) -> Result<(), InboxError> {
         let mut retry = Vec::new();
         let mut waiting = false;
         let mut seen = HashSet::new();
@@ -130,10 +153,10 @@ impl InboundProcessor {
             let step =
                 match Recipient::classify(&rcpt, &self.cfg.seed_domain, &self.cfg.inbox_domain) {
                     Recipient::Seed { key, slug } => {
-                        self.scan_seed(row, &rcpt, &key, &slug).await?
+                        self.scan_seed(row, held, &rcpt, &key, &slug).await?
                     }
                     Recipient::AutoInbox { local, customer_id } => {
-                        self.auto_inbox(row, &rcpt, &local, customer_id.as_deref())
+                        self.auto_inbox(row, held, &rcpt, &local, customer_id.as_deref())
                             .await?
                     }
                     Recipient::Other => {
@@ -149,6 +172,11 @@ impl InboundProcessor {
                 Step::Done => done.push(rcpt),
                 Step::WaitForTest => waiting = true,
                 Step::Retry(reason) => retry.push(format!("{rcpt}: {reason}")),
+                Step::LeaseLost => {
+                    held.refused();
+                    tracing::warn!(inbound_id = row.id, rcpt, "inbound message taken over mid-pass; this pass stops (its holder processes the rest)");
+                    return Ok(());
+                }
             }
         }
         let now = unix_now();
@@ -185,12 +213,13 @@ impl InboundProcessor {
         };
         if !self
             .store
-            .finish_inbound(row.id, &self.worker, &outcome, &done_rcpts)
+            .finish_inbound(row.id, worker, &outcome, &done_rcpts)
             .await?
         {
+            held.refused();
             tracing::warn!(
                 inbound_id = row.id,
-                "lease on an inbound message lost (the pass took longer than the lease); another processor has it now"
+                "inbound pass not recorded (a message is finished once): its lease was taken over, another processor has it now"
             );
         } else if matches!(outcome, Outcome::Done) {
             tracing::info!(inbound_id = row.id, "inbound message processed");
@@ -201,6 +230,7 @@ impl InboundProcessor {
     async fn scan_seed(
         &self,
         row: &InboundRow,
+        held: &Held,
         rcpt: &str,
         key: &str,
         slug: &str,
@@ -277,6 +307,10 @@ impl InboundProcessor {
                 return Ok(Step::Retry(e.to_string()));
             }
         };
+        // A verdict is not taken back by a refused finish: only the message's holder records it.
+        if !held.confirm().await? {
+            return Ok(Step::LeaseLost);
+        }
         self.store
             .record_spam_result(&test_id, &update, chrono::Utc::now().timestamp())
             .await?;
@@ -293,6 +327,7 @@ impl InboundProcessor {
     async fn auto_inbox(
         &self,
         row: &InboundRow,
+        held: &Held,
         rcpt: &str,
         local: &str,
         customer_id: Option<&str>,
@@ -326,6 +361,11 @@ impl InboundProcessor {
                 return Ok(Step::Done);
             }
         };
+        // A test made from the mail is not taken back by a refused finish: only the message's
+        // holder makes it, so a message taken over after an outage makes one test.
+        if !held.confirm().await? {
+            return Ok(Step::LeaseLost);
+        }
         match self.store.create_test(&test).await {
             Ok(()) => {
                 self.work_ready.notify_waiters();

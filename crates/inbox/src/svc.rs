@@ -8,19 +8,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use background::Loops;
+use background::{Held, Loops, Slot};
 use smtp::DkimSigner;
-use store::{Outcome, PendingSend, Store, SVC_SENDS};
+use store::{Key, Outcome, PendingSend, Store, SVC_SENDS};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::InboxError;
 
-/// How long a claimed send is ours: far longer than one SMTP delivery to our own listener, and
-/// renewed by each delivery recorded. A process that dies after delivering to one seed address but
-/// before recording it makes the next claimer send that one again (at least once, never lost); the
-/// addresses recorded are not sent again.
-const LEASE: Duration = Duration::from_secs(120);
 /// The API wakes us on new tests, but without keeping a permit; rescan to catch missed ones.
 const RESCAN: Duration = Duration::from_secs(2);
 
@@ -52,76 +47,111 @@ impl SvcSender {
         }
     }
 
-    /// Sends the oldest due test; `false` when none is due. A failed send is recorded on the test
-    /// (and retried later) and returned as the error.
+    fn loops(&self, wake: Option<Arc<Notify>>) -> Loops {
+        Loops::new(&self.store, &SVC_SENDS, 1, wake, RESCAN)
+    }
+
+    /// Sends the oldest due test (under the heartbeat, as the loops do); `false` when none is
+    /// due. A failed send is recorded on the test (and retried later) and returned as the error.
     pub async fn run_one(&self) -> Result<bool, InboxError> {
-        let Some(send) = self
-            .store
-            .claim_svc_send(
-                &self.worker,
-                chrono::Utc::now().timestamp(),
-                LEASE.as_secs() as i64,
+        let loops = self.loops(None);
+        let slot = loops.slot(&self.worker, CancellationToken::new());
+        loops
+            .turn(
+                &slot,
+                |slot| self.claim(slot),
+                |slot, held, send| self.send_claimed(slot, held, send),
             )
-            .await?
-        else {
-            return Ok(false);
-        };
-        let result = self.send(&send).await;
-        let now = chrono::Utc::now().timestamp();
-        match result {
-            Ok(Progress::LeaseLost) => {
-                tracing::warn!(
-                    test_id = send.test_id,
-                    "svc send lease lost while sending; the sender that took it sends the rest"
-                );
-                Ok(true)
-            }
-            Ok(Progress::AllSent) => {
-                if !self
-                    .store
-                    .finish_svc_send(&send.test_id, &self.worker, now, &Outcome::Done)
-                    .await?
-                {
-                    tracing::warn!(test_id = send.test_id, "svc send lease lost before it was recorded; another sender may send it again");
-                }
-                tracing::info!(
-                    test_id = send.test_id,
-                    recipients = send.unsent.len(),
-                    "svc test messages sent"
-                );
-                Ok(true)
-            }
-            Err(e) => {
-                let message = e.to_string();
-                let outcome = SVC_SENDS.failed(send.attempts, now, message.clone());
-                self.store
-                    .finish_svc_send(&send.test_id, &self.worker, now, &outcome)
-                    .await?;
-                if matches!(outcome, Outcome::GiveUp { .. }) {
-                    tracing::error!(
-                        test_id = send.test_id,
-                        error = message,
-                        "giving up sending the svc test message"
-                    );
-                }
-                Err(e)
-            }
-        }
+            .await
     }
 
     /// Sends until `cancel`, woken by `wake` (new tests) or a short periodic rescan.
     pub async fn run(self, wake: Arc<Notify>, cancel: CancellationToken) {
         tracing::info!(dkim = %self.signer.dns_name(), "svc sender started");
-        Loops::new(SVC_SENDS.name, 1, Some(wake), RESCAN)
-            .run(cancel, |_| self.run_one())
+        let this = &self;
+        this.loops(Some(wake))
+            .run(
+                cancel,
+                |slot| this.claim(slot),
+                |slot, held, send| this.send_claimed(slot, held, send),
+            )
             .await;
         tracing::info!("svc sender stopped");
+    }
+
+    async fn claim(&self, slot: Slot) -> Result<Option<(Key, PendingSend)>, InboxError> {
+        let now = chrono::Utc::now().timestamp();
+        let claimed = self
+            .store
+            .claim_svc_send(&slot.owner, now, slot.lease_secs())
+            .await?;
+        Ok(claimed.map(|send| (Key::Text(send.test_id.clone()), send)))
+    }
+
+    /// Sends a claimed test's messages and records the test sent. A send taken over while this
+    /// sender's renewals failed is sent by its holder: the lease is confirmed just before sending,
+    /// each delivery is recorded only while the lease is ours, and a record refused for a lost
+    /// lease is logged and counted.
+    async fn send_claimed(
+        &self,
+        slot: Slot,
+        held: Held,
+        send: PendingSend,
+    ) -> Result<(), InboxError> {
+        if !held.confirm().await? {
+            held.refused();
+            tracing::warn!(
+                test_id = send.test_id,
+                "svc send taken over before sending; not sent from here (its holder sends it)"
+            );
+            return Ok(());
+        }
+        let result = match self.send(&slot, &send).await {
+            Ok(Progress::LeaseLost) => {
+                held.refused();
+                tracing::warn!(
+                    test_id = send.test_id,
+                    "svc send lease lost while sending; the sender that took it sends the rest"
+                );
+                return Ok(());
+            }
+            Ok(Progress::AllSent) => Ok(()),
+            Err(e) => Err(e),
+        };
+        let now = chrono::Utc::now().timestamp();
+        let outcome = match &result {
+            Ok(()) => Outcome::Done,
+            Err(e) => SVC_SENDS.failed(send.attempts, now, e.to_string()),
+        };
+        if !self
+            .store
+            .finish_svc_send(&send.test_id, &slot.owner, now, &outcome)
+            .await?
+        {
+            held.refused();
+            tracing::warn!(test_id = send.test_id, "svc send not recorded (a send is finished once): its lease was taken over, and its holder sends what is left");
+            return result;
+        }
+        match (&result, &outcome) {
+            (Ok(()), _) => tracing::info!(
+                test_id = send.test_id,
+                recipients = send.unsent.len(),
+                "svc test messages sent"
+            ),
+            (Err(e), Outcome::GiveUp { .. }) => tracing::error!(
+                test_id = send.test_id,
+                error = %e,
+                "giving up sending the svc test message"
+            ),
+            _ => {}
+        }
+        result
     }
 
     /// Sends each seed address still missing its message, recording each delivery as it lands
     /// (a crash re-sends at most the one in flight). A delivery that fails is noted on its filter's
     /// result and the others are still sent; the error names every address that failed.
-    async fn send(&self, send: &PendingSend) -> Result<Progress, InboxError> {
+    async fn send(&self, slot: &Slot, send: &PendingSend) -> Result<Progress, InboxError> {
         let from = send
             .from_address
             .clone()
@@ -141,13 +171,13 @@ impl SvcSender {
             let now = chrono::Utc::now().timestamp();
             match delivered {
                 Ok(()) => {
-                    let lease_until = now + LEASE.as_secs() as i64;
+                    let lease_until = now.saturating_add(slot.lease_secs());
                     if !self
                         .store
                         .record_svc_recipient_sent(
                             &send.test_id,
                             client,
-                            &self.worker,
+                            &slot.owner,
                             now,
                             lease_until,
                         )

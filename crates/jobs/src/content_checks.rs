@@ -4,8 +4,8 @@
 //! retried with a pause, and after the last attempt the report says contrast was not judged.
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use background::{Held, Slot};
 use content::checks::{self, CheckReport, Finding, Severity};
 use content::NetPolicy;
 use domain::catalog::Viewport;
@@ -18,58 +18,45 @@ use tokio_util::sync::CancellationToken;
 
 use crate::JobError;
 
-/// Everything one check may take: every image at its timeout a few at a time, and the engine
-/// pass with its own retry, with room to spare.
-fn lease_secs(policy: &NetPolicy, render_timeout: Duration) -> i64 {
-    let images = checks::MAX_IMAGES as u64;
-    let per_image = policy.timeout.as_secs().max(1);
-    let render = render_timeout.as_secs().max(1) * 2;
-    i64::try_from(images * per_image / 4 + render + 60).unwrap_or(i64::MAX)
-}
-
 pub struct ContentCheckWorker {
     pub store: Store,
     pub policy: NetPolicy,
     /// The engines; `None` when none run, and then contrast is reported as not judged.
     pub renderer: Option<Arc<Renderer>>,
-    pub lease_secs: i64,
 }
 
 impl ContentCheckWorker {
-    /// A worker whose lease covers a check's images under `policy` and an engine pass of
-    /// `render_timeout`, retried once.
+    /// A worker judging contrast with `renderer`'s Chromium (none: contrast is not judged).
     pub fn new(
         store: Store,
         policy: NetPolicy,
         renderer: Option<Arc<Renderer>>,
-        render_timeout: Duration,
     ) -> ContentCheckWorker {
-        let lease_secs = lease_secs(&policy, render_timeout);
         ContentCheckWorker {
             store,
             policy,
             renderer,
-            lease_secs,
         }
     }
 
     /// Runs `workers` claim loops at once.
     pub async fn run(self, ready: Arc<Notify>, cancel: CancellationToken, workers: usize) {
-        crate::check_loops(&self, workers, ready, cancel).await;
+        crate::check_loops(&self, &self.store, workers, ready, cancel).await;
     }
 
-    /// Runs one due check; false when none is due.
+    /// Runs one due check as `worker` (under the heartbeat, as the loops do); false when none is
+    /// due.
     pub async fn run_one(&self, worker: &str, ready: &Notify) -> Result<bool, JobError> {
-        let now = chrono::Utc::now().timestamp();
-        let Some((test_id, attempt)) = self
-            .store
-            .claim_content_check(worker, now, self.lease_secs)
-            .await?
-        else {
-            return Ok(false);
-        };
-        // A request wakes one worker; this one is busy now, so another looks for more work.
-        ready.notify_one();
+        crate::check_one(self, &self.store, worker, ready).await
+    }
+
+    async fn check_claimed(
+        &self,
+        worker: &str,
+        held: &Held,
+        test_id: String,
+        attempt: i64,
+    ) -> Result<(), JobError> {
         tracing::info!(%test_id, attempt, "checking content");
         let html = self.store.test_content(&test_id).await?.unwrap_or_default();
         let text_part = self.store.test_text_part(&test_id).await?;
@@ -96,10 +83,15 @@ impl ContentCheckWorker {
                 let later = CONTENT_CHECKS
                     .backoff
                     .retry_at(chrono::Utc::now().timestamp(), attempt);
-                self.store
+                if !self
+                    .store
                     .retry_content_check(&test_id, worker, &reason, later)
-                    .await?;
-                return Ok(true);
+                    .await?
+                {
+                    held.refused();
+                    tracing::warn!(%test_id, "content check retry not recorded: its lease was taken over");
+                }
+                return Ok(());
             }
         }
         findings.sort_by_key(|f| (f.line, f.severity));
@@ -114,9 +106,10 @@ impl ContentCheckWorker {
             )
             .await?;
         if !stored {
-            tracing::info!(%test_id, "content check result dropped: lease lost");
+            held.refused();
+            tracing::warn!(%test_id, "content check result not stored (a check is finished once): requested again, or its lease was taken over");
         }
-        Ok(true)
+        Ok(())
     }
 
     /// The contrast findings of `html`, judged in Chromium on the page as authored.
@@ -188,9 +181,24 @@ fn unreadable(reason: &str) -> Finding {
 }
 
 impl crate::CheckWorker for ContentCheckWorker {
-    const QUEUE: &'static str = CONTENT_CHECKS.name;
+    const QUEUE: &'static store::Queue = &CONTENT_CHECKS;
 
-    async fn handle_one(&self, owner: &str, ready: &Notify) -> Result<bool, JobError> {
-        self.run_one(owner, ready).await
+    async fn claim(&self, slot: &Slot) -> Result<Option<(String, i64)>, JobError> {
+        let now = chrono::Utc::now().timestamp();
+        Ok(self
+            .store
+            .claim_content_check(&slot.owner, now, slot.lease_secs())
+            .await?)
+    }
+
+    async fn check(
+        &self,
+        slot: &Slot,
+        held: &Held,
+        test_id: String,
+        attempt: i64,
+    ) -> Result<(), JobError> {
+        self.check_claimed(&slot.owner, held, test_id, attempt)
+            .await
     }
 }

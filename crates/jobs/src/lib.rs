@@ -28,6 +28,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use background::{Held, Loops, Slot};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -35,15 +36,67 @@ use tokio_util::sync::CancellationToken;
 /// retries that came due, and checks requested through another process sharing the database.
 const CHECK_POLL: Duration = Duration::from_secs(2);
 
-/// A check worker, as its loops see it: one due row of `QUEUE` handled per call.
+/// A check worker, as its loops see it: a due row of `QUEUE` claimed, then worked on under the
+/// loops' heartbeat.
 trait CheckWorker: Sync {
-    const QUEUE: &'static str;
-    /// Handles one due row under the lease owner `owner`; false when none is due.
-    fn handle_one(
+    const QUEUE: &'static store::Queue;
+    /// Claims the next due check for `slot` (under `slot.lease_secs()`): its test and attempt.
+    fn claim(
         &self,
-        owner: &str,
-        ready: &Notify,
-    ) -> impl Future<Output = Result<bool, JobError>> + Send;
+        slot: &Slot,
+    ) -> impl Future<Output = Result<Option<(String, i64)>, JobError>> + Send;
+    /// Checks the claimed test and stores the report, refused when `held` was taken over.
+    fn check(
+        &self,
+        slot: &Slot,
+        held: &Held,
+        test_id: String,
+        attempt: i64,
+    ) -> impl Future<Output = Result<(), JobError>> + Send;
+}
+
+/// A check worker's claim, woken `ready` passed on (a request wakes one loop; this one is busy
+/// now, so another looks for more work), keyed for the heartbeat.
+async fn claim_check<W: CheckWorker>(
+    worker: &W,
+    slot: &Slot,
+    ready: &Notify,
+) -> Result<Option<(store::Key, (String, i64))>, JobError> {
+    let claimed = worker.claim(slot).await?;
+    if claimed.is_some() {
+        ready.notify_one();
+    }
+    Ok(claimed.map(|(test_id, attempt)| (store::Key::Text(test_id.clone()), (test_id, attempt))))
+}
+
+/// The loops of a check worker's queue on `store`, woken by `ready`.
+fn check_loop_set<W: CheckWorker>(
+    store: &store::Store,
+    workers: usize,
+    ready: Arc<Notify>,
+) -> Loops {
+    Loops::new(store, W::QUEUE, workers, Some(ready), CHECK_POLL)
+}
+
+/// One due check of `worker`'s queue as `owner`, under the heartbeat as the loops run it; false
+/// when none is due.
+async fn check_one<W: CheckWorker>(
+    worker: &W,
+    store: &store::Store,
+    owner: &str,
+    ready: &Notify,
+) -> Result<bool, JobError> {
+    let loops = check_loop_set::<W>(store, 1, Arc::new(Notify::new()));
+    let slot = loops.slot(owner, CancellationToken::new());
+    loops
+        .turn(
+            &slot,
+            |slot| async move { claim_check(worker, &slot, ready).await },
+            |slot, held, (test_id, attempt)| async move {
+                worker.check(&slot, &held, test_id, attempt).await
+            },
+        )
+        .await
 }
 
 /// Runs `workers` loops of `worker`'s queue on `background::Loops`, woken by `ready`. Several at
@@ -51,15 +104,20 @@ trait CheckWorker: Sync {
 /// account's.
 async fn check_loops<W: CheckWorker>(
     worker: &W,
+    store: &store::Store,
     workers: usize,
     ready: Arc<Notify>,
     cancel: CancellationToken,
 ) {
-    let loops = background::Loops::new(W::QUEUE, workers, Some(ready.clone()), CHECK_POLL);
-    let wake = &*ready;
-    loops
-        .run(cancel, |slot| async move {
-            worker.handle_one(&slot.owner, wake).await
-        })
+    let wake = ready.clone();
+    let wake = &*wake;
+    check_loop_set::<W>(store, workers, ready)
+        .run(
+            cancel,
+            |slot| async move { claim_check(worker, &slot, wake).await },
+            |slot, held, (test_id, attempt)| async move {
+                worker.check(&slot, &held, test_id, attempt).await
+            },
+        )
         .await;
 }

@@ -1,9 +1,10 @@
 //! The link-check worker: claims requested checks under a lease, runs `content::links` on the
 //! test's email under the network policy, and stores the report. A check whose worker died is
-//! claimed again when its lease expires.
+//! claimed again when its lease (the queue's, renewed by the loops' heartbeat) expires.
 
 use std::sync::Arc;
 
+use background::{Held, Slot};
 use content::uribl::UriblLookup;
 use content::NetPolicy;
 use store::Store;
@@ -11,13 +12,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::JobError;
-
-/// The lease on one check: every link at its timeout, a few at a time, with room to spare.
-fn lease_secs(policy: &NetPolicy) -> i64 {
-    let links = content::links::MAX_LINKS as u64;
-    let per_link = policy.timeout.as_secs().max(1);
-    i64::try_from(links * per_link / 4 + 60).unwrap_or(i64::MAX)
-}
 
 pub struct LinkCheckWorker {
     pub store: Store,
@@ -29,21 +23,35 @@ pub struct LinkCheckWorker {
 impl LinkCheckWorker {
     /// Runs `workers` claim loops at once.
     pub async fn run(self, ready: Arc<Notify>, cancel: CancellationToken, workers: usize) {
-        crate::check_loops(&self, workers, ready, cancel).await;
+        crate::check_loops(&self, &self.store, workers, ready, cancel).await;
     }
 
-    /// Runs one due check; false when none is due.
+    /// Runs one due check as `worker` (under the heartbeat, as the loops do); false when none is
+    /// due.
     pub async fn run_one(&self, worker: &str, ready: &Notify) -> Result<bool, JobError> {
-        let (store, policy) = (&self.store, &self.policy);
+        crate::check_one(self, &self.store, worker, ready).await
+    }
+}
+
+impl crate::CheckWorker for LinkCheckWorker {
+    const QUEUE: &'static store::Queue = &store::LINK_CHECKS;
+
+    async fn claim(&self, slot: &Slot) -> Result<Option<(String, i64)>, JobError> {
         let now = chrono::Utc::now().timestamp();
-        let Some((test_id, attempt)) = store
-            .claim_link_check(worker, now, lease_secs(policy))
-            .await?
-        else {
-            return Ok(false);
-        };
-        // A request wakes one worker; this one is busy now, so another looks for more work.
-        ready.notify_one();
+        Ok(self
+            .store
+            .claim_link_check(&slot.owner, now, slot.lease_secs())
+            .await?)
+    }
+
+    async fn check(
+        &self,
+        slot: &Slot,
+        held: &Held,
+        test_id: String,
+        attempt: i64,
+    ) -> Result<(), JobError> {
+        let (store, policy) = (&self.store, &self.policy);
         tracing::info!(%test_id, attempt, "checking links");
         let html = store.test_content(&test_id).await?.unwrap_or_default();
         let mut check = match content::links::check_email(&html, policy).await {
@@ -65,19 +73,17 @@ impl LinkCheckWorker {
         check.uribl = Some(self.uribl.check(hosts).await);
         let result = serde_json::to_string(&check)?;
         let stored = store
-            .finish_link_check(&test_id, worker, &result, chrono::Utc::now().timestamp())
+            .finish_link_check(
+                &test_id,
+                &slot.owner,
+                &result,
+                chrono::Utc::now().timestamp(),
+            )
             .await?;
         if !stored {
-            tracing::info!(%test_id, "link check result dropped: requested again or lease lost");
+            held.refused();
+            tracing::warn!(%test_id, "link check result not stored (a check is finished once): requested again, or its lease was taken over");
         }
-        Ok(true)
-    }
-}
-
-impl crate::CheckWorker for LinkCheckWorker {
-    const QUEUE: &'static str = store::LINK_CHECKS.name;
-
-    async fn handle_one(&self, owner: &str, ready: &Notify) -> Result<bool, JobError> {
-        self.run_one(owner, ready).await
+        Ok(())
     }
 }

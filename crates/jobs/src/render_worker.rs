@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use background::{Heartbeat, Loops, Slot};
+use background::{Held, Loops, Slot};
 use domain::catalog::Viewport;
 use domain::{Catalog, Picture, QueueState, Variant};
 use emulate::RuleBook;
@@ -21,14 +21,9 @@ pub struct RenderWorkerConfig {
     /// Names the leases of [`RenderWorker::run_one`] (called directly, by tests); the loops of
     /// [`RenderWorker::run`] name theirs with `background::lease_owner`.
     pub worker_id: String,
-    /// Jobs in flight at once.
+    /// Jobs in flight at once. (Their lease and its renewal are the render queue's,
+    /// [`store::RENDER`]`.lease`, renewed by the loops' heartbeat.)
     pub concurrency: usize,
-    /// How long a claimed job is ours unless renewed: how soon a dead process's jobs are taken
-    /// over.
-    pub lease: Duration,
-    /// How often a job's lease is renewed while it is being worked on. Well under `lease`, so a
-    /// database blip of a few seconds does not cost a live worker its job.
-    pub heartbeat: Duration,
     /// Attempts before a screenshot is Bounced. Only the email's own failures count (an engine
     /// that crashes or hangs on it); faults of storage or the database do not.
     pub max_attempts: i64,
@@ -45,8 +40,6 @@ impl Default for RenderWorkerConfig {
         RenderWorkerConfig {
             worker_id: format!("worker-{}", std::process::id()),
             concurrency: 2,
-            lease: Duration::from_secs(10),
-            heartbeat: Duration::from_secs(3),
             max_attempts: 3,
             rescan: Duration::from_secs(2),
             max_fault_backoff: Duration::from_secs(15),
@@ -150,6 +143,9 @@ enum Cause {
     /// Something the service runs on failed (`storage`, `database`): the job is released
     /// without counting the attempt, however long the fault lasts.
     Dependency(&'static str),
+    /// The lease was someone else's before the picture was written: nothing is written or
+    /// recorded, the job's holder does it.
+    LeaseLost,
 }
 
 /// Why the store refused a worker's renewal or finish of `job`, from what the job's row says now.
@@ -225,28 +221,41 @@ impl RenderWorker {
             .retry_at(chrono::Utc::now().timestamp(), i64::from(faults) + 1)
     }
 
-    /// Claims and runs one job. Returns false when nothing was due. Public so tests can drain the
-    /// queue deterministically.
-    pub async fn run_one(&self) -> Result<bool, store::StoreError> {
-        let slot = Slot {
-            owner: self.config.worker_id.clone(),
-            cancel: CancellationToken::new(),
-        };
-        self.run_one_in(&slot).await
+    /// The render queue's loops for this worker.
+    fn loops(&self, wake: Option<Arc<Notify>>) -> Loops {
+        Loops::new(
+            &self.store,
+            &RENDER,
+            self.config.concurrency,
+            wake,
+            self.config.rescan,
+        )
     }
 
-    /// [`RenderWorker::run_one`] as `slot`'s lease owner; a database fault while recording the
-    /// outcome is retried until it is recorded, refused, or the slot is cancelled.
-    async fn run_one_in(&self, slot: &Slot) -> Result<bool, store::StoreError> {
+    /// Claims and runs one job (under the loops' heartbeat, as [`RenderWorker::run`] does).
+    /// Returns false when nothing was due. Public so tests can drain the queue deterministically.
+    pub async fn run_one(&self) -> Result<bool, store::StoreError> {
+        let loops = self.loops(None);
+        let slot = loops.slot(&self.config.worker_id, CancellationToken::new());
+        loops
+            .turn(
+                &slot,
+                |slot| self.claim(slot),
+                |slot, held, job| self.work(slot, held, job),
+            )
+            .await
+    }
+
+    /// Claims the next job this worker's engines draw for `slot`.
+    async fn claim(&self, slot: Slot) -> Result<Option<(Key, ClaimedJob)>, store::StoreError> {
         let now = chrono::Utc::now().timestamp();
-        let lease = self.config.lease.as_secs() as i64;
         let clients = self.claimable_clients();
         let Some(job) = self
             .store
-            .claim_job_for(&slot.owner, now, lease, clients.as_deref())
+            .claim_job_for(&slot.owner, now, slot.lease_secs(), clients.as_deref())
             .await?
         else {
-            return Ok(false);
+            return Ok(None);
         };
         if job.taken_over_from.as_deref() == Some(slot.owner.as_str()) {
             tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
@@ -256,17 +265,24 @@ impl RenderWorker {
             tracing::info!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
                 previous_owner = %previous, "took over a render job whose lease expired");
         }
-        let heartbeat = Heartbeat::start(
-            &self.store,
-            &RENDER,
-            Key::Int(job.id),
-            &slot.owner,
-            self.config.lease,
-            self.config.heartbeat,
-        );
+        Ok(Some((Key::Int(job.id), job)))
+    }
+
+    /// Draws a claimed job and records the outcome; a database fault while recording it is
+    /// retried until it is recorded, refused, or the slot is cancelled.
+    async fn work(&self, slot: Slot, held: Held, job: ClaimedJob) -> Result<(), store::StoreError> {
         let started = std::time::Instant::now();
-        let outcome = match self.render(&job).await {
+        let outcome = match self.render(&job, &held).await {
             Ok((engine, rule_set)) => JobOutcome::Done { engine, rule_set },
+            Err(Failure {
+                cause: Cause::LeaseLost,
+                ..
+            }) => {
+                held.refused();
+                tracing::warn!(test_id = %job.test_id, client = %job.client_id, variant = %job.variant,
+                    "render lease lost before the picture was written; not written (its holder draws it)");
+                return Ok(());
+            }
             Err(Failure {
                 code,
                 message,
@@ -306,8 +322,10 @@ impl RenderWorker {
                 }
             }
         };
-        let recorded = self.finish(&job, &outcome, slot).await;
-        drop(heartbeat);
+        let recorded = self.finish(&job, &outcome, &slot).await;
+        if recorded == Some(false) {
+            held.refused();
+        }
         if recorded == Some(true) {
             if let JobOutcome::Done { engine, .. } = &outcome {
                 self.faults_in_a_row.store(0, Ordering::Relaxed);
@@ -316,7 +334,7 @@ impl RenderWorker {
                     attempt = job.attempts, ms = started.elapsed().as_millis() as u64, "screenshot stored");
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Records `outcome`, retrying while the database fails (the heartbeat keeps the lease
@@ -351,7 +369,7 @@ impl RenderWorker {
         }
     }
 
-    async fn render(&self, job: &ClaimedJob) -> Result<(String, String), Failure> {
+    async fn render(&self, job: &ClaimedJob, held: &Held) -> Result<(String, String), Failure> {
         let Some(client) = self.catalog.get(&job.client_id) else {
             return Err(Failure {
                 code: "unknown_client",
@@ -405,6 +423,25 @@ impl RenderWorker {
                 .await
                 .map_err(render_failure)?;
         let rendered = self.renderer.render(req).await.map_err(render_failure)?;
+        // A picture in the object store cannot be taken back by a refused finish: a job taken
+        // over (this worker's renewals failed through a database outage) is drawn by its holder.
+        match held.confirm().await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Failure {
+                    code: "lease_lost",
+                    message: "the job's lease is another worker's".into(),
+                    cause: Cause::LeaseLost,
+                })
+            }
+            Err(e) => {
+                return Err(Failure {
+                    code: "database",
+                    message: format!("confirming the job's lease before storing failed: {e}"),
+                    cause: Cause::Dependency("database"),
+                })
+            }
+        }
         let store_err = |e: store::BlobError| Failure {
             code: "storage",
             message: format!("storing the screenshot failed: {e}"),
@@ -439,21 +476,19 @@ impl RenderWorker {
     /// Runs `concurrency` loops until `cancel`. Each loop drains due jobs, then sleeps until woken
     /// or until the rescan interval passes.
     pub async fn run(self, wake: Arc<Notify>, cancel: CancellationToken) {
-        let loops = Loops::new(
-            RENDER.name,
-            self.config.concurrency,
-            Some(wake),
-            self.config.rescan,
-        );
         let this = &self;
-        loops
-            .run(cancel, |slot| async move {
-                let done = this.run_one_in(&slot).await;
-                if done.is_err() {
-                    telemetry::global().dependency_error("database", "render");
-                }
-                done
-            })
+        this.loops(Some(wake))
+            .run(
+                cancel,
+                |slot| async move {
+                    let claimed = this.claim(slot).await;
+                    if claimed.is_err() {
+                        telemetry::global().dependency_error("database", "render");
+                    }
+                    claimed
+                },
+                |slot, held, job| this.work(slot, held, job),
+            )
             .await;
     }
 }

@@ -96,11 +96,6 @@ async fn start_rendering(
         jobs::RenderWorkerConfig {
             worker_id: background::lease_owner("render"),
             concurrency: slots,
-            // Short, and renewed every few seconds while a job is worked on: a dead process's
-            // jobs are taken over within about the lease, a live one keeps its jobs through a
-            // database blip shorter than the lease.
-            lease: RENDER_LEASE,
-            heartbeat: RENDER_HEARTBEAT,
             max_attempts: r.max_attempts.max(1),
             rescan: Duration::from_secs(2),
             max_fault_backoff: Duration::from_secs(15),
@@ -110,10 +105,6 @@ async fn start_rendering(
     runtime.spawn(worker.run(work_ready, runtime.cancel_token()));
     Ok(Some(renderer))
 }
-
-/// How long a render job is a worker's without renewal, and how often the worker renews it.
-const RENDER_LEASE: Duration = Duration::from_secs(10);
-const RENDER_HEARTBEAT: Duration = Duration::from_secs(3);
 
 pub fn load_catalog(resources: &Path) -> anyhow::Result<Catalog> {
     let path = resources.join("clients.toml");
@@ -554,12 +545,8 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     // Content checks judge contrast in the engine: the render role's, where the engines are (with
     // `[render] engines = []` the reports say contrast was not judged, and why).
     if roles.has(Role::Render) {
-        let worker = jobs::ContentCheckWorker::new(
-            store.clone(),
-            settings.fetch.clone(),
-            rendering.clone(),
-            Duration::from_secs(settings.render.render_timeout.max(1)),
-        );
+        let worker =
+            jobs::ContentCheckWorker::new(store.clone(), settings.fetch.clone(), rendering.clone());
         runtime.spawn(worker.run(
             checks_ready,
             runtime.cancel_token(),

@@ -81,8 +81,8 @@ pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;
 pub use queue::{
-    Backoff, Claim, Claimed, Key, Outcome, Queue, QueueStat, States, CALLBACKS, CONTENT_CHECKS,
-    INBOUND, LINK_CHECKS, QUEUES, RENDER, SVC_SENDS,
+    Backoff, Claim, Claimed, Key, Lease, Outcome, Queue, QueueStat, States, CALLBACKS,
+    CONTENT_CHECKS, INBOUND, LINK_CHECKS, QUEUES, RENDER, SVC_SENDS,
 };
 pub use retention::{CONTENT_TABLES, KEPT_PER_TEST};
 pub use spam::{PendingSend, SpamRow, SpamUpdate};

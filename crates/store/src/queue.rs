@@ -9,6 +9,8 @@
 //! `UPDATE ... WHERE key = (SELECT ... LIMIT 1 {skip locked}) RETURNING ...`, so two workers never
 //! claim one row; per-account queues pick the row through [`crate::fair`].
 
+use std::time::Duration;
+
 use domain::{QueueState, Spelled};
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row};
@@ -61,6 +63,35 @@ impl Backoff {
     /// When the row whose `attempt`-th attempt failed at `now` is due again (random jitter).
     pub fn retry_at(&self, now: i64, attempt: i64) -> i64 {
         now.saturating_add(self.delay_secs(attempt, rand::random::<f64>()))
+    }
+}
+
+/// How long a claimed row is its worker's without renewal, and how often the worker's heartbeat
+/// renews it. Short, so that the rows of a worker that died (`kill -9`, a lost machine) are
+/// claimed again within about `hold`; renewed well inside `hold`, so that a live worker keeps its
+/// row through a database blip of a few seconds and through work of any length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub hold: Duration,
+    pub renew_every: Duration,
+}
+
+impl Lease {
+    /// Every queue's lease unless it says otherwise: a dead worker's row is due again after 10 s
+    /// (the bound is 15 s, which leaves a loop's 1-2 s poll), renewed every 3 s (two
+    /// renewals may fail before a live worker loses its row).
+    pub const SHORT: Lease = Lease::secs(10, 3);
+
+    pub const fn secs(hold: u64, renew_every: u64) -> Lease {
+        Lease {
+            hold: Duration::from_secs(hold),
+            renew_every: Duration::from_secs(renew_every),
+        }
+    }
+
+    /// `hold` in whole seconds (at least one), as a claim takes it.
+    pub fn hold_secs(&self) -> i64 {
+        i64::try_from(self.hold.as_secs().max(1)).unwrap_or(i64::MAX)
     }
 }
 
@@ -120,6 +151,9 @@ pub struct Queue {
     /// Shared between accounts ([`crate::fair`]): the table has a `test_id`.
     pub fair: bool,
     pub backoff: Backoff,
+    /// How long a claim holds a row and how often its worker renews it (`background::Loops`
+    /// starts the renewals; no handler does).
+    pub lease: Lease,
     /// Attempts after which the work is given up; `None`: the worker decides.
     pub max_attempts: Option<i64>,
     /// PostgreSQL advisory lock key of the queue's fair claims.
@@ -149,6 +183,7 @@ const PER_TEST: Queue = Queue {
     order: "q.not_before, q.test_id",
     fair: true,
     backoff: Backoff::fixed(5),
+    lease: Lease::SHORT,
     max_attempts: None,
     lock_key: 0,
 };

@@ -104,6 +104,7 @@ pub struct Metrics {
     dependency_errors: Family<FaultLabels, Counter>,
     lease_renewals: Family<LeaseLabels, Counter>,
     lease_takeovers: Family<LeaseLabels, Counter>,
+    leases_lost: Family<LeaseLabels, Counter>,
     hits_recorded: Counter,
     hits_unrecorded: Family<HitLabels, Counter>,
     hit_batches: Counter,
@@ -139,6 +140,7 @@ impl Metrics {
             dependency_errors: Family::default(),
             lease_renewals: Family::default(),
             lease_takeovers: Family::default(),
+            leases_lost: Family::default(),
             hits_recorded: Counter::default(),
             hits_unrecorded: Family::default(),
             hit_batches: Counter::default(),
@@ -179,6 +181,12 @@ impl Metrics {
         self.lease_takeovers
             .get_or_create(&LeaseLabels { queue })
             .inc();
+    }
+
+    /// A worker's finish (or its write of the work's result) refused because its lease was no
+    /// longer its own: the row was taken over and is finished by the worker that holds it now.
+    pub fn lease_lost(&self, queue: &'static str) {
+        self.leases_lost.get_or_create(&LeaseLabels { queue }).inc();
     }
 
     /// One committed batch of tracking hits and the hits it recorded.
@@ -362,6 +370,11 @@ pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std:
         metrics.lease_takeovers.clone(),
     );
     registry.register(
+        "leases_lost",
+        "Results not written because the worker's lease was no longer its own (taken over, or the row requested again): each row is finished once, by its holder; by queue",
+        metrics.leases_lost.clone(),
+    );
+    registry.register(
         "hits_recorded",
         "Tracking hits recorded (committed before they were answered)",
         metrics.hits_recorded.clone(),
@@ -421,6 +434,7 @@ mod tests {
         m.dependency_error("storage", "render");
         m.lease_renewal("render");
         m.lease_takeover("render");
+        m.lease_lost("callbacks");
         let text = encode(
             &m,
             &[QueueFigures {
@@ -443,6 +457,7 @@ mod tests {
             r#"mailproof_dependency_errors_total{dependency="storage",queue="render"} 1"#,
             r#"mailproof_lease_renewals_total{queue="render"} 1"#,
             r#"mailproof_lease_takeovers_total{queue="render"} 1"#,
+            r#"mailproof_leases_lost_total{queue="callbacks"} 1"#,
             r#"mailproof_queue_waiting{queue="render"} 7"#,
             r#"mailproof_queue_leased{queue="render"} 2"#,
             r#"mailproof_queue_oldest_age_seconds{queue="render"} 12"#,

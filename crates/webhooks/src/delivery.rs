@@ -8,12 +8,12 @@
 
 use std::time::Duration;
 
-use background::Loops;
+use background::{Held, Loops, Slot};
 use content::fetch::FetchError;
 use content::NetPolicy;
 use rand::Rng;
 use serde::Deserialize;
-use store::{CallbackOutcome, ClaimedCallback, Store};
+use store::{CallbackOutcome, ClaimedCallback, Key, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::summary::{self as webhook, Summary};
@@ -54,12 +54,6 @@ pub enum DeliveryError {
 /// render worker, the inbox processor), and retries fall due as time passes.
 const POLL: Duration = Duration::from_secs(1);
 
-/// The lease on one delivery: the POST's whole time limit with room to spare, so a live worker
-/// never loses its lease and a dead one hands the callback on soon after.
-fn lease_secs(policy: &NetPolicy) -> i64 {
-    i64::try_from(policy.timeout.as_secs() + 10).unwrap_or(i64::MAX)
-}
-
 /// The callback queue with the configured backoff (doubling from `base_delay` up to `max_delay`,
 /// up to half taken off at random so that receivers coming back up are not hit by every retry at
 /// once) and attempts.
@@ -78,43 +72,75 @@ pub struct DeliveryWorker {
 }
 
 impl DeliveryWorker {
+    fn loops(&self, workers: usize) -> Loops {
+        Loops::new(&self.store, &store::CALLBACKS, workers, None, POLL)
+    }
+
     /// Runs `workers` delivery loops at once, so that while one account's receiver is slow
     /// another account's callback finds a free worker (the store's per-account cap keeps one
     /// account from taking them all).
     pub async fn run(self, cancel: CancellationToken, workers: usize) {
-        let loops = Loops::new(store::CALLBACKS.name, workers, None, POLL);
         let this = &self;
-        loops
+        this.loops(workers)
             .run(
                 cancel,
-                |slot| async move { this.run_one(&slot.owner).await },
+                |slot| async move { this.claim(&slot).await },
+                |slot, held, callback| async move { this.deliver(&slot, &held, callback).await },
             )
             .await;
     }
 
-    /// Delivers one due callback; false when none is due.
+    /// Delivers one due callback as `worker` (under the heartbeat, as the loops do); false when
+    /// none is due.
     pub async fn run_one(&self, worker: &str) -> Result<bool, DeliveryError> {
-        let store = &self.store;
+        let loops = self.loops(1);
+        let slot = loops.slot(worker, CancellationToken::new());
+        loops
+            .turn(
+                &slot,
+                |slot| async move { self.claim(&slot).await },
+                |slot, held, callback| async move { self.deliver(&slot, &held, callback).await },
+            )
+            .await
+    }
+
+    async fn claim(&self, slot: &Slot) -> Result<Option<(Key, ClaimedCallback)>, DeliveryError> {
         let now = chrono::Utc::now().timestamp();
-        let Some(callback) = store
-            .claim_callback(worker, now, lease_secs(&self.policy))
-            .await?
-        else {
-            return Ok(false);
-        };
+        let claimed = self
+            .store
+            .claim_callback(&slot.owner, now, slot.lease_secs())
+            .await?;
+        Ok(claimed.map(|c| (Key::Text(c.test_id.clone()), c)))
+    }
+
+    async fn deliver(
+        &self,
+        slot: &Slot,
+        held: &Held,
+        callback: ClaimedCallback,
+    ) -> Result<(), DeliveryError> {
+        let store = &self.store;
         // A test (or account) deleted meanwhile takes its callback row with it.
         let Some(test) = store.test_any_account(&callback.test_id).await? else {
-            return Ok(true);
+            return Ok(());
         };
         let Some(secret) = store
             .webhook_secret(callback.account_id, &webhook::new_secret())
             .await?
         else {
-            return Ok(true);
+            return Ok(());
         };
         let clients = store.test_clients(&test.id).await?;
         let spam = store.spam_results(&test.id).await?;
         let body = Summary::build(&callback, &test, &clients, &spam).to_body()?;
+        // A POST cannot be taken back: one taken over while this worker's renewals failed is
+        // sent by its holder, not also from here.
+        if !held.confirm().await? {
+            held.refused();
+            tracing::warn!(test_id = %callback.test_id, delivery_id = %callback.delivery_id,
+                "callback lease taken over before sending; not sent from here (its holder sends it)");
+            return Ok(());
+        }
         let sent_at = chrono::Utc::now().timestamp();
         let headers = [
             (
@@ -135,12 +161,19 @@ impl DeliveryWorker {
         let outcome = outcome(&callback, answer, &self.retries, rand::thread_rng().gen());
         log(&callback, &outcome);
         let recorded = store
-            .finish_callback(&callback, worker, chrono::Utc::now().timestamp(), &outcome)
+            .finish_callback(
+                &callback,
+                &slot.owner,
+                chrono::Utc::now().timestamp(),
+                &outcome,
+            )
             .await?;
         if !recorded {
-            tracing::info!(test_id = %callback.test_id, "callback lease lost meanwhile; outcome dropped");
+            held.refused();
+            tracing::warn!(test_id = %callback.test_id, delivery_id = %callback.delivery_id,
+                "callback outcome not recorded (a callback is finished once): its lease was taken over");
         }
-        Ok(true)
+        Ok(())
     }
 }
 

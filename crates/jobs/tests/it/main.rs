@@ -137,8 +137,6 @@ pub fn config() -> RenderWorkerConfig {
     RenderWorkerConfig {
         worker_id: "test-worker".into(),
         concurrency: 1,
-        lease: Duration::from_secs(10),
-        heartbeat: Duration::from_secs(3),
         max_attempts: 3,
         rescan: Duration::from_millis(100),
         max_fault_backoff: Duration::from_secs(15),

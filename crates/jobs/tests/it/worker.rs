@@ -1,8 +1,8 @@
 //! The render worker's outcomes as the results show them: a drawn job is stored and done, an
 //! engine that dies is retried after the backoff and given up after the last attempt, a refused
 //! document bounces at once, a storage fault releases the job without counting an attempt, a
-//! worker claims only what its engines draw, and its loops answer a
-//! wake-up and stop at shutdown.
+//! worker claims only what its engines draw, its loops answer a wake-up and stop at shutdown, and a
+//! worker whose job was taken over stores no picture.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -368,6 +368,69 @@ async fn the_loops_answer_a_wake_up_and_stop_at_shutdown(backend: Backend) {
     }
 }
 
+/// The process-wide count of finishes refused for a lost lease in `queue`, as `/metrics` shows it.
+fn leases_lost(queue: &str) -> u64 {
+    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
+    let series = format!("mailproof_leases_lost_total{{queue=\"{queue}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .map_or(0, |n| n.trim().parse().expect("a counter"))
+}
+
+/// A render whose job is taken over while it draws (its worker's renewals failed through a
+/// database outage, as far as the store can tell) neither stores its picture nor records its
+/// outcome: the job's new holder does both, once.
+async fn a_render_whose_lease_was_taken_over_stores_no_picture(backend: Backend) {
+    let f = Fixture::new(backend).await;
+    let (client, test) = f.queue_one().await;
+    let engine = Arc::new(TestEngine::taking(
+        Behaviour::Draw,
+        Duration::from_millis(1500),
+    ));
+    let worker = f.worker(engine.clone(), config());
+    let before = leases_lost("render");
+    let drawing = tokio::spawn(async move { worker.run_one().await });
+    testkit::wait::until(
+        "the worker did not start drawing",
+        Duration::from_secs(20),
+        || engine.renders() > 0,
+    )
+    .await;
+    // A claim an hour ahead sees the worker's lease as expired: the takeover an outage makes.
+    let taken = f
+        .store
+        .claim_job("taker", now() + 3600, 60)
+        .await
+        .expect("claim")
+        .expect("the job, taken over");
+    assert!(
+        drawing
+            .await
+            .expect("the worker ran")
+            .expect("the store answers"),
+        "the worker had claimed the job"
+    );
+    let shot = screenshot_key(&test, &client, &Picture::Shot(Variant::Default));
+    assert!(
+        f.blobs
+            .get(&shot)
+            .await
+            .expect("the blob store answers")
+            .is_none(),
+        "the worker that lost its lease stored no picture"
+    );
+    assert_eq!(
+        f.store.job_holder(taken.id).await.expect("read"),
+        Some((domain::QueueState::Leased, Some("taker".to_string()))),
+        "the job is still the taker's to finish"
+    );
+    assert_eq!(
+        f.client(&test, &client).await.status,
+        ScreenshotStatus::Processing
+    );
+    assert!(leases_lost("render") > before, "counted in /metrics");
+}
+
 testkit::on_both!(
     a_drawn_job_is_stored_and_done,
     an_engine_that_dies_is_retried_after_a_backoff_then_given_up,
@@ -376,4 +439,5 @@ testkit::on_both!(
     a_storage_fault_releases_the_job_without_counting_an_attempt,
     a_worker_claims_only_the_jobs_its_engines_draw,
     the_loops_answer_a_wake_up_and_stop_at_shutdown,
+    a_render_whose_lease_was_taken_over_stores_no_picture,
 );
