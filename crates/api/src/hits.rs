@@ -13,8 +13,10 @@
 //! over a rate limit, over a campaign's or an account's storage budget (refused by
 //! [`Store::record_hits`]), no room in the queue within its wait (`queue_full`), or the database
 //! not answering within it (`database`). Only the writer decides a queued hit's fate, so a hit
-//! is never counted unrecorded while its batch may still commit — except for one whose wait ends
-//! while its batch's commit is on the wire, which is counted unrecorded and may still be stored.
+//! is never counted unrecorded while its batch may still commit — except when the connection
+//! dies (or the wait ends) while the batch's commit is on the wire: the commit may have reached
+//! the database's log, so those hits may be stored though counted unrecorded, and a retry that
+//! succeeds may store them twice (hits carry no id yet that would make it a no-op).
 //! A crash loses only hits whose answer had not left: the queued ones (at most
 //! `queue_capacity`), the batches being written (at most `batch_max` each) and requests still
 //! waiting for room.

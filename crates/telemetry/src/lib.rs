@@ -59,7 +59,8 @@ pub struct CheckLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
-    /// The bounce code (`render_failed`, `engine_failure`, `emulation`, ...).
+    /// A bounce code (`render_failed`, `engine_failure`, `emulation`, ...), an unrecorded hit's
+    /// [`HitUnrecorded`] or a refused connection's reason, by family.
     pub reason: &'static str,
 }
 
@@ -96,15 +97,7 @@ impl HitUnrecorded {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct HitLabels {
-    reason: &'static str,
-}
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct RefusalLabels {
-    reason: &'static str,
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaseLabels {
@@ -134,9 +127,9 @@ pub struct Metrics {
     lease_renewals: Family<LeaseLabels, Counter>,
     lease_takeovers: Family<LeaseLabels, Counter>,
     hits_recorded: Counter,
-    hits_unrecorded: Family<HitLabels, Counter>,
+    hits_unrecorded: Family<ReasonLabels, Counter>,
     hit_batches: Counter,
-    connections_refused: Family<RefusalLabels, Counter>,
+    connections_refused: Family<ReasonLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -182,9 +175,11 @@ impl Metrics {
     fn with_zero_series(self) -> Metrics {
         use strum::IntoEnumIterator as _;
         for reason in HitUnrecorded::iter() {
-            self.hits_unrecorded.get_or_create(&HitLabels {
-                reason: reason.as_str(),
-            });
+            self.hits_unrecorded
+                .get_or_create(&ReasonLabels {
+                    reason: reason.as_str(),
+                })
+                .inc_by(0);
         }
         self
     }
@@ -234,7 +229,7 @@ impl Metrics {
     /// `n` tracking hits answered without being recorded, by reason.
     pub fn hits_unrecorded(&self, reason: HitUnrecorded, n: usize) {
         self.hits_unrecorded
-            .get_or_create(&HitLabels {
+            .get_or_create(&ReasonLabels {
                 reason: reason.as_str(),
             })
             .inc_by(n as u64);
@@ -244,7 +239,7 @@ impl Metrics {
     /// `max_connections_per_address` already (answered 429 when the refusal could be written).
     pub fn connection_refused_per_address(&self) {
         self.connections_refused
-            .get_or_create(&RefusalLabels {
+            .get_or_create(&ReasonLabels {
                 reason: "per_address",
             })
             .inc();

@@ -31,8 +31,12 @@ const OUTAGE: Duration = Duration::from_secs(12);
 /// The link of the campaign's first tracked click.
 const SHOP: &str = "https://shop.example/";
 
-/// A per-address limit the busiest clients pass, so that rate refusals are in the sum too.
-const CONFIG: &str = "[hits]\nper_address_per_minute = 400\nper_campaign_per_minute = 0\n";
+/// A per-address limit each address passes late in the test, so that rate refusals are in the
+/// sum too.
+const CONFIG: &str = "[hits]\nper_address_per_minute = 150\nper_campaign_per_minute = 0\n";
+/// Pause between two hits of one loop: a stream, not a flood (answers over a rate limit come at
+/// once and would spin the loops).
+const PAUSE: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
 struct Tally {
@@ -100,6 +104,8 @@ async fn hit_loop(
             Err(true) => t.refused += 1,
             Err(false) => t.wrong.push(format!("{value} after {took:?}")),
         }
+        drop(t);
+        tokio::time::sleep(PAUSE).await;
     }
     sent
 }
@@ -265,10 +271,20 @@ async fn every_hit_through_a_database_outage_is_recorded_or_counted() {
         tally.refused as f64, refused_counted,
         "every 429 is counted"
     );
-    assert_eq!(
-        recorded.len() as f64 + unrecorded + refused_counted,
-        sent as f64,
-        "recorded + counted unrecorded + counted refused = hits sent"
+    // Nothing answered is lost uncounted. The sum may pass the hits sent only by hits whose
+    // batch's commit reached the database's log just before it was killed: the writer saw the
+    // connection die and counted them unrecorded (README, "Analytics"); at most a batch per
+    // writer (4 on PostgreSQL) and process.
+    let accounted = recorded.len() as f64 + unrecorded + refused_counted;
+    assert!(
+        accounted >= sent as f64,
+        "recorded {} + counted unrecorded {unrecorded} + counted refused {refused_counted} < {sent} hits sent",
+        recorded.len()
+    );
+    assert!(
+        accounted - sent as f64 <= (apis.len() * 4 * 500) as f64,
+        "recorded {} + counted unrecorded {unrecorded} + counted refused {refused_counted} is more than the {sent} hits sent by more than the batches in flight",
+        recorded.len()
     );
     assert!(
         by_reason
