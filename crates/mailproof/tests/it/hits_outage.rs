@@ -97,14 +97,15 @@ async fn hit_loop(
             Err(_) => Err(false),
         };
         let took = started.elapsed();
-        let mut t = tally.lock().expect("tally");
-        t.slowest = t.slowest.max(took);
-        match outcome {
-            Ok(()) => t.answered.push(value),
-            Err(true) => t.refused += 1,
-            Err(false) => t.wrong.push(format!("{value} after {took:?}")),
+        {
+            let mut t = tally.lock().expect("tally");
+            t.slowest = t.slowest.max(took);
+            match outcome {
+                Ok(()) => t.answered.push(value),
+                Err(true) => t.refused += 1,
+                Err(false) => t.wrong.push(format!("{value} after {took:?}")),
+            }
         }
-        drop(t);
         tokio::time::sleep(PAUSE).await;
     }
     sent
