@@ -4,13 +4,22 @@
 //! transaction ([`Store::record_hits`]) and only then lets each handler answer. So a hit is
 //! answered only once it is durable, and under load one commit carries many hits.
 //!
-//! Bounds: the queue holds `queue_capacity` hits; when it is full a handler waits for room
-//! (backpressure) rather than answering unrecorded, so the only hits answered without being
-//! recorded are the ones over a rate limit, those over a campaign's or an account's storage
-//! budget (refused by [`Store::record_hits`]) and those of a batch the database refused twice,
-//! each counted in `/metrics` (`hits_unrecorded`, by [`Unrecorded`] reason). A crash loses only hits whose answer had not
-//! left: the queued ones (at most `queue_capacity`), the batches being written (at most
-//! `batch_max` each) and requests still waiting for room.
+//! Bounds: every hit has one wait (`database_wait`, from its arrival) for the database to read
+//! its campaign and take its batch. The queue holds `queue_capacity` hits; when it is full a
+//! handler waits for room (backpressure). While the database cannot take a batch the writers
+//! keep trying it, so a short outage costs nothing; a hit whose wait ends first is answered
+//! anyway (the image, or its link for a click) and counted unrecorded. Every hit answered is
+//! either committed or counted in `/metrics` (`hits_unrecorded`, by [`HitUnrecorded`] reason):
+//! over a rate limit, over a campaign's or an account's storage budget (refused by
+//! [`Store::record_hits`]), no room in the queue within its wait (`queue_full`), or the database
+//! not answering within it (`database`). Only the writer decides a queued hit's fate, so a hit
+//! is never counted unrecorded while its batch may still commit — except when the connection
+//! dies (or the wait ends) while the batch's commit is on the wire: the commit may have reached
+//! the database's log, so those hits may be stored though counted unrecorded, and a retry that
+//! succeeds may store them twice (hits carry no id yet that would make it a no-op).
+//! A crash loses only hits whose answer had not left: the queued ones (at most
+//! `queue_capacity`), the batches being written (at most `batch_max` each) and requests still
+//! waiting for room.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -19,6 +28,9 @@ use std::time::{Duration, Instant};
 
 use store::{Backend, CampaignRow, HitBudgets, NewHit, Store};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant as Deadline;
+
+pub use telemetry::HitUnrecorded;
 
 use app::RateLimiter;
 
@@ -42,6 +54,9 @@ pub struct HitSettings {
     pub max_stored_per_campaign: i64,
     /// Hits all campaigns of one account may hold in storage; 0: no limit.
     pub max_stored_per_account: i64,
+    /// How long a hit waits, from its arrival, for the database to read its campaign and commit
+    /// its batch (queueing included) before it is answered unrecorded.
+    pub database_wait: Duration,
 }
 
 impl Default for HitSettings {
@@ -60,37 +75,29 @@ impl Default for HitSettings {
             // campaign of a million recipients stays well inside; a flood stops there.
             max_stored_per_campaign: 2_000_000,
             max_stored_per_account: 10_000_000,
-        }
-    }
-}
-
-/// Why a hit was answered without being recorded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unrecorded {
-    RateAddress,
-    RateCampaign,
-    /// The campaign holds its storage budget.
-    BudgetCampaign,
-    /// The campaign's account holds its storage budget.
-    BudgetAccount,
-    Database,
-}
-
-impl Unrecorded {
-    fn as_str(self) -> &'static str {
-        match self {
-            Unrecorded::RateAddress => "rate_address",
-            Unrecorded::RateCampaign => "rate_campaign",
-            Unrecorded::BudgetCampaign => "budget_campaign",
-            Unrecorded::BudgetAccount => "budget_account",
-            Unrecorded::Database => "database",
+            // An outage answers every hit within 2 s (with the image, or a click's link), so
+            // readers' clients and proxies do not pile up connections; a blip shorter than this
+            // (a failover, a restart) records everything.
+            database_wait: Duration::from_millis(1500),
         }
     }
 }
 
 struct Pending {
     hit: NewHit,
+    /// The end of the hit's wait: past it the writer answers it unrecorded.
+    deadline: Deadline,
     done: oneshot::Sender<bool>,
+}
+
+/// What the hit path knows of a campaign.
+pub enum Lookup {
+    Found(Arc<CampaignRow>),
+    /// No campaign has this guid.
+    Unknown,
+    /// The database did not answer within the hit's wait: the row last read, however old, if
+    /// this process ever read it (enough to send a click to its link).
+    Unavailable(Option<Arc<CampaignRow>>),
 }
 
 /// How long a campaign read for the hit path is reused. What may change meanwhile changes
@@ -124,21 +131,35 @@ impl Hits {
         }
     }
 
+    /// The end of the wait of a hit arriving now.
+    pub fn deadline(&self) -> Deadline {
+        Deadline::now() + self.settings.database_wait
+    }
+
     /// The campaign `guid` (any account's: a hit carries no credentials), read at most once a
-    /// second per guid so that a hit costs the database one write share and no read.
-    pub async fn campaign(
-        &self,
-        store: &Store,
-        guid: &str,
-    ) -> store::Result<Option<Arc<CampaignRow>>> {
+    /// second per guid so that a hit costs the database one write share and no read; the read
+    /// waits for the database until `deadline` at most.
+    pub async fn campaign(&self, store: &Store, guid: &str, deadline: Deadline) -> Lookup {
+        let mut stale = None;
         if let Ok(map) = self.campaigns.lock() {
             if let Some((at, row)) = map.get(guid) {
                 if at.elapsed() < CAMPAIGN_TTL {
-                    return Ok(row.clone());
+                    return row.clone().map_or(Lookup::Unknown, Lookup::Found);
                 }
+                stale = row.clone();
             }
         }
-        let row = store.campaign_for_hit(guid).await?.map(Arc::new);
+        let row = match tokio::time::timeout_at(deadline, store.campaign_for_hit(guid)).await {
+            Ok(Ok(row)) => row.map(Arc::new),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "reading a campaign for a tracking hit");
+                return Lookup::Unavailable(stale);
+            }
+            Err(_) => {
+                tracing::warn!("reading a campaign for a tracking hit: no answer from the database within the hit's wait");
+                return Lookup::Unavailable(stale);
+            }
+        };
         if let Ok(mut map) = self.campaigns.lock() {
             if map.len() >= MAX_CACHED_CAMPAIGNS {
                 map.retain(|_, (at, _)| at.elapsed() < CAMPAIGN_TTL);
@@ -148,7 +169,7 @@ impl Hits {
             }
             map.insert(guid.to_string(), (Instant::now(), row.clone()));
         }
-        Ok(row)
+        row.map_or(Lookup::Unknown, Lookup::Found)
     }
 
     /// Drops what this process remembers of campaign `guid` (after a change its hits must see
@@ -160,7 +181,7 @@ impl Hits {
     }
 
     /// Charges a hit from `address` to its budget; `Err` when over it (and counted).
-    pub fn admit_address(&self, address: Option<IpAddr>) -> Result<(), Unrecorded> {
+    pub fn admit_address(&self, address: Option<IpAddr>) -> Result<(), HitUnrecorded> {
         let limit = self.settings.per_address_per_minute;
         match address {
             Some(a)
@@ -170,28 +191,45 @@ impl Hits {
                         .check(domain::address_group(a), limit)
                         .is_err() =>
             {
-                Err(unrecorded(Unrecorded::RateAddress))
+                Err(unrecorded(HitUnrecorded::RateAddress))
             }
             _ => Ok(()),
         }
     }
 
     /// Records `hit` unless its campaign is over its budget; returns once the hit is
-    /// committed, or with the reason it was not recorded (already counted).
-    pub async fn record(&self, store: &Store, hit: NewHit) -> Result<(), Unrecorded> {
+    /// committed, or with the reason it was not recorded (already counted) at about `deadline`
+    /// at the latest.
+    pub async fn record(
+        &self,
+        store: &Store,
+        hit: NewHit,
+        deadline: Deadline,
+    ) -> Result<(), HitUnrecorded> {
         let limit = self.settings.per_campaign_per_minute;
         if limit > 0 && self.per_campaign.check(hit.guid.clone(), limit).is_err() {
-            return Err(unrecorded(Unrecorded::RateCampaign));
+            return Err(unrecorded(HitUnrecorded::RateCampaign));
         }
         let writer = self.writer.get_or_init(|| self.start(store.clone()));
         let (done, committed) = oneshot::channel();
-        // A full queue makes this wait: backpressure, never an answer before the write.
-        if writer.send(Pending { hit, done }).await.is_err() {
-            return Err(unrecorded(Unrecorded::Database));
+        let pending = Pending {
+            hit,
+            deadline,
+            done,
+        };
+        // A full queue makes this wait (backpressure) until the hit's wait is over; a send cut
+        // short sent nothing, so the hit is surely not recorded.
+        match tokio::time::timeout_at(deadline, writer.send(pending)).await {
+            Err(_) => return Err(unrecorded(HitUnrecorded::QueueFull)),
+            Ok(Err(_)) => return Err(unrecorded(HitUnrecorded::Database)),
+            Ok(Ok(())) => {}
         }
+        // The writer answers every hit it took by the end of its wait (counting those it gave
+        // up); only a writer gone mid-batch leaves one to count here.
         match committed.await {
             Ok(true) => Ok(()),
-            _ => Err(Unrecorded::Database),
+            Ok(false) => Err(HitUnrecorded::Database),
+            Err(_) => Err(unrecorded(HitUnrecorded::Database)),
         }
     }
 
@@ -220,14 +258,17 @@ impl Hits {
     }
 }
 
-fn unrecorded(reason: Unrecorded) -> Unrecorded {
-    telemetry::global().hits_unrecorded(reason.as_str(), 1);
+/// Counts one hit answered without being recorded, for `reason`.
+pub fn unrecorded(reason: HitUnrecorded) -> HitUnrecorded {
+    telemetry::global().hits_unrecorded(reason, 1);
     reason
 }
 
-/// Pause before the one retry of a batch the database refused (a lock timeout, a deadlock
-/// between two api processes).
+/// Pause before the first retry of a batch the database refused (a lock timeout, a deadlock
+/// between two api processes, a connection lost); doubled at each retry up to
+/// [`RETRY_MAX`], and never past the batch's first deadline.
 const RETRY_AFTER: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_millis(400);
 
 /// One writer: takes a batch from the shared queue (one writer gathers at a time, so another
 /// can commit meanwhile), writes it, then releases its handlers.
@@ -256,36 +297,62 @@ async fn write_batches(
                 }
             }
         }
-        let hits: Vec<NewHit> = batch.iter().map(|p| p.hit.clone()).collect();
-        let mut written = store.record_hits(&hits, budgets).await;
-        if let Err(e) = &written {
-            tracing::warn!(error = %e, hits = hits.len(), "writing a batch of hits; retrying once");
-            tokio::time::sleep(RETRY_AFTER).await;
-            written = store.record_hits(&hits, budgets).await;
+        write_until_deadlines(&store, &mut batch, budgets).await;
+    }
+}
+
+/// Writes `batch`, retrying while the database refuses it, until it is committed or the wait of
+/// each of its hits is over; answers every hit and leaves `batch` empty.
+async fn write_until_deadlines(store: &Store, batch: &mut Vec<Pending>, budgets: HitBudgets) {
+    let mut pause = RETRY_AFTER;
+    let mut failures = 0u32;
+    loop {
+        let now = Deadline::now();
+        let (late, waiting): (Vec<Pending>, Vec<Pending>) =
+            batch.drain(..).partition(|p| p.deadline <= now);
+        *batch = waiting;
+        if !late.is_empty() {
+            tracing::error!(
+                hits = late.len(),
+                failures,
+                "tracking hits answered unrecorded: the database did not take them within their wait"
+            );
+            telemetry::global().hits_unrecorded(HitUnrecorded::Database, late.len());
+            for p in late {
+                // A handler that went away (its client hung up) needs no answer.
+                let _ = p.done.send(false);
+            }
         }
-        let ok = match written {
-            Ok(w) => {
+        let Some(first_deadline) = batch.iter().map(|p| p.deadline).min() else {
+            return;
+        };
+        let hits: Vec<NewHit> = batch.iter().map(|p| p.hit.clone()).collect();
+        match tokio::time::timeout_at(first_deadline, store.record_hits(&hits, budgets)).await {
+            Ok(Ok(w)) => {
                 telemetry::global().hit_batch(w.recorded);
                 for (reason, n) in [
-                    (Unrecorded::BudgetCampaign, w.over_campaign_budget),
-                    (Unrecorded::BudgetAccount, w.over_account_budget),
+                    (HitUnrecorded::BudgetCampaign, w.over_campaign_budget),
+                    (HitUnrecorded::BudgetAccount, w.over_account_budget),
                 ] {
                     if n > 0 {
-                        telemetry::global().hits_unrecorded(reason.as_str(), n);
+                        telemetry::global().hits_unrecorded(reason, n);
                     }
                 }
-                true
+                for p in batch.drain(..) {
+                    let _ = p.done.send(true);
+                }
+                return;
             }
-            Err(e) => {
-                // The readers still get their image; the failure is the operator's to see.
-                tracing::error!(error = %e, hits = hits.len(), "recording a batch of hits");
-                telemetry::global().hits_unrecorded(Unrecorded::Database.as_str(), hits.len());
-                false
+            Ok(Err(e)) => {
+                failures += 1;
+                if failures == 1 {
+                    tracing::warn!(error = %e, hits = hits.len(), "writing a batch of hits; retrying until their wait is over");
+                }
+                tokio::time::sleep_until(first_deadline.min(Deadline::now() + pause)).await;
+                pause = (pause * 2).min(RETRY_MAX);
             }
-        };
-        for p in batch.drain(..) {
-            // A handler that went away (its client hung up) needs no answer.
-            let _ = p.done.send(ok);
+            // The first hit's wait is over: the loop answers it and tries the others again.
+            Err(_) => failures += 1,
         }
     }
 }
@@ -293,6 +360,38 @@ async fn write_batches(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A database that refuses every batch (its pool closed): the writer keeps trying until the
+    /// hit's wait is over, then answers it unrecorded, and does not hang.
+    #[tokio::test]
+    async fn a_batch_the_database_cannot_take_is_answered_unrecorded_when_its_wait_ends() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = Store::open(dir.path()).await.expect("store");
+        store.close().await;
+        let (done, answer) = oneshot::channel();
+        let mut batch = vec![Pending {
+            hit: NewHit {
+                guid: "g".into(),
+                at: 0,
+                kind: ::analytics::HitKind::Open,
+                number: 0,
+                merge_value: None,
+                source: ::analytics::Source::Direct,
+                client: ::analytics::Client::Unknown,
+                device: ::analytics::Device::Unknown,
+                mpp_by_agent_only: false,
+            },
+            deadline: Deadline::now() + Duration::from_millis(200),
+            done,
+        }];
+        let budgets = HitBudgets {
+            per_campaign: 0,
+            per_account: 0,
+        };
+        write_until_deadlines(&store, &mut batch, budgets).await;
+        assert!(batch.is_empty(), "every hit is answered");
+        assert_eq!(answer.await, Ok(false), "answered as not recorded");
+    }
 
     #[test]
     fn a_flood_from_one_address_is_cut_at_its_budget() {

@@ -130,7 +130,7 @@ pub async fn check_credentials(
                     .store
                     .account_by_key(&user)
                     .await
-                    .map_err(|e| e.to_string())
+                    .map_err(Error::from)
             },
             move |phc, memory| verify_password(&pass, phc, memory),
         )
@@ -157,7 +157,7 @@ pub async fn check_credentials(
             "too many logins are being checked at once; retry in 1 s".into(),
             1,
         )),
-        Verdict::Failed(cause) => Err(Error::internal("checking the credentials failed", cause)),
+        Verdict::Failed(e) => Err(e),
     }
 }
 

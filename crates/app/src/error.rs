@@ -14,6 +14,7 @@ pub enum ErrorName {
     BadMethod,
     BadRequest,
     ServerError,
+    ServiceUnavailable,
     ProcessingError,
     TestLimitReached,
     PermissionError,
@@ -49,7 +50,7 @@ pub enum ErrorName {
 }
 
 impl ErrorName {
-    pub const ALL: [ErrorName; 42] = [
+    pub const ALL: [ErrorName; 43] = [
         ErrorName::NoAccept,
         ErrorName::AccessDenied,
         ErrorName::RateLimited,
@@ -60,6 +61,7 @@ impl ErrorName {
         ErrorName::BadMethod,
         ErrorName::BadRequest,
         ErrorName::ServerError,
+        ErrorName::ServiceUnavailable,
         ErrorName::ProcessingError,
         ErrorName::TestLimitReached,
         ErrorName::PermissionError,
@@ -106,6 +108,7 @@ impl ErrorName {
             ErrorName::BadMethod => "BadMethod",
             ErrorName::BadRequest => "BadRequest",
             ErrorName::ServerError => "ServerError",
+            ErrorName::ServiceUnavailable => "ServiceUnavailable",
             ErrorName::ProcessingError => "ProcessingError",
             ErrorName::TestLimitReached => "TestLimitReached",
             ErrorName::PermissionError => "PermissionError",
@@ -157,6 +160,7 @@ impl ErrorName {
             | ErrorName::ErrorUpdateCampaign
             | ErrorName::ErrorGetCampaign
             | ErrorName::ErrorActivatingCampaign => 503,
+            ErrorName::ServiceUnavailable => 503,
             // The campaign's state forbids the action now.
             ErrorName::CampaignAlreadyActive
             | ErrorName::CannotClearData
@@ -194,7 +198,7 @@ impl ErrorName {
 pub struct Error {
     pub name: ErrorName,
     pub message: String,
-    /// Seconds to wait, for `RateLimited`.
+    /// Seconds to wait, for `RateLimited` and `ServiceUnavailable`.
     pub retry_after: Option<u64>,
 }
 
@@ -233,6 +237,10 @@ impl std::fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+/// Seconds a caller is told to wait when the database is away: long enough not to hammer it
+/// while it restarts, short enough for a failover.
+const DATABASE_RETRY_AFTER: u64 = 5;
+
 impl From<store::StoreError> for Error {
     fn from(e: store::StoreError) -> Error {
         match e {
@@ -243,6 +251,15 @@ impl From<store::StoreError> for Error {
                      more can be created from the first day of next month (UTC)"
                 ),
             ),
+            e if e.is_unavailable() => {
+                tracing::warn!(error = %e, "the database is unavailable");
+                let mut out = Error::new(
+                    ErrorName::ServiceUnavailable,
+                    "the service's database is not answering; nothing was changed, retry shortly",
+                );
+                out.retry_after = Some(DATABASE_RETRY_AFTER);
+                out
+            }
             other => Error::internal("storage failed", other),
         }
     }

@@ -28,8 +28,9 @@ pub(crate) enum Verdict {
     UnknownKey,
     /// Too many verifications are queued; nothing was checked.
     Busy,
-    /// Storage or the hashing thread failed; the cause was logged.
-    Failed(String),
+    /// Storage or the hashing thread failed: the caller's answer (`ServiceUnavailable` while the
+    /// database is away, else `ServerError` with the cause logged).
+    Failed(crate::Error),
 }
 
 /// Verifications waiting for or on a hashing thread beyond which new ones are turned away (`Busy`):
@@ -237,7 +238,7 @@ impl LoginGuard {
     pub async fn verify<L, LF, H>(&self, credential: [u8; 32], lookup: L, hash: H) -> Verdict
     where
         L: FnOnce() -> LF,
-        LF: Future<Output = Result<Option<Account>, String>>,
+        LF: Future<Output = Result<Option<Account>, crate::Error>>,
         H: FnOnce(&str, &mut Vec<Block>) -> Result<bool, String> + Send + 'static,
     {
         let cell = match self.in_flight.lock() {
@@ -272,7 +273,10 @@ impl LoginGuard {
                     (None, Ok(_)) => Verdict::UnknownKey,
                     (Some(account), Ok(Ok(true))) => Verdict::Valid(account),
                     (Some(_), Ok(Ok(false))) => Verdict::WrongPassword,
-                    (_, Ok(Err(e)) | Err(e)) => Verdict::Failed(e),
+                    (_, Ok(Err(e)) | Err(e)) => Verdict::Failed(crate::Error::internal(
+                        "checking the credentials failed",
+                        e,
+                    )),
                 }
             })
             .await

@@ -191,6 +191,7 @@ pub async fn serve(
 /// nearly every client speaks first), then closes.
 fn refuse(mut stream: TcpStream, remote: SocketAddr, refusals: &Arc<Semaphore>, cap: usize) {
     tracing::info!(client = %remote, "HTTP connection refused: the address holds {cap} already");
+    telemetry::global().connection_refused_per_address();
     let Ok(permit) = refusals.clone().try_acquire_owned() else {
         return;
     };

@@ -43,7 +43,12 @@ impl DbArgs {
                 );
             }
         }
-        open_store(&settings.data_dir, settings.database_url.as_deref()).await
+        open_store(
+            &settings.data_dir,
+            settings.database_url.as_deref(),
+            settings.database.timeouts(),
+        )
+        .await
     }
 }
 
@@ -94,9 +99,10 @@ pub enum AccountsCommand {
 pub async fn open_store(
     data_dir: &std::path::Path,
     database_url: Option<&str>,
+    timeouts: store::DbTimeouts,
 ) -> anyhow::Result<Store> {
     match database_url {
-        Some(url) => Store::connect(url).await.with_context(|| {
+        Some(url) => Store::connect_with(url, timeouts).await.with_context(|| {
             format!(
                 "cannot open the database at {}; check database_url and that the server is up",
                 store::redact_url(url)

@@ -36,6 +36,7 @@ pub struct FileConfig {
     pub webhooks: Option<WebhookSettings>,
     pub queues: Option<QueueSettings>,
     pub hits: Option<HitsConfig>,
+    pub database: Option<DatabaseSettings>,
     pub keys: Option<KeySettings>,
     pub analytics: Option<AnalyticsSettings>,
     pub role: Option<String>,
@@ -251,6 +252,9 @@ pub struct HitsConfig {
     pub max_stored_per_campaign: i64,
     /// Hits all campaigns of one account may hold in storage; 0: no limit.
     pub max_stored_per_account: i64,
+    /// Milliseconds a hit waits for the database (its campaign read, its batch's commit)
+    /// before it is answered unrecorded (counted).
+    pub database_wait_ms: u64,
 }
 
 impl Default for HitsConfig {
@@ -265,6 +269,7 @@ impl Default for HitsConfig {
             per_campaign_per_minute: d.per_campaign_per_minute,
             max_stored_per_campaign: d.max_stored_per_campaign,
             max_stored_per_account: d.max_stored_per_account,
+            database_wait_ms: d.database_wait.as_millis() as u64,
         }
     }
 }
@@ -280,6 +285,39 @@ impl HitsConfig {
             per_campaign_per_minute: self.per_campaign_per_minute,
             max_stored_per_campaign: self.max_stored_per_campaign,
             max_stored_per_account: self.max_stored_per_account,
+            database_wait: std::time::Duration::from_millis(self.database_wait_ms),
+        }
+    }
+}
+
+/// The `[database]` section: how long PostgreSQL is waited for (see [`store::DbTimeouts`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// Milliseconds a request waits for a database connection (connecting included) before it
+    /// fails; while the database is away, how soon requests are answered.
+    pub acquire_timeout_ms: u64,
+    /// Milliseconds one statement may run; 0: no limit.
+    pub statement_timeout_ms: u64,
+}
+
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        let d = store::DbTimeouts::default();
+        DatabaseSettings {
+            acquire_timeout_ms: d.acquire.as_millis() as u64,
+            statement_timeout_ms: d.statement.map_or(0, |t| t.as_millis() as u64),
+        }
+    }
+}
+
+impl DatabaseSettings {
+    pub fn timeouts(&self) -> store::DbTimeouts {
+        use std::time::Duration;
+        store::DbTimeouts {
+            acquire: Duration::from_millis(self.acquire_timeout_ms),
+            statement: (self.statement_timeout_ms > 0)
+                .then(|| Duration::from_millis(self.statement_timeout_ms)),
         }
     }
 }
@@ -464,6 +502,7 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     pub queues: QueueSettings,
     pub hits: HitsConfig,
+    pub database: DatabaseSettings,
     pub keys: KeySettings,
     pub analytics: AnalyticsSettings,
     pub roles: Roles,
@@ -614,9 +653,19 @@ impl Settings {
             || hits.writers > 64
             || hits.max_stored_per_campaign < 0
             || hits.max_stored_per_account < 0
+            || !(100..=60_000).contains(&hits.database_wait_ms)
         {
             problems.push(
-                "[hits] queue_capacity must be between 1 and 1000000, batch_max between 1 and 10000, batch_wait_ms at most 1000, writers at most 64, max_stored_per_campaign and max_stored_per_account at least 0"
+                "[hits] queue_capacity must be between 1 and 1000000, batch_max between 1 and 10000, batch_wait_ms at most 1000, writers at most 64, max_stored_per_campaign and max_stored_per_account at least 0, database_wait_ms between 100 and 60000"
+                    .into(),
+            );
+        }
+        let database = file.database.unwrap_or_default();
+        if !(100..=600_000).contains(&database.acquire_timeout_ms)
+            || database.statement_timeout_ms > 3_600_000
+        {
+            problems.push(
+                "[database] acquire_timeout_ms must be between 100 and 600000, statement_timeout_ms at most 3600000 (0: no limit)"
                     .into(),
             );
         }
@@ -726,6 +775,7 @@ impl Settings {
             webhooks,
             queues,
             hits,
+            database,
             keys,
             analytics,
             roles,

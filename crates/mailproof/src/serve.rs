@@ -342,8 +342,12 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             settings.data_dir.display()
         )
     })?;
-    let store = crate::accounts::open_store(&settings.data_dir, settings.database_url.as_deref())
-        .await?
+    let store = crate::accounts::open_store(
+        &settings.data_dir,
+        settings.database_url.as_deref(),
+        settings.database.timeouts(),
+    )
+    .await?
         .with_account_caps(settings.queues.caps());
     let blobs = Blobs::open(&settings.blobs, &settings.data_dir)?;
     blobs.check().await?;

@@ -107,6 +107,42 @@ pub enum StoreError {
     TestLimitReached { customer_id: String, limit: i64 },
 }
 
+impl StoreError {
+    /// The database is away or too slow, not the request wrong: no connection within the pool's
+    /// acquire timeout, a connection lost or refused, the server shutting down or starting, a
+    /// statement over `statement_timeout`. The caller may retry the same request later.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StoreError::Db(
+                sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::Io(_)
+                | sqlx::Error::Tls(_),
+            ) => true,
+            StoreError::Db(sqlx::Error::Database(e)) => e.code().is_some_and(|code| {
+                // SQLSTATE class 08: connection exception; 57P01–57P03: shutting down or not yet
+                // accepting connections; 57014: canceled (our statement_timeout).
+                code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03" | "57014")
+            }),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod unavailable_tests {
+    use super::StoreError;
+
+    #[test]
+    fn a_database_away_is_told_from_a_failed_request() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(StoreError::Db(sqlx::Error::PoolTimedOut).is_unavailable());
+        assert!(StoreError::Db(sqlx::Error::Io(refused)).is_unavailable());
+        assert!(!StoreError::Db(sqlx::Error::RowNotFound).is_unavailable());
+        assert!(!StoreError::Conflict("taken".into()).is_unavailable());
+    }
+}
+
 /// A stored spelling no vocabulary value has: the row was written by something else.
 impl From<domain::UnknownValue> for StoreError {
     fn from(e: domain::UnknownValue) -> Self {
@@ -202,6 +238,31 @@ impl Backend {
     }
 }
 
+/// How long the service waits on its PostgreSQL database (SQLite, a local file, is never away).
+/// Sized for an interactive service: while the database is away a request fails within `acquire`
+/// (and is answered) instead of waiting for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DbTimeouts {
+    /// Longest wait for a pooled connection, including connecting when none is open.
+    pub acquire: Duration,
+    /// Longest run of one statement on PostgreSQL (`statement_timeout`; migrations excepted);
+    /// `None`: no limit.
+    pub statement: Option<Duration>,
+}
+
+impl Default for DbTimeouts {
+    fn default() -> Self {
+        DbTimeouts {
+            // Under 2 s so that a request meeting a database that is away is answered within
+            // 2 s; a healthy pool hands out a connection in microseconds.
+            acquire: Duration::from_millis(1500),
+            // Longer than any query of a request (reports of the largest campaigns, the CSV
+            // export's pages, retention's batches) and short enough to end a lock wait.
+            statement: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
 /// The database. Cheap to clone (a pool handle).
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -216,9 +277,14 @@ impl Store {
         Store::connect(&sqlite_url(data_dir)?).await
     }
 
-    /// Connects to `url` (`sqlite://FILE?mode=rwc` or `postgres://USER@HOST:PORT/DB`) and brings
-    /// its schema up to date.
+    /// Connects to `url` (`sqlite://FILE?mode=rwc` or `postgres://USER@HOST:PORT/DB`) with the
+    /// default [`DbTimeouts`] and brings its schema up to date.
     pub async fn connect(url: &str) -> Result<Store> {
+        Store::connect_with(url, DbTimeouts::default()).await
+    }
+
+    /// [`Store::connect`] with `timeouts`.
+    pub async fn connect_with(url: &str, timeouts: DbTimeouts) -> Result<Store> {
         let backend = Backend::of_url(url).ok_or_else(|| {
             StoreError::Config(format!(
                 "database URL {:?} is neither sqlite:// nor postgres://; set database_url to one of those",
@@ -250,16 +316,33 @@ impl Store {
                     .await?
             }
             Backend::Postgres => {
+                let statement_ms = timeouts.statement.map_or(0, |t| t.as_millis().max(1));
                 AnyPoolOptions::new()
                     .max_connections(16)
-                    .acquire_timeout(Duration::from_secs(30))
+                    .acquire_timeout(timeouts.acquire)
+                    .after_connect(move |conn, _| {
+                        Box::pin(async move {
+                            conn.execute(format!("SET statement_timeout = {statement_ms}").as_str())
+                                .await?;
+                            Ok(())
+                        })
+                    })
                     .connect_with(opts)
                     .await?
             }
         };
         match backend {
             Backend::Sqlite => sqlx::migrate!("./migrations").run(&pool).await?,
-            Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
+            Backend::Postgres => {
+                // A migration may rewrite a large table: it runs on a connection of its own without
+                // the interactive statement limit, which is closed after.
+                let mut conn = pool.acquire().await?;
+                conn.execute("SET statement_timeout = 0").await?;
+                sqlx::migrate!("./migrations/postgres")
+                    .run(&mut *conn)
+                    .await?;
+                conn.close().await?;
+            }
         }
         Ok(Store {
             pool,

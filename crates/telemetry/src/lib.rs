@@ -59,7 +59,8 @@ pub struct CheckLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabels {
-    /// The bounce code (`render_failed`, `engine_failure`, `emulation`, ...).
+    /// A bounce code (`render_failed`, `engine_failure`, `emulation`, ...), an unrecorded hit's
+    /// [`HitUnrecorded`] or a refused connection's reason, by family.
     pub reason: &'static str,
 }
 
@@ -70,12 +71,33 @@ pub struct FaultLabels {
     pub queue: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct HitLabels {
-    /// Why an answered tracking hit was not recorded: `rate_address`, `rate_campaign`,
-    /// `database`.
-    pub reason: &'static str,
+/// Why a tracking hit was answered without being recorded: the `reason` of
+/// `mailproof_hits_unrecorded_total`. The hit path (`api::hits`) decides it; every hit it answers
+/// is either recorded or counted under one of these.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, strum::IntoStaticStr, strum::EnumIter)]
+#[strum(serialize_all = "snake_case")]
+pub enum HitUnrecorded {
+    /// Over the per-address hit rate.
+    RateAddress,
+    /// Over the campaign's hit rate.
+    RateCampaign,
+    /// The campaign holds its storage budget.
+    BudgetCampaign,
+    /// The campaign's account holds its storage budget.
+    BudgetAccount,
+    /// The writer's queue stayed full for the hit's whole wait.
+    QueueFull,
+    /// The database did not read the campaign or take the hit's batch within the hit's wait.
+    Database,
 }
+
+impl HitUnrecorded {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaseLabels {
@@ -106,8 +128,9 @@ pub struct Metrics {
     lease_takeovers: Family<LeaseLabels, Counter>,
     leases_lost: Family<LeaseLabels, Counter>,
     hits_recorded: Counter,
-    hits_unrecorded: Family<HitLabels, Counter>,
+    hits_unrecorded: Family<ReasonLabels, Counter>,
     hit_batches: Counter,
+    connections_refused: Family<ReasonLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -144,7 +167,23 @@ impl Metrics {
             hits_recorded: Counter::default(),
             hits_unrecorded: Family::default(),
             hit_batches: Counter::default(),
+            connections_refused: Family::default(),
         }
+        .with_zero_series()
+    }
+
+    /// Every unrecorded-hit reason is a series from the start, so that a sum over reasons (and
+    /// an alert on one) sees 0 rather than nothing.
+    fn with_zero_series(self) -> Metrics {
+        use strum::IntoEnumIterator as _;
+        for reason in HitUnrecorded::iter() {
+            self.hits_unrecorded
+                .get_or_create(&ReasonLabels {
+                    reason: reason.as_str(),
+                })
+                .inc_by(0);
+        }
+        self
     }
 
     /// A screenshot whose images are in the object store and whose job is recorded done.
@@ -196,10 +235,22 @@ impl Metrics {
     }
 
     /// `n` tracking hits answered without being recorded, by reason.
-    pub fn hits_unrecorded(&self, reason: &'static str, n: usize) {
+    pub fn hits_unrecorded(&self, reason: HitUnrecorded, n: usize) {
         self.hits_unrecorded
-            .get_or_create(&HitLabels { reason })
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
             .inc_by(n as u64);
+    }
+
+    /// An HTTP connection refused before its request was read: its address held
+    /// `max_connections_per_address` already (answered 429 when the refusal could be written).
+    pub fn connection_refused_per_address(&self) {
+        self.connections_refused
+            .get_or_create(&ReasonLabels {
+                reason: "per_address",
+            })
+            .inc();
     }
 
     /// Counts one request. A method outside HTTP's registered set is counted as `OTHER`: the
@@ -301,7 +352,14 @@ pub struct QueueFigures {
 }
 
 /// The Prometheus text exposition of `metrics` plus the queue figures.
-pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std::fmt::Error> {
+///
+/// `queues_age_secs` is how old `queues` is: 0 when read for this scrape, more when the database
+/// did not answer in time and the last figures read are shown, -1 when none was ever read.
+pub fn encode(
+    metrics: &Metrics,
+    queues: &[QueueFigures],
+    queues_age_secs: i64,
+) -> Result<String, std::fmt::Error> {
     let mut registry = Registry::with_prefix("mailproof");
     registry.register(
         "http_requests",
@@ -386,8 +444,13 @@ pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std:
     );
     registry.register(
         "hits_unrecorded",
-        "Tracking hits answered without being recorded, by reason (rate_address, rate_campaign: over a hit rate limit; budget_campaign, budget_account: the campaign or its account holds its storage budget; database: the write failed)",
+        "Tracking hits answered without being recorded, by reason (rate_address, rate_campaign: over a hit rate limit; budget_campaign, budget_account: the campaign or its account holds its storage budget; queue_full: no room in the writer's queue within the hit's wait; database: the campaign could not be read or the hit's batch not written within the hit's wait)",
         metrics.hits_unrecorded.clone(),
+    );
+    registry.register(
+        "http_connections_refused",
+        "HTTP connections refused before their request was read, by reason (per_address: the client address held max_connections_per_address)",
+        metrics.connections_refused.clone(),
     );
     let waiting = Family::<QueueLabels, Gauge>::default();
     let leased = Family::<QueueLabels, Gauge>::default();
@@ -410,6 +473,13 @@ pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std:
         "queue_oldest_age_seconds",
         "Age of the oldest waiting job, by queue",
         age,
+    );
+    let figures_age = Gauge::<i64>::default();
+    figures_age.set(queues_age_secs);
+    registry.register(
+        "queue_figures_age_seconds",
+        "How old the queue figures are: 0 when read from the database for this scrape, more when the database did not answer in time (the last figures read are shown), -1 when none was ever read",
+        figures_age,
     );
     let mut out = String::new();
     text::encode(&mut out, &registry)?;
@@ -443,6 +513,7 @@ mod tests {
                 leased: 2,
                 oldest_age_secs: 12,
             }],
+            0,
         )
         .expect("encodes");
         for line in [
@@ -475,7 +546,7 @@ mod tests {
             m.http_request(&format!("X{i}"), "unmatched", 405);
         }
         m.http_request("PATCH", "unmatched", 405);
-        let text = encode(&m, &[]).expect("encodes");
+        let text = encode(&m, &[], 0).expect("encodes");
         let series = text
             .lines()
             .filter(|l| l.starts_with("mailproof_http_requests_total{"))

@@ -22,6 +22,7 @@ use store::{CampaignRow, CampaignUpdate, NewHit};
 
 use crate::auth::{Authed, Caller};
 use crate::error::{ApiError, ApiResult, ErrorName};
+use crate::hits::{HitUnrecorded, Lookup};
 use crate::params::{self, Body};
 use crate::state::AppState;
 
@@ -910,7 +911,9 @@ fn held_pixel(state: AppState, hit: NewHit, permit: HoldPermit, version: Version
             number: i64::try_from(held).unwrap_or(0),
             ..hit
         };
-        let _ = state.hits.record(&state.store, hit).await;
+        // Its wait starts when the reader lets go: that is when the hit is complete.
+        let deadline = state.hits.deadline();
+        let _ = state.hits.record(&state.store, hit, deadline).await;
     });
     let body = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv()
@@ -936,11 +939,13 @@ fn held_pixel(state: AppState, hit: NewHit, permit: HoldPermit, version: Version
 
 /// `GET /t/<guid>/<file>`: a tracking hit. Answers the image, or for a click a 302 to the link,
 /// never an error page: an unknown guid, an expired campaign or a path the tracking code never
-/// makes gets the image and records nothing, and so does a hit over a rate limit (counted in
-/// `/metrics`). The hit's classes are decided here (`analytics::classify`); the client address
-/// serves only that and the rate limits, and is not kept. A hit that is recorded is committed
-/// before the answer leaves, in a batch with the hits that arrived with it (`crate::hits`),
-/// except the held-open image's, recorded when its client lets go.
+/// makes gets the image and records nothing, and so does a hit over a rate limit or one the
+/// database did not take within the hit's wait (both counted in `/metrics`; a click whose link
+/// this process has read before still goes to it). The hit's classes are decided here
+/// (`analytics::classify`); the client address serves only that and the rate limits, and is not
+/// kept. A hit that is recorded is committed before the answer leaves, in a batch with the hits
+/// that arrived with it (`crate::hits`), except the held-open image's, recorded when its client
+/// lets go.
 pub async fn hit(
     State(state): State<AppState>,
     Path((guid, file)): Path<(String, String)>,
@@ -956,6 +961,7 @@ pub async fn hit(
     if !::analytics::is_guid(&guid) {
         return pixel();
     }
+    let deadline = state.hits.deadline();
     let address = client.map(|Extension(ConnectInfo(a))| a.ip());
     let admitted = state.hits.admit_address(address);
     // Over its budget, an image hit is answered before the campaign is read, so that a flood of
@@ -963,24 +969,25 @@ pub async fn hit(
     if admitted.is_err() && !matches!(kind, HitKind::Click(_)) {
         return pixel();
     }
-    let row = match state.hits.campaign(&state.store, &guid).await {
-        Ok(Some(row)) => row,
-        Ok(None) => return pixel(),
-        Err(e) => {
-            tracing::error!(error = %e, "reading a campaign for a tracking hit");
-            return pixel();
+    let row = match state.hits.campaign(&state.store, &guid, deadline).await {
+        Lookup::Found(row) => row,
+        Lookup::Unknown => return pixel(),
+        Lookup::Unavailable(last_read) => {
+            // Counted once: an address-limited click is counted under its rate limit already.
+            if admitted.is_ok() {
+                crate::hits::unrecorded(HitUnrecorded::Database);
+            }
+            let target = match (kind, last_read) {
+                (HitKind::Click(n), Some(row)) => click_target(&row, n),
+                _ => None,
+            };
+            return redirect_or_pixel(target);
         }
     };
     let now = Utc::now().timestamp();
     let expired = row.expires_at.is_some_and(|end| end <= now);
     let target = match kind {
-        HitKind::Click(n) => row.campaign.click_links.get(n as usize - 1).map(|u| {
-            if row.campaign.google_analytics {
-                ::analytics::with_utm(u, &row.campaign.name)
-            } else {
-                u.clone()
-            }
-        }),
+        HitKind::Click(n) => click_target(&row, n),
         _ => None,
     };
     if matches!(kind, HitKind::Click(_)) && target.is_none() {
@@ -1036,8 +1043,21 @@ pub async fn hit(
     }
     // Not recorded is not an error for the reader: the answer goes out either way, and the
     // writer and the limits have logged and counted why.
-    let _ = state.hits.record(&state.store, hit).await;
+    let _ = state.hits.record(&state.store, hit, deadline).await;
     redirect_or_pixel(target)
+}
+
+/// Where click `n` (from 1) of the campaign goes, with its UTM tags when the campaign asks.
+fn click_target(row: &CampaignRow, n: u32) -> Option<String> {
+    let link = row
+        .campaign
+        .click_links
+        .get(usize::try_from(n).ok()?.checked_sub(1)?)?;
+    Some(if row.campaign.google_analytics {
+        ::analytics::with_utm(link, &row.campaign.name)
+    } else {
+        link.clone()
+    })
 }
 
 fn redirect_or_pixel(target: Option<String>) -> Response {

@@ -157,7 +157,7 @@ async fn a_refused_document_bounces_at_once(backend: Backend) {
 
 /// The process-wide count of screenshots bounced with `reason`, as `/metrics` shows it.
 fn bounces(reason: &str) -> u64 {
-    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
+    let text = telemetry::encode(telemetry::global(), &[], 0).expect("metrics encode");
     let series = format!("mailproof_bounces_total{{reason=\"{reason}\"}} ");
     text.lines()
         .find_map(|line| line.strip_prefix(series.as_str()))

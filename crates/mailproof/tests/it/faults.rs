@@ -59,7 +59,7 @@ async fn timed_health(p: &Proc) -> Value {
     body
 }
 
-async fn metrics(p: &Proc) -> String {
+pub(crate) async fn metrics(p: &Proc) -> String {
     p.http
         .get(format!("{}/metrics", p.base))
         .send()
@@ -71,7 +71,7 @@ async fn metrics(p: &Proc) -> String {
 }
 
 /// The sum of a counter's series whose labels contain `labels` (e.g. `engine="webkit"`).
-fn counter(text: &str, name: &str, labels: &str) -> f64 {
+pub(crate) fn counter(text: &str, name: &str, labels: &str) -> f64 {
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(labels))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

@@ -21,6 +21,7 @@ mod faults;
 mod filters_anywhere;
 mod hardening_http;
 mod held_slots;
+mod hits_outage;
 mod hostile_clients;
 mod links;
 mod lists;

@@ -207,7 +207,7 @@ pub fn is_red(p: [u8; 4]) -> bool {
 /// The value of the process-wide counter `series` (name and labels, as `/metrics` writes them:
 /// `mailproof_engine_restarts_total{engine="webkit"}`); 0 before it was first counted.
 pub fn counter(series: &str) -> u64 {
-    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
+    let text = telemetry::encode(telemetry::global(), &[], 0).expect("metrics encode");
     let prefix = format!("{series} ");
     text.lines()
         .find_map(|line| line.strip_prefix(prefix.as_str()))
