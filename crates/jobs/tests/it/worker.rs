@@ -370,7 +370,7 @@ async fn the_loops_answer_a_wake_up_and_stop_at_shutdown(backend: Backend) {
 
 /// The process-wide count of finishes refused for a lost lease in `queue`, as `/metrics` shows it.
 fn leases_lost(queue: &str) -> u64 {
-    let text = telemetry::encode(telemetry::global(), &[]).expect("metrics encode");
+    let text = telemetry::encode(telemetry::global(), &[], 0).expect("metrics encode");
     let series = format!("mailproof_leases_lost_total{{queue=\"{queue}\"}} ");
     text.lines()
         .find_map(|line| line.strip_prefix(series.as_str()))

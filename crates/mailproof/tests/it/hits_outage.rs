@@ -26,8 +26,8 @@ const ADDRESSES: [Ipv4Addr; 4] = [
 ];
 /// Hit loops per address and api process.
 const WORKERS: usize = 2;
-/// How long PostgreSQL is away.
-const OUTAGE: Duration = Duration::from_secs(12);
+/// How long PostgreSQL is away: the 30 s.
+const OUTAGE: Duration = Duration::from_secs(30);
 /// The link of the campaign's first tracked click.
 const SHOP: &str = "https://shop.example/";
 
