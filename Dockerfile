@@ -24,9 +24,10 @@ RUN printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin
  && rm -rf /var/lib/apt/lists/* /usr/sbin/policy-rc.d \
  && useradd --system --uid 10001 --create-home --home-dir /var/lib/mailproof mailproof
 COPY --from=build /src/target/release/mailproof /src/target/release/mailproof-webkit-helper /usr/local/bin/
-# Only the data files (.dockerignore keeps keys, databases and screenshots out of the context):
+# Only the data files, every one that `serve` reads (tests/it/roles.rs starts each role from what
+# these lines copy; .dockerignore keeps keys, databases and screenshots out of the context):
 # keys are mounted at run time, readable by uid 10001 (README.md, "Running on several machines").
-COPY data/clients.toml data/spam-filters.toml /usr/share/mailproof/
+COPY data/clients.toml data/spam-filters.toml data/behaviours.toml data/analytics-matrix.toml /usr/share/mailproof/
 COPY data/rules/ /usr/share/mailproof/rules/
 COPY data/fonts/ /usr/share/mailproof/fonts/
 USER mailproof

@@ -52,6 +52,8 @@ async fn queue_figures(store: &store::Store) -> (Vec<telemetry::QueueFigures>, i
                     waiting: q.waiting,
                     leased: q.leased,
                     oldest_age_secs: q.oldest_age_secs,
+                    expired_leases: q.expired_leases,
+                    expired_lease_secs: q.expired_lease_secs,
                 })
                 .collect();
             *LAST_QUEUES

@@ -125,13 +125,7 @@ pub async fn check_credentials(
         .logins
         .verify(
             cache_key,
-            || async {
-                state
-                    .store
-                    .account_by_key(&user)
-                    .await
-                    .map_err(Error::from)
-            },
+            || async { state.store.account_by_key(&user).await.map_err(Error::from) },
             move |phc, memory| verify_password(&pass, phc, memory),
         )
         .await;

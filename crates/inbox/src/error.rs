@@ -4,7 +4,7 @@
 /// from starting (a missing key, unreadable filter profiles).
 #[derive(Debug, thiserror::Error)]
 pub enum InboxError {
-    #[error("database error while processing inbound mail: {0}; it is retried on the next pass")]
+    #[error("database error while processing inbound mail or an svc send: {0}; it is retried on the next pass")]
     Store(#[from] store::StoreError),
     #[error("cannot build the svc test message for test {test_id}: {reason}; check its subject and from_address")]
     Build { test_id: String, reason: String },

@@ -47,6 +47,7 @@ impl DbArgs {
             &settings.data_dir,
             settings.database_url.as_deref(),
             settings.database.timeouts(),
+            "mailproof accounts",
         )
         .await
     }
@@ -95,25 +96,73 @@ pub enum AccountsCommand {
     },
 }
 
-/// The service's database: `database_url` if given, else SQLite in `data_dir`.
+/// The service's database: `database_url` if given (its connections named `application_name`),
+/// else SQLite in `data_dir`.
 pub async fn open_store(
     data_dir: &std::path::Path,
     database_url: Option<&str>,
     timeouts: store::DbTimeouts,
+    application_name: &str,
 ) -> anyhow::Result<Store> {
     match database_url {
-        Some(url) => Store::connect_with(url, timeouts).await.with_context(|| {
-            format!(
-                "cannot open the database at {}; check database_url and that the server is up",
-                store::redact_url(url)
-            )
-        }),
+        Some(url) => Store::connect_as(url, timeouts, application_name)
+            .await
+            .with_context(|| cannot_open(url)),
         None => {
             std::fs::create_dir_all(data_dir)
                 .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
             Store::open(data_dir)
                 .await
                 .with_context(|| format!("cannot open the database in {}", data_dir.display()))
+        }
+    }
+}
+
+fn cannot_open(url: &str) -> String {
+    format!(
+        "cannot open the PostgreSQL database at {}; check database_url and that the server is up",
+        store::redact_url(url)
+    )
+}
+
+/// Pauses between tries to reach a PostgreSQL server that is away at start.
+const START_BACKOFF: store::Backoff = store::Backoff::doubling(1, 30);
+
+/// [`open_store`] for `serve`: a PostgreSQL server that is unreachable at start (machines booting
+/// together, a failover) is named in the log and tried again with a growing pause until it
+/// answers or the process is stopped, as a container orchestrator expects of a process that
+/// starts before its database. Anything else (a wrong URL, refused credentials, a failed
+/// migration) stops the start at once: waiting would not fix it.
+pub async fn open_store_waiting(
+    data_dir: &std::path::Path,
+    database_url: Option<&str>,
+    timeouts: store::DbTimeouts,
+    application_name: &str,
+) -> anyhow::Result<Store> {
+    let Some(url) = database_url else {
+        return open_store(data_dir, None, timeouts, application_name).await;
+    };
+    let mut failed = 0_i64;
+    loop {
+        match Store::connect_as(url, timeouts, application_name).await {
+            Ok(store) => {
+                if failed > 0 {
+                    tracing::info!(database = %store::redact_url(url), tries = failed + 1, "PostgreSQL answered; starting");
+                }
+                return Ok(store);
+            }
+            Err(e) if e.is_unavailable() => {
+                failed += 1;
+                let secs = START_BACKOFF.delay_secs(failed, rand::random());
+                tracing::warn!(
+                    database = %store::redact_url(url),
+                    error = %e,
+                    retry_in_s = secs,
+                    "PostgreSQL is unreachable; mailproof starts once it answers (check that the server is up and database_url points at it)"
+                );
+                tokio::time::sleep(std::time::Duration::from_secs(secs.unsigned_abs())).await;
+            }
+            Err(e) => return Err(e).with_context(|| cannot_open(url)),
         }
     }
 }

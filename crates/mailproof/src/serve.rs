@@ -342,13 +342,14 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             settings.data_dir.display()
         )
     })?;
-    let store = crate::accounts::open_store(
+    let store = crate::accounts::open_store_waiting(
         &settings.data_dir,
         settings.database_url.as_deref(),
         settings.database.timeouts(),
+        &format!("mailproof {roles} (pid {})", std::process::id()),
     )
     .await?
-        .with_account_caps(settings.queues.caps());
+    .with_account_caps(settings.queues.caps());
     let blobs = Blobs::open(&settings.blobs, &settings.data_dir)?;
     blobs.check().await?;
     // The first account's credentials are printed once: by a process that serves the API.

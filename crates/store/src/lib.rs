@@ -263,6 +263,15 @@ impl Default for DbTimeouts {
     }
 }
 
+/// `name` as a quoted literal can hold it: only characters that need no quoting, at most the 63
+/// bytes PostgreSQL keeps.
+fn safe_application_name(name: &str) -> String {
+    name.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || " ,-_.()".contains(*c))
+        .take(63)
+        .collect()
+}
+
 /// The database. Cheap to clone (a pool handle).
 #[derive(Clone, Debug)]
 pub struct Store {
@@ -285,6 +294,18 @@ impl Store {
 
     /// [`Store::connect`] with `timeouts`.
     pub async fn connect_with(url: &str, timeouts: DbTimeouts) -> Result<Store> {
+        Store::connect_as(url, timeouts, "mailproof").await
+    }
+
+    /// [`Store::connect_with`], naming this process's connections `application_name` on
+    /// PostgreSQL (`pg_stat_activity`), so that an operator sees which process and role holds a
+    /// connection or a lock. Characters other than ASCII letters, digits, space and `,-_.()` are
+    /// left out, and the name is cut to PostgreSQL's 63 bytes.
+    pub async fn connect_as(
+        url: &str,
+        timeouts: DbTimeouts,
+        application_name: &str,
+    ) -> Result<Store> {
         let backend = Backend::of_url(url).ok_or_else(|| {
             StoreError::Config(format!(
                 "database URL {:?} is neither sqlite:// nor postgres://; set database_url to one of those",
@@ -317,13 +338,17 @@ impl Store {
             }
             Backend::Postgres => {
                 let statement_ms = timeouts.statement.map_or(0, |t| t.as_millis().max(1));
+                let set = format!(
+                    "SET statement_timeout = {statement_ms}; SET application_name = '{}'",
+                    safe_application_name(application_name)
+                );
                 AnyPoolOptions::new()
                     .max_connections(16)
                     .acquire_timeout(timeouts.acquire)
                     .after_connect(move |conn, _| {
+                        let set = set.clone();
                         Box::pin(async move {
-                            conn.execute(format!("SET statement_timeout = {statement_ms}").as_str())
-                                .await?;
+                            conn.execute(set.as_str()).await?;
                             Ok(())
                         })
                     })

@@ -588,12 +588,16 @@ impl Queue {
     /// This queue's figures at `now`.
     pub(crate) async fn stats_in(&self, conn: &mut AnyConnection, now: i64) -> Result<QueueStat> {
         let live = format!("({}) AND q.{} >= $1", self.leased(), self.lease_expires);
+        let expired = format!("({}) AND q.{} < $1", self.leased(), self.lease_expires);
         // Portable SQL: CASE, not boolean sums; sums cast (PostgreSQL's SUM of BIGINT is NUMERIC).
         let sql = format!(
             "SELECT CAST(COALESCE(SUM(CASE WHEN {live} THEN 0 ELSE 1 END), 0) AS BIGINT),
                     CAST(COALESCE(SUM(CASE WHEN {live} THEN 1 ELSE 0 END), 0) AS BIGINT),
-                    MIN(CASE WHEN {due} THEN {since} END)
+                    MIN(CASE WHEN {due} THEN {since} END),
+                    CAST(COALESCE(SUM(CASE WHEN {expired} THEN 1 ELSE 0 END), 0) AS BIGINT),
+                    MIN(CASE WHEN {expired} THEN q.{lease_expires} END)
              FROM {table} q WHERE {open}",
+            lease_expires = self.lease_expires,
             due = self.due("$1"),
             since = self.due_since,
             table = self.table,
@@ -601,11 +605,14 @@ impl Queue {
         );
         let row = sqlx::query(&sql).bind(now).fetch_one(&mut *conn).await?;
         let oldest: Option<i64> = row.try_get(2)?;
+        let longest_expired: Option<i64> = row.try_get(4)?;
         Ok(QueueStat {
             queue: self.name,
             waiting: row.try_get(0)?,
             leased: row.try_get(1)?,
             oldest_age_secs: oldest.map_or(0, |t| (now - t).max(0)),
+            expired_leases: row.try_get(3)?,
+            expired_lease_secs: longest_expired.map_or(0, |t| (now - t).max(0)),
         })
     }
 }
@@ -641,6 +648,11 @@ pub struct QueueStat {
     pub leased: i64,
     /// Seconds since the oldest due row became due; 0 when none is due.
     pub oldest_age_secs: i64,
+    /// Rows still marked leased whose lease ran out: their holder stopped renewing (it died, or
+    /// lost the database) and no worker has taken them over yet. Counted in `waiting` too.
+    pub expired_leases: i64,
+    /// Seconds since the longest-expired of those leases ran out; 0 when none has.
+    pub expired_lease_secs: i64,
 }
 
 impl Store {

@@ -97,8 +97,6 @@ impl HitUnrecorded {
     }
 }
 
-
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaseLabels {
     pub queue: &'static str,
@@ -349,6 +347,10 @@ pub struct QueueFigures {
     pub leased: i64,
     /// Seconds since the oldest waiting job was queued; 0 when none waits.
     pub oldest_age_secs: i64,
+    /// Jobs whose holder stopped renewing their lease and that no one has taken over yet, and
+    /// how long ago the longest-expired of those leases ran out.
+    pub expired_leases: i64,
+    pub expired_lease_secs: i64,
 }
 
 /// The Prometheus text exposition of `metrics` plus the queue figures.
@@ -455,6 +457,8 @@ pub fn encode(
     let waiting = Family::<QueueLabels, Gauge>::default();
     let leased = Family::<QueueLabels, Gauge>::default();
     let age = Family::<QueueLabels, Gauge>::default();
+    let expired = Family::<QueueLabels, Gauge>::default();
+    let expired_age = Family::<QueueLabels, Gauge>::default();
     for q in queues {
         let labels = QueueLabels {
             queue: q.queue.clone(),
@@ -462,6 +466,8 @@ pub fn encode(
         waiting.get_or_create(&labels).set(q.waiting);
         leased.get_or_create(&labels).set(q.leased);
         age.get_or_create(&labels).set(q.oldest_age_secs);
+        expired.get_or_create(&labels).set(q.expired_leases);
+        expired_age.get_or_create(&labels).set(q.expired_lease_secs);
     }
     registry.register(
         "queue_waiting",
@@ -473,6 +479,16 @@ pub fn encode(
         "queue_oldest_age_seconds",
         "Age of the oldest waiting job, by queue",
         age,
+    );
+    registry.register(
+        "queue_leases_expired",
+        "Jobs whose holder stopped renewing their lease (a dead or cut-off process) and that no worker has taken over yet, by queue",
+        expired,
+    );
+    registry.register(
+        "queue_lease_expired_seconds",
+        "How long ago the longest-expired of those leases ran out, by queue; 0 when none has",
+        expired_age,
     );
     let figures_age = Gauge::<i64>::default();
     figures_age.set(queues_age_secs);
@@ -512,6 +528,8 @@ mod tests {
                 waiting: 7,
                 leased: 2,
                 oldest_age_secs: 12,
+                expired_leases: 1,
+                expired_lease_secs: 4,
             }],
             0,
         )
@@ -532,6 +550,8 @@ mod tests {
             r#"mailproof_queue_waiting{queue="render"} 7"#,
             r#"mailproof_queue_leased{queue="render"} 2"#,
             r#"mailproof_queue_oldest_age_seconds{queue="render"} 12"#,
+            r#"mailproof_queue_leases_expired{queue="render"} 1"#,
+            r#"mailproof_queue_lease_expired_seconds{queue="render"} 4"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

@@ -425,6 +425,151 @@ async fn a_postgres_restart_mid_test_strands_no_job_and_finishes_none_twice() {
     );
 }
 
+/// The `application_name`s of the connections to the database of `url`.
+async fn application_names(url: &str) -> std::collections::BTreeSet<String> {
+    use sqlx::Connection as _;
+    let mut conn = sqlx::PgConnection::connect(url)
+        .await
+        .expect("connect to the test database");
+    let names: Vec<(String,)> = sqlx::query_as(
+        "SELECT application_name FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .expect("read pg_stat_activity");
+    names.into_iter().map(|(n,)| n).collect()
+}
+
+/// The lines `from` writes, as they come, read on a thread of their own.
+fn lines_of(from: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(from).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    lines
+}
+
+/// Issue 31, scope 3: while PostgreSQL is away every process answers at once with what it can
+/// (`/metrics` from memory within 1 s, the API a §7 `ServiceUnavailable` within 2 s, SMTP `451`
+/// within 2 s) instead of waiting on the database, and a process started meanwhile names the
+/// database it waits for and starts once it answers. Its connections say which process and role
+/// they are (`application_name`).
+#[tokio::test]
+async fn with_postgres_away_every_process_answers_at_once_and_a_new_one_waits_naming_it() {
+    let (cluster, db) = store::testing::PrivateCluster::start().await;
+    let url = db.url.clone();
+    let shared = Shared::with(Some(db), None);
+    let api = Proc::start(&shared, "api", &process_config(&shared, "api", ""), &[]);
+    let render = Proc::start(
+        &shared,
+        "render",
+        &process_config(&shared, "render", ""),
+        &[],
+    );
+    let mail = Proc::start(
+        &shared,
+        "mail",
+        &process_config(&shared, "mail", ""),
+        &["--smtp", "127.0.0.1:0"],
+    );
+    api.call("GET", "/v5/email/tests", None).await.ok();
+    let names = application_names(&url).await;
+    for role in ["api", "render", "mail"] {
+        assert!(
+            names
+                .iter()
+                .any(|n| n.starts_with(&format!("mailproof {role} (pid "))),
+            "no connection names the {role} process: {names:?}"
+        );
+    }
+
+    cluster.stop();
+    for p in [&api, &render, &mail] {
+        let started = Instant::now();
+        let text = metrics(p).await;
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "/metrics took {took:?} with the database away"
+        );
+        assert!(
+            text.contains("mailproof_queue_figures_age_seconds"),
+            "{text}"
+        );
+    }
+    let started = Instant::now();
+    let listed = api.call("GET", "/v5/email/tests", None).await;
+    let took = started.elapsed();
+    listed.expect_error("ServiceUnavailable", 503);
+    assert!(took < Duration::from_secs(2), "the API took {took:?}");
+
+    let mut conn = SmtpConn::connect(mail.smtp.expect("the mail process listens")).await;
+    assert_eq!(conn.cmd("MAIL FROM:<sender@example.org>").await.0, 250);
+    let started = Instant::now();
+    let (code, text) = conn.cmd("RCPT TO:<someone@inbox.localhost>").await;
+    let took = started.elapsed();
+    assert_eq!(
+        code, 451,
+        "a recipient not checkable now is deferred: {text}"
+    );
+    assert!(took < Duration::from_secs(2), "RCPT took {took:?}");
+
+    // A process started while the database is away says what it waits for, and waits.
+    let mut child = shared
+        .launch("late", &process_config(&shared, "render", ""), &[])
+        .command()
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start a render process");
+    let log = lines_of(child.stderr.take().expect("stderr"));
+    let ready = lines_of(child.stdout.take().expect("stdout"));
+    let port = url
+        .rsplit_once(':')
+        .and_then(|(_, tail)| tail.split('/').next())
+        .expect("the cluster's port")
+        .to_string();
+    let mut waits = Vec::new();
+    while waits.len() < 2 {
+        let line = log
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| {
+                panic!("the late process did not say what it waits for: {waits:?}")
+            });
+        if line.contains("PostgreSQL is unreachable") {
+            assert!(line.contains(&port), "names the database: {line}");
+            waits.push(line);
+        }
+    }
+    assert!(
+        ready
+            .try_recv()
+            .map_or(true, |l| !l.contains("listening on")),
+        "started without its database"
+    );
+    cluster.start_again();
+    let started = Instant::now();
+    loop {
+        let line = ready
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the late process started once PostgreSQL was back");
+        if line.contains("listening on") {
+            break;
+        }
+    }
+    eprintln!(
+        "the late process started {:?} after PostgreSQL was back; it said: {waits:?}",
+        started.elapsed()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Runs `mailproof serve --role api` on `data_dir` with `key` until it is ready, then stops it;
 /// or, when it refuses to start, returns its error output.
 fn api_start(

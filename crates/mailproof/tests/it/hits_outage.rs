@@ -237,12 +237,17 @@ async fn every_hit_through_a_database_outage_is_recorded_or_counted() {
         tally.refused,
         tally.slowest,
     );
-    eprintln!("with the database away: the API answered in {api_took:?}, /metrics in {metrics_took:?}");
+    eprintln!(
+        "with the database away: the API answered in {api_took:?}, /metrics in {metrics_took:?}"
+    );
     assert_eq!(listed.status, 503, "{}", listed.body);
     assert_eq!(listed.error(), "ServiceUnavailable", "{}", listed.body);
     assert!(listed.headers.contains_key("retry-after"));
     // The contract of issue 31 (answered within 2 s, `/metrics` within 1 s), not a speed test.
-    assert!(api_took < Duration::from_secs(2), "the API took {api_took:?}");
+    assert!(
+        api_took < Duration::from_secs(2),
+        "the API took {api_took:?}"
+    );
     assert!(
         metrics_took < Duration::from_secs(1),
         "/metrics took {metrics_took:?}"
@@ -262,7 +267,11 @@ async fn every_hit_through_a_database_outage_is_recorded_or_counted() {
         tally.wrong.len(),
         tally.wrong.first()
     );
-    assert_eq!(recorded.len(), recorded_set.len(), "no hit is recorded twice");
+    assert_eq!(
+        recorded.len(),
+        recorded_set.len(),
+        "no hit is recorded twice"
+    );
     let answered_set: HashSet<&str> = tally.answered.iter().map(String::as_str).collect();
     assert!(
         recorded_set.is_subset(&answered_set),

@@ -60,7 +60,7 @@ pub(crate) fn process_config(shared: &Shared, role: &str, extra: &str) -> String
 pub(crate) struct Proc {
     service: Service,
     pub(crate) base: String,
-    smtp: Option<std::net::SocketAddr>,
+    pub(crate) smtp: Option<std::net::SocketAddr>,
     pub(crate) http: reqwest::Client,
 }
 
@@ -219,6 +219,159 @@ async fn each_process_runs_only_its_roles_and_healthz_says_which() {
     let health = mail.healthz().await;
     assert_eq!(health["components"]["smtp"]["state"], "ok");
     assert_not_this_role(&health, "/components/engines");
+}
+
+/// Where the image puts the data files (`MAILPROOF_RESOURCES` in the Dockerfile).
+const IMAGE_RESOURCES: &str = "/usr/share/mailproof";
+
+/// The data files the Dockerfile copies into the image, laid out in `into` as the image has them
+/// under [`IMAGE_RESOURCES`]: what a container of any role finds at start. Read from the
+/// Dockerfile's `COPY` lines (no container runtime on the project's machines to build it), and
+/// each source must also pass `.dockerignore`, or the build would not see it.
+fn image_resources(into: &Path) {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dockerfile = std::fs::read_to_string(top.join("Dockerfile")).expect("read Dockerfile");
+    let ignore = std::fs::read_to_string(top.join(".dockerignore")).expect("read .dockerignore");
+    assert!(
+        dockerfile.contains(&format!("MAILPROOF_RESOURCES={IMAGE_RESOURCES} ")),
+        "the image's MAILPROOF_RESOURCES is {IMAGE_RESOURCES}"
+    );
+    for line in dockerfile.lines().map(str::trim) {
+        let Some(args) = line.strip_prefix("COPY ") else {
+            continue;
+        };
+        let args: Vec<&str> = args.split_whitespace().collect();
+        let Some((dest, sources)) = args.split_last() else {
+            continue;
+        };
+        let Some(dest) = dest.strip_prefix(IMAGE_RESOURCES) else {
+            continue;
+        };
+        let dest = into.join(dest.trim_start_matches('/'));
+        std::fs::create_dir_all(&dest).expect("image dir");
+        for source in sources {
+            assert!(
+                ignore.lines().any(|l| l == format!("!{source}")),
+                ".dockerignore leaves {source} out of the build context"
+            );
+            let from = top.join(source);
+            if from.is_dir() {
+                copy_tree(&from, &dest);
+            } else {
+                let name = from.file_name().expect("a file name");
+                std::fs::copy(&from, dest.join(name)).unwrap_or_else(|e| panic!("{source}: {e}"));
+            }
+        }
+    }
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("dir entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// Every file under `root`, by its path from `root`.
+fn files_under(root: &Path) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if let Ok(rel) = path.strip_prefix(root) {
+                out.insert(rel.display().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Issue 31, scope 4, without a container runtime: the image holds every data file of the source
+/// tree, and a process of each role started from exactly what the image holds serves. A file the
+/// image lacks fails its start, naming the file (the image once left out `behaviours.toml`).
+#[tokio::test]
+async fn each_role_starts_from_the_data_files_the_image_holds() {
+    let image = tempfile::tempdir().expect("temp dir");
+    image_resources(image.path());
+    let top = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data");
+    let shipped: std::collections::BTreeSet<String> = files_under(&top)
+        .into_iter()
+        .filter(|f| {
+            Command::new("git")
+                .args(["ls-files", "--error-unmatch", f])
+                .current_dir(&top)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    assert!(shipped.contains("behaviours.toml"), "{shipped:?}");
+    let in_image = files_under(image.path());
+    let missing: Vec<&String> = shipped.difference(&in_image).collect();
+    assert!(
+        missing.is_empty(),
+        "data files the image leaves out: {missing:?}"
+    );
+
+    let shared = Shared::new().await;
+    shared.make_dkim_key();
+    let resources = image.path().display().to_string();
+    for (role, extra, args) in [
+        ("api", "", vec![]),
+        (
+            "render",
+            "[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n",
+            vec![],
+        ),
+        ("mail", "", vec!["--smtp", "127.0.0.1:0"]),
+    ] {
+        let started = Starting(
+            shared
+                .launch(role, &process_config(&shared, role, extra), &args)
+                .env("MAILPROOF_RESOURCES", &resources)
+                .spawn()
+                .expect("start mailproof serve"),
+        )
+        .ready();
+        // 200: every component of its role is up.
+        started.healthz().await;
+    }
+
+    // The check can fail: without one of the files, the start stops and names it.
+    std::fs::remove_file(image.path().join("behaviours.toml")).expect("remove");
+    let mut child = shared
+        .launch("api-short", &process_config(&shared, "api", ""), &[])
+        .env("MAILPROOF_RESOURCES", &resources)
+        .command()
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mailproof serve");
+    let waited = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if waited.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("started without behaviours.toml");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut err)
+        .expect("stderr");
+    assert!(!status.success());
+    assert!(err.contains("behaviours.toml"), "{err}");
 }
 
 #[test]

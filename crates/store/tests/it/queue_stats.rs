@@ -32,9 +32,29 @@ async fn queue_figures_follow_claims_leases_and_expiry(backend: Backend) {
     assert_eq!(stat(&stats, "render"), (1, 1, 20));
     assert_eq!(stat(&stats, "link_checks"), (1, 0, 15));
 
-    // w1's lease ran out: its job waits again.
+    let render = |stats: &[QueueStat]| {
+        let s = stats.iter().find(|s| s.queue == "render").expect("render");
+        (s.expired_leases, s.expired_lease_secs)
+    };
+    assert_eq!(render(&stats), (0, 0), "w1 holds its lease");
+
+    // w1's lease ran out (at 1 070): its job waits again, and shows as held by a holder that
+    // stopped renewing until someone takes it over.
     let stats = store.queue_stats(1_100).await.expect("stats");
     assert_eq!(stat(&stats, "render"), (2, 0, 100));
+    assert_eq!(render(&stats), (1, 30));
+    store
+        .claim_job("w2", 1_100, 60)
+        .await
+        .expect("claim")
+        .expect("job");
+    store
+        .claim_job("w2", 1_100, 60)
+        .await
+        .expect("claim")
+        .expect("the expired job");
+    let stats = store.queue_stats(1_101).await.expect("stats");
+    assert_eq!(render(&stats), (0, 0), "taken over");
 }
 
 on_both!(queue_figures_follow_claims_leases_and_expiry,);
