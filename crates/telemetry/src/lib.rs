@@ -78,6 +78,12 @@ pub struct HitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    /// `http` or `smtp`.
+    pub listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaseLabels {
     pub queue: &'static str,
 }
@@ -107,6 +113,7 @@ pub struct Metrics {
     hits_recorded: Counter,
     hits_unrecorded: Family<HitLabels, Counter>,
     hit_batches: Counter,
+    pushed_out: Family<ListenerLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -142,6 +149,7 @@ impl Metrics {
             hits_recorded: Counter::default(),
             hits_unrecorded: Family::default(),
             hit_batches: Counter::default(),
+            pushed_out: Family::default(),
         }
     }
 
@@ -271,6 +279,14 @@ impl Metrics {
             .inc();
     }
 
+    /// One connection closed by a full listener (`http`, `smtp`) to make room for a client that
+    /// held fewer (`admission`).
+    pub fn connection_pushed_out(&self, listener: &'static str) {
+        self.pushed_out
+            .get_or_create(&ListenerLabels { listener })
+            .inc();
+    }
+
     /// One message at the SMTP listener: stored and answered 250, or refused.
     pub fn smtp_message(&self, accepted: bool) {
         self.smtp_messages
@@ -376,6 +392,12 @@ pub fn encode(metrics: &Metrics, queues: &[QueueFigures]) -> Result<String, std:
         "Tracking hits answered without being recorded, by reason (rate_address, rate_campaign: over a hit rate limit; budget_campaign, budget_account: the campaign or its account holds its storage budget; database: the write failed)",
         metrics.hits_unrecorded.clone(),
     );
+    registry.register(
+        "connections_pushed_out",
+        "Connections a full listener (http, smtp) closed to admit a client holding fewer: one of \
+         the largest holder's, idle ones first",
+        metrics.pushed_out.clone(),
+    );
     let waiting = Family::<QueueLabels, Gauge>::default();
     let leased = Family::<QueueLabels, Gauge>::default();
     let age = Family::<QueueLabels, Gauge>::default();
@@ -421,6 +443,7 @@ mod tests {
         m.dependency_error("storage", "render");
         m.lease_renewal("render");
         m.lease_takeover("render");
+        m.connection_pushed_out("http");
         let text = encode(
             &m,
             &[QueueFigures {
@@ -443,6 +466,7 @@ mod tests {
             r#"mailproof_dependency_errors_total{dependency="storage",queue="render"} 1"#,
             r#"mailproof_lease_renewals_total{queue="render"} 1"#,
             r#"mailproof_lease_takeovers_total{queue="render"} 1"#,
+            r#"mailproof_connections_pushed_out_total{listener="http"} 1"#,
             r#"mailproof_queue_waiting{queue="render"} 7"#,
             r#"mailproof_queue_leased{queue="render"} 2"#,
             r#"mailproof_queue_oldest_age_seconds{queue="render"} 12"#,
