@@ -4,16 +4,16 @@
 //! trusted proxies' headers) reaches the API (per-address login limits), and hyper's own bare
 //! parse-error answers are sent as §7 JSON errors.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
+use admission::{Admission, Busy, Listener, Place, Refusal};
 use api::ErrorName;
 use axum::extract::ConnectInfo;
 use axum::http::{header, HeaderMap, Request};
@@ -26,7 +26,7 @@ use hyper_util::service::TowerToHyperService;
 use ipnet::IpNet;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, Semaphore};
 use tower::ServiceExt as _;
 
 /// Limits of the HTTP listener (`[http_limits]` in the config file).
@@ -61,9 +61,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 /// that closing does not reset the connection before the client has read the error.
 const LINGER: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 1024 * 1024;
-/// Connections over their address's share that are told so at the same time, at most; under a
-/// flood the others are closed without a word.
+/// Connections refused a place that are told so at the same time, at most; under a flood the
+/// others are closed without a word.
 const MAX_PENDING_REFUSALS: usize = 64;
+/// Connections that wait at once for a place at a full listener (see [`wait_for_place`]).
+const MAX_WAITING: usize = 64;
 
 /// Serves `router` on `listener` until `shutdown` completes, then lets requests in progress
 /// finish (for at most [`SHUTDOWN_GRACE`]).
@@ -73,9 +75,15 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let admission = Admission::new(
+        Listener::Http,
+        limits.max_connections,
+        limits.max_connections_per_address,
+    );
     let refusals = Arc::new(Semaphore::new(MAX_PENDING_REFUSALS));
-    let per_address = Arc::new(AddressSlots::new(limits.max_connections_per_address.max(1)));
+    let waiting = Arc::new(Semaphore::new(MAX_WAITING));
+    // Connections that waited for a place come back to this loop to be served.
+    let (admitted_tx, mut admitted) = mpsc::unbounded_channel::<(TcpStream, SocketAddr, Place)>();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -94,18 +102,33 @@ pub async fn serve(
     let limits = Arc::new(limits);
     tokio::pin!(shutdown);
     loop {
-        // The permit is taken before accepting: over the limit, clients wait in the kernel's
-        // backlog rather than holding memory here.
-        let permit = tokio::select! {
-            p = permits.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
-        let (stream, remote) = tokio::select! {
+        // Accepted before a place is found: a full listener must see who is asking to decide
+        // whether the newcomer pushes out one of the largest holder's connections.
+        let (stream, remote, place) = tokio::select! {
             r = listener.accept() => match r {
-                Ok(c) => c,
+                Ok((stream, remote)) => {
+                    let from_proxy = is_trusted(&limits.trusted_proxies, remote.ip());
+                    match admission.admit(remote.ip(), from_proxy) {
+                        Ok(place) => (stream, remote, place),
+                        Err(Refusal::ClientFull) => {
+                            refuse(stream, remote, &refusals, Refusal::ClientFull, &limits);
+                            continue;
+                        }
+                        Err(Refusal::Full) => {
+                            wait_for_place(WaitingConnection {
+                                stream,
+                                remote,
+                                from_proxy,
+                                admission: admission.clone(),
+                                waiting: &waiting,
+                                refusals: &refusals,
+                                limits: &limits,
+                                admitted: &admitted_tx,
+                            });
+                            continue;
+                        }
+                    }
+                }
                 Err(e) => {
                     // Out of file descriptors and similar: back off instead of spinning.
                     tracing::warn!(error = %e, "accepting an HTTP connection failed; retrying shortly (raise `ulimit -n` or lower [http_limits] max_connections)");
@@ -113,42 +136,40 @@ pub async fn serve(
                     continue;
                 }
             },
+            Some(waited) = admitted.recv() => waited,
             () = &mut shutdown => break,
         };
         let from_proxy = is_trusted(&limits.trusted_proxies, remote.ip());
-        let slot = if from_proxy {
-            None
-        } else {
-            match per_address.open(remote.ip()) {
-                Some(slot) => Some(slot),
-                None => {
-                    drop(permit);
-                    refuse(
-                        stream,
-                        remote,
-                        &refusals,
-                        limits.max_connections_per_address,
-                    );
-                    continue;
-                }
-            }
-        };
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
+        let place = Arc::new(place);
         let activity = Arc::new(Activity::new());
         let svc = {
-            let (router, limits, activity) = (router.clone(), limits.clone(), activity.clone());
+            let (router, limits, activity, place) = (
+                router.clone(),
+                limits.clone(),
+                activity.clone(),
+                place.clone(),
+            );
             tower::service_fn(move |req: Request<Incoming>| {
                 let request = activity.begin();
+                let busy = place.busy();
                 let req = with_limits(req, remote, from_proxy, &limits);
                 router.clone().oneshot(req).map(move |resp| {
                     // The request counts as in progress until its answer has been handed over.
                     resp.map(|r| {
+                        // A held-open image is pushed out as readily as an idle connection.
+                        let busy = r
+                            .extensions()
+                            .get::<admission::HeldOpen>()
+                            .is_none()
+                            .then_some(busy);
                         r.map(|body| {
                             axum::body::Body::new(Answer {
                                 body,
                                 _request: request,
+                                _busy: busy,
                             })
                         })
                     })
@@ -173,9 +194,10 @@ pub async fn serve(
                 why = watched => {
                     tracing::debug!(client = %remote, "HTTP connection cut: {why}");
                 }
+                () = place.pushed_out() => {
+                    tracing::debug!(client = %remote, "HTTP connection closed: pushed out of a full listener");
+                }
             }
-            drop(slot);
-            drop(permit);
         });
     }
     drop(listener);
@@ -187,19 +209,75 @@ pub async fn serve(
     }
 }
 
-/// Tells a client over its address's share of connections why it is refused (in HTTP/1.1, which
-/// nearly every client speaks first), then closes.
-fn refuse(mut stream: TcpStream, remote: SocketAddr, refusals: &Arc<Semaphore>, cap: usize) {
-    tracing::info!(client = %remote, "HTTP connection refused: the address holds {cap} already");
-    telemetry::global().connection_refused_per_address();
+/// A connection that arrived at a full listener and may push out nobody.
+struct WaitingConnection<'a> {
+    stream: TcpStream,
+    remote: SocketAddr,
+    from_proxy: bool,
+    admission: Admission,
+    waiting: &'a Arc<Semaphore>,
+    refusals: &'a Arc<Semaphore>,
+    limits: &'a Arc<Limits>,
+    admitted: &'a mpsc::UnboundedSender<(TcpStream, SocketAddr, Place)>,
+}
+
+/// Lets the connection wait, with at most [`MAX_WAITING`] others, up to `header_timeout` for a
+/// place given back, then hands it to the accept loop; refuses it when too many wait already or
+/// no place came back in time.
+fn wait_for_place(c: WaitingConnection<'_>) {
+    let Ok(permit) = c.waiting.clone().try_acquire_owned() else {
+        refuse(c.stream, c.remote, c.refusals, Refusal::Full, c.limits);
+        return;
+    };
+    let (refusals, limits, admitted) = (c.refusals.clone(), c.limits.clone(), c.admitted.clone());
+    let WaitingConnection {
+        stream,
+        remote,
+        from_proxy,
+        admission,
+        ..
+    } = c;
+    tokio::spawn(async move {
+        let place = admission
+            .admit_or_wait(remote.ip(), from_proxy, limits.header_timeout)
+            .await;
+        drop(permit);
+        match place {
+            // A closed channel: the listener is stopping, and the connection goes with it.
+            Ok(place) => drop(admitted.send((stream, remote, place))),
+            Err(why) => refuse(stream, remote, &refusals, why, &limits),
+        }
+    });
+}
+
+/// Tells a client that gets no place why (in HTTP/1.1, which nearly every client speaks first),
+/// then closes.
+fn refuse(
+    mut stream: TcpStream,
+    remote: SocketAddr,
+    refusals: &Arc<Semaphore>,
+    why: Refusal,
+    limits: &Limits,
+) {
+    let message = match why {
+        Refusal::ClientFull => {
+            let cap = limits.max_connections_per_address;
+            tracing::info!(client = %remote, "HTTP connection refused: the address holds {cap} already");
+            telemetry::global().connection_refused_per_address();
+            format!("this address (for IPv6, its /64) already holds {cap} open connections, the most one address may hold; reuse them or close some, then retry")
+        }
+        Refusal::Full => {
+            let max = limits.max_connections;
+            tracing::info!(client = %remote, "HTTP connection refused: all {max} places are taken and this address holds its share");
+            telemetry::global().connection_refused_full();
+            format!("the service is serving all the {max} connections it can and this address holds its share of them; retry shortly")
+        }
+    };
     let Ok(permit) = refusals.clone().try_acquire_owned() else {
         return;
     };
     tokio::spawn(async move {
-        let body = api::error::error_body(
-            ErrorName::RateLimited.as_str(),
-            &format!("this address (for IPv6, its /64) already holds {cap} open connections, the most one address may hold; reuse them or close some, then retry"),
-        );
+        let body = api::error::error_body(ErrorName::RateLimited.as_str(), &message);
         let mut reply = format!(
             "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nretry-after: 1\r\ncontent-length: {}\r\n{}connection: close\r\n\r\n",
             body.len(),
@@ -228,59 +306,6 @@ fn security_header_lines() -> String {
     )
 }
 
-/// Open connections per client address group ([`domain::address_group`]).
-struct AddressSlots {
-    cap: usize,
-    open: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// One connection's place in its address's share; given back when dropped.
-struct AddressSlot {
-    slots: Arc<AddressSlots>,
-    ip: IpAddr,
-}
-
-impl AddressSlots {
-    fn new(cap: usize) -> AddressSlots {
-        AddressSlots {
-            cap,
-            open: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn open(self: &Arc<Self>, ip: IpAddr) -> Option<AddressSlot> {
-        let ip = domain::address_group(ip);
-        // Plain counters: a panic elsewhere cannot leave them inconsistent.
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(ip).or_insert(0);
-        if *count >= self.cap {
-            return None;
-        }
-        *count += 1;
-        Some(AddressSlot {
-            slots: self.clone(),
-            ip,
-        })
-    }
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut open = self
-            .slots
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.ip) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                // Entries exist only for addresses with connections: the table stays bounded.
-                open.remove(&self.ip);
-            }
-        }
-    }
-}
-
 /// What a connection is doing, for the watchdog: requests in progress, when the last one ended,
 /// and since when a write has been waiting for a client that does not read.
 struct Activity {
@@ -300,6 +325,8 @@ struct InProgress(Arc<Activity>);
 struct Answer {
     body: axum::body::Body,
     _request: InProgress,
+    /// Until the answer is handed over, the connection is not pushed out before idle ones.
+    _busy: Option<Busy>,
 }
 
 impl http_body::Body for Answer {
@@ -640,10 +667,8 @@ impl AsyncWrite for Section7Io {
 
 #[cfg(test)]
 mod tests {
-    use super::{client_address, replacement_for, AddressSlots};
+    use super::{client_address, replacement_for};
     use axum::http::HeaderMap;
-    use std::net::IpAddr;
-    use std::sync::Arc;
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -684,21 +709,6 @@ mod tests {
         assert_eq!(ip(&HeaderMap::new()), "127.0.0.1");
         let h = headers(&[("x-forwarded-for", "::ffff:198.51.100.4")]);
         assert_eq!(ip(&h), "198.51.100.4");
-    }
-
-    /// The per-address cap counts an IPv6 /64 as one address, and gives slots back on drop.
-    #[test]
-    fn an_ipv6_64_holds_the_connections_of_one_address() {
-        let slots = Arc::new(AddressSlots::new(3));
-        let in_64 = |n: u16| IpAddr::from([0x2001, 0xdb8, 5, 5, n, n, 0, 1]);
-        let open: Vec<_> = (1..=10).filter_map(|n| slots.open(in_64(n))).collect();
-        assert_eq!(open.len(), 3, "ten addresses of one /64");
-        assert!(slots
-            .open(IpAddr::from([0x2001, 0xdb8, 5, 6, 0, 0, 0, 1]))
-            .is_some());
-        assert!(slots.open(IpAddr::from([192, 0, 2, 1])).is_some());
-        drop(open);
-        assert!(slots.open(in_64(11)).is_some(), "slots come back");
     }
 
     #[test]

@@ -98,6 +98,12 @@ impl HitUnrecorded {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    /// `http` or `smtp`.
+    pub listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LeaseLabels {
     pub queue: &'static str,
 }
@@ -129,6 +135,7 @@ pub struct Metrics {
     hits_unrecorded: Family<ReasonLabels, Counter>,
     hit_batches: Counter,
     connections_refused: Family<ReasonLabels, Counter>,
+    pushed_out: Family<ListenerLabels, Counter>,
 }
 
 /// The process's metrics.
@@ -166,6 +173,7 @@ impl Metrics {
             hits_unrecorded: Family::default(),
             hit_batches: Counter::default(),
             connections_refused: Family::default(),
+            pushed_out: Family::default(),
         }
         .with_zero_series()
     }
@@ -243,6 +251,13 @@ impl Metrics {
 
     /// An HTTP connection refused before its request was read: its address held
     /// `max_connections_per_address` already (answered 429 when the refusal could be written).
+    /// A connection refused because the listener was full and its address held its share.
+    pub fn connection_refused_full(&self) {
+        self.connections_refused
+            .get_or_create(&ReasonLabels { reason: "full" })
+            .inc();
+    }
+
     pub fn connection_refused_per_address(&self) {
         self.connections_refused
             .get_or_create(&ReasonLabels {
@@ -325,6 +340,14 @@ impl Metrics {
                 engine: engine.to_owned(),
                 outcome: outcome(ok),
             })
+            .inc();
+    }
+
+    /// One connection closed by a full listener (`http`, `smtp`) to make room for a client that
+    /// held fewer (`admission`).
+    pub fn connection_pushed_out(&self, listener: &'static str) {
+        self.pushed_out
+            .get_or_create(&ListenerLabels { listener })
             .inc();
     }
 
@@ -451,8 +474,14 @@ pub fn encode(
     );
     registry.register(
         "http_connections_refused",
-        "HTTP connections refused before their request was read, by reason (per_address: the client address held max_connections_per_address)",
+        "HTTP connections refused before their request was read, by reason (per_address: the client address held max_connections_per_address; full: every place was taken, this address held its share, and none came back within header_timeout)",
         metrics.connections_refused.clone(),
+    );
+    registry.register(
+        "connections_pushed_out",
+        "Connections a full listener (http, smtp) closed to admit a client holding fewer: one of \
+         the largest holder's, idle ones first",
+        metrics.pushed_out.clone(),
     );
     let waiting = Family::<QueueLabels, Gauge>::default();
     let leased = Family::<QueueLabels, Gauge>::default();
@@ -521,6 +550,7 @@ mod tests {
         m.lease_renewal("render");
         m.lease_takeover("render");
         m.lease_lost("callbacks");
+        m.connection_pushed_out("http");
         let text = encode(
             &m,
             &[QueueFigures {
@@ -547,6 +577,7 @@ mod tests {
             r#"mailproof_lease_renewals_total{queue="render"} 1"#,
             r#"mailproof_lease_takeovers_total{queue="render"} 1"#,
             r#"mailproof_leases_lost_total{queue="callbacks"} 1"#,
+            r#"mailproof_connections_pushed_out_total{listener="http"} 1"#,
             r#"mailproof_queue_waiting{queue="render"} 7"#,
             r#"mailproof_queue_leased{queue="render"} 2"#,
             r#"mailproof_queue_oldest_age_seconds{queue="render"} 12"#,

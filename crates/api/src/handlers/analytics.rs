@@ -929,6 +929,9 @@ fn held_pixel(state: AppState, hit: NewHit, permit: HoldPermit, version: Version
         axum::body::Body::from_stream(body),
     )
         .into_response();
+    // Nothing the reader waits for is in flight: a full listener may close this connection for a
+    // newcomer as readily as an idle one.
+    response.extensions_mut().insert(admission::HeldOpen);
     if version < Version::HTTP_2 {
         response
             .headers_mut()

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use admission::{Admission, Listener, Refusal};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::io::AsyncWriteExt;
@@ -118,6 +119,9 @@ impl Default for SmtpConfig {
 
 /// Connections refused with a 421 at the same time, at most.
 const MAX_PENDING_REFUSALS: usize = 64;
+/// How long a session pushed out of a full server in the middle of a command may take to
+/// finish it before it is cut.
+const PUSHED_OUT_GRACE: Duration = Duration::from_secs(2);
 
 /// State every session shares.
 pub(crate) struct Shared {
@@ -125,8 +129,8 @@ pub(crate) struct Shared {
     pub(crate) sink: Arc<dyn MailSink>,
     pub(crate) tls: Option<TlsAcceptor>,
     pub(crate) limiter: Arc<Limiter>,
-    /// The connection slots, to tell how busy the server is.
-    pub(crate) slots: Arc<Semaphore>,
+    /// The connections' places, to tell how busy the server is.
+    pub(crate) admission: Admission,
 }
 
 impl Shared {
@@ -143,8 +147,8 @@ impl Shared {
     }
 
     fn by_load(&self, calm: Duration, busy: Duration) -> Duration {
-        let free = self.slots.available_permits();
-        if free.saturating_mul(4) < self.cfg.max_connections {
+        let free = self.admission.max().saturating_sub(self.admission.open());
+        if free.saturating_mul(4) < self.admission.max() {
             calm.min(busy)
         } else {
             calm
@@ -162,20 +166,19 @@ pub async fn serve(
 ) -> Result<(), SmtpError> {
     let tls = cfg.tls.as_ref().map(load_tls).transpose()?;
     let grace = cfg.idle_timeout;
-    let connections = Arc::new(Semaphore::new(
-        cfg.max_connections.min(Semaphore::MAX_PERMITS),
-    ));
+    let admission = Admission::new(
+        Listener::Smtp,
+        cfg.max_connections,
+        cfg.max_connections_per_ip,
+    );
     // Refusing politely costs a task and a socket for a moment; under a flood we stop being polite.
     let refusals = Arc::new(Semaphore::new(MAX_PENDING_REFUSALS));
     let shared = Arc::new(Shared {
-        limiter: Arc::new(Limiter::new(
-            cfg.max_connections_per_ip,
-            cfg.messages_per_minute_per_ip,
-        )),
+        limiter: Arc::new(Limiter::new(cfg.messages_per_minute_per_ip)),
         cfg,
         sink,
         tls,
-        slots: Arc::clone(&connections),
+        admission: admission.clone(),
     });
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut sessions = JoinSet::new();
@@ -206,32 +209,38 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let Ok(permit) = Arc::clone(&connections).try_acquire_owned() else {
-            refuse(
-                &mut sessions,
-                &refusals,
-                stream,
-                peer,
-                "4.3.2 Too many connections, try again later",
-            );
-            continue;
-        };
-        let Some(slot) = shared.limiter.open(peer.ip()) else {
-            refuse(
-                &mut sessions,
-                &refusals,
-                stream,
-                peer,
-                "4.7.0 Too many connections from your address, try again later",
-            );
-            continue;
+        // A full server takes a newcomer whose address holds fewer than the largest holder by
+        // pushing out one of that holder's sessions (idle ones first; `admission`).
+        let place = match admission.admit(peer.ip(), false) {
+            Ok(place) => place,
+            Err(refusal) => {
+                let text = match refusal {
+                    Refusal::Full => "4.3.2 Too many connections, try again later",
+                    Refusal::ClientFull => {
+                        "4.7.0 Too many connections from your address, try again later"
+                    }
+                };
+                refuse(&mut sessions, &refusals, stream, peer, text);
+                continue;
+            }
         };
         let shared = Arc::clone(&shared);
         let stop = stop_rx.clone();
         sessions.spawn(async move {
-            session::run(shared, stream, peer, stop).await;
-            drop(slot);
-            drop(permit);
+            let mut pushed = place.pushed_signal();
+            let session = session::run(shared, stream, peer, stop, place);
+            tokio::pin!(session);
+            tokio::select! {
+                () = &mut session => {}
+                // A session pushed out between commands says so and ends at once; one in the
+                // middle of a command or message (its whole address was busy) gets a moment to
+                // finish it.
+                () = session::raised(&mut pushed) => {
+                    if tokio::time::timeout(PUSHED_OUT_GRACE, session).await.is_err() {
+                        tracing::info!(%peer, "pushed-out session cut in the middle of a command");
+                    }
+                }
+            }
         });
     }
 

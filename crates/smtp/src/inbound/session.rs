@@ -9,6 +9,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 use tracing::Instrument;
 
+use admission::{Busy, Place};
+
 use super::data::{DataReader, Feed};
 use super::{InboundMessage, RcptDecision, Shared};
 
@@ -52,6 +54,10 @@ struct Session {
     started: tokio::time::Instant,
     /// Set when the session budget ran out, for the 421 that says so.
     over_budget: bool,
+    /// This connection's place at the listener, and whether it is in the middle of something
+    /// (anything but waiting for the next command): a full server pushes out idle sessions first.
+    place: Place,
+    busy: Option<Busy>,
 }
 
 pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
@@ -59,6 +65,7 @@ pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
     peer: SocketAddr,
     stop: watch::Receiver<bool>,
+    place: Place,
 ) {
     let span = tracing::info_span!("smtp_session", %peer);
     async move {
@@ -79,6 +86,8 @@ pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             commands: 0,
             started: tokio::time::Instant::now(),
             over_budget: false,
+            place,
+            busy: None,
         };
         let greeting = format!("{} ESMTP mailproof ready", session.shared.cfg.hostname);
         session.reply(220, &greeting);
@@ -111,9 +120,11 @@ pub(crate) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     .await;
 }
 
-async fn stop_requested(stop: &mut watch::Receiver<bool>) {
-    if stop.wait_for(|stopping| *stopping).await.is_err() {
-        // The listener is gone without asking us to stop: keep serving this client.
+/// Completes when `signal` turns true (the listener stopping, this session pushed out). A
+/// signal whose sender is gone never completes: the listener went without asking this session
+/// to end, so it keeps serving its client.
+pub(crate) async fn raised(signal: &mut watch::Receiver<bool>) {
+    if signal.wait_for(|raised| *raised).await.is_err() {
         std::future::pending::<()>().await;
     }
 }
@@ -247,14 +258,28 @@ impl Session {
             self.flush(&mut stream).await?;
 
             let mut stop = self.stop.clone();
+            let mut pushed = self.place.pushed_signal();
+            if self.inbuf.is_empty() {
+                // Between commands: nothing is lost if a full server closes this session.
+                self.busy = None;
+            }
             let read = tokio::select! {
                 read = self.read_more(&mut stream) => read,
-                () = stop_requested(&mut stop) => {
+                () = raised(&mut stop) => {
                     self.reply(421, "4.3.2 Service shutting down, try again later");
                     self.flush(&mut stream).await?;
                     return Ok(Next::Close);
                 }
+                () = raised(&mut pushed) => {
+                    tracing::info!("pushed out of a full server for another address");
+                    self.reply(421, "4.7.0 Too many connections from your address; this one is closed to make room for others, try again later");
+                    self.flush(&mut stream).await?;
+                    return Ok(Next::Close);
+                }
             };
+            if self.busy.is_none() {
+                self.busy = Some(self.place.busy());
+            }
             match read {
                 Ok(0) => return Ok(Next::Close),
                 Ok(_) => {}
@@ -676,6 +701,7 @@ mod tests {
     use crate::error::SinkError;
     use crate::inbound::limits::Limiter;
     use crate::inbound::{MailSink, SmtpConfig};
+    use admission::{Admission, Listener};
     use rand::{Rng, SeedableRng};
     use std::time::Duration;
 
@@ -706,18 +732,19 @@ mod tests {
             idle_timeout: Duration::from_millis(200),
             ..SmtpConfig::default()
         };
+        let admission = Admission::new(Listener::Smtp, cfg.max_connections, 4);
         let shared = Arc::new(Shared {
-            slots: Arc::new(tokio::sync::Semaphore::new(cfg.max_connections)),
-            limiter: Arc::new(Limiter::new(4, 1000)),
+            admission: admission.clone(),
+            limiter: Arc::new(Limiter::new(1000)),
             cfg,
             sink: Arc::new(AcceptSeeds),
             tls: None,
         });
         let peer: SocketAddr = ([127, 0, 0, 1], 40000).into();
-        let _slot = shared.limiter.open(peer.ip());
+        let place = admission.admit(peer.ip(), false).expect("a place");
         let (_stop_tx, stop_rx) = watch::channel(false);
         let (mut client, server) = tokio::io::duplex(16 * 1024);
-        let session = run(shared, server, peer, stop_rx);
+        let session = run(shared, server, peer, stop_rx, place);
         let talk = async {
             // The server may hang up before reading everything; that is not an error here.
             let _ = client.write_all(input).await;

@@ -690,3 +690,108 @@ async fn busy_clients_from_many_addresses_leave_room_and_are_cut() {
     );
     server.stop().await;
 }
+
+/// How many `mailproof_connections_pushed_out_total{listener="smtp"}` the process has counted,
+/// read from the same exposition `/metrics` serves.
+fn smtp_pushed_out() -> u64 {
+    let text = telemetry::encode(telemetry::global(), &[]).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix(r#"mailproof_connections_pushed_out_total{listener="smtp"} "#))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 27 at the attack's scale, with the default connection limits (256 in all, 8 per
+/// address): 32 addresses take all 256 places and keep them with a `NOOP` every second,
+/// reconnecting whenever they are closed. A client from another address is still greeted 10
+/// times of 10, each time by pushing out one session of the largest holder between its commands
+/// (it is told 421 first); the pushed-out count is in the metrics.
+#[tokio::test]
+async fn a_newcomer_pushes_out_a_full_servers_largest_holder_at_the_default_limits() {
+    let cfg = smtp::SmtpConfig {
+        hostname: "mx.mailproof.test".to_owned(),
+        ..smtp::SmtpConfig::default()
+    };
+    let (max, per_address) = (cfg.max_connections, cfg.max_connections_per_ip);
+    let addresses = max / per_address;
+    let server = TestServer::start(cfg).await;
+    let to = server.addr;
+    let before = smtp_pushed_out();
+    let greeted_holders = Arc::new(AtomicUsize::new(0));
+    let told_pushed_out = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let mut holders = tokio::task::JoinSet::new();
+    for address in 1..=addresses {
+        for _ in 0..per_address {
+            let (greeted_holders, told, stop) = (
+                greeted_holders.clone(),
+                told_pushed_out.clone(),
+                stop.clone(),
+            );
+            let from = IpAddr::from([127, 0, 3, u8::try_from(address).unwrap_or(255)]);
+            holders.spawn(async move {
+                let stopped = stop.notified();
+                tokio::pin!(stopped);
+                loop {
+                    let mut c = connect_from(from, to).await;
+                    if !matches!(c.reply().await, Some(r) if r.code == 220) {
+                        // Refused: this address holds its share; try again soon.
+                        tokio::select! {
+                            () = &mut stopped => return,
+                            () = tokio::time::sleep(Duration::from_millis(300)) => continue,
+                        }
+                    }
+                    greeted_holders.fetch_add(1, Ordering::SeqCst);
+                    loop {
+                        tokio::select! {
+                            () = &mut stopped => return,
+                            unsolicited = c.reply() => {
+                                if unsolicited.is_some_and(|r| r.code == 421 && r.text.contains("make room")) {
+                                    told.fetch_add(1, Ordering::SeqCst);
+                                }
+                                break;
+                            }
+                            () = tokio::time::sleep(Duration::from_secs(1)) => {
+                                c.send("NOOP").await;
+                                if !matches!(c.reply().await, Some(r) if r.code == 250) {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    }
+    // The holders take every place before the newcomer arrives.
+    for _ in 0..100 {
+        if greeted_holders.load(Ordering::SeqCst) >= max {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let full = greeted_holders.load(Ordering::SeqCst);
+    assert_eq!(full, max, "the holders fill the server");
+    let mut greeted_probes = 0;
+    for _ in 0..10 {
+        let mut c = connect_from(IpAddr::from([127, 0, 4, 1]), to).await;
+        let banner = tokio::time::timeout(Duration::from_secs(5), c.reply()).await;
+        if matches!(banner, Ok(Some(ref r)) if r.code == 220) {
+            c.cmd("EHLO newcomer.example", 250).await;
+            c.cmd("QUIT", 221).await;
+            greeted_probes += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let pushed_out = smtp_pushed_out() - before;
+    stop.notify_waiters();
+    while holders.join_next().await.is_some() {}
+    let told = told_pushed_out.load(Ordering::SeqCst);
+    println!(
+        "{addresses} addresses x {per_address} filled {full} of {max}; newcomer greeted {greeted_probes}/10; pushed out {pushed_out}, of which {told} were told 421 between commands"
+    );
+    assert_eq!(greeted_probes, 10, "the newcomer is greeted every time");
+    assert!(pushed_out > 0, "pushed-out sessions are counted");
+    assert!(told > 0, "an idle holder is told why it is closed");
+    server.stop().await;
+}
