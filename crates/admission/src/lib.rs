@@ -428,7 +428,7 @@ mod tests {
     /// The metric counts each push-out under its listener's label.
     #[test]
     fn pushed_out_connections_are_counted() {
-        let before = telemetry::encode(telemetry::global(), &[]).unwrap_or_default();
+        let before = telemetry::encode(telemetry::global(), &[], 0).unwrap_or_default();
         let count = |text: &str| {
             text.lines()
                 .find_map(|l| {
@@ -440,7 +440,7 @@ mod tests {
         let a = Admission::new(Listener::Smtp, 2, 2);
         let _held: Vec<_> = (0..2).filter_map(|_| a.admit(ip(1), false).ok()).collect();
         let _new = a.admit(ip(2), false).expect("a place");
-        let after = telemetry::encode(telemetry::global(), &[]).unwrap_or_default();
+        let after = telemetry::encode(telemetry::global(), &[], 0).unwrap_or_default();
         assert!(count(&after) > count(&before), "{after}");
     }
 }

@@ -406,10 +406,15 @@ async fn at_the_default_limits_32_full_addresses_cannot_keep_a_newcomer_out() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Images are asked again as they end, so more than 256 may have been answered by now.
     assert_eq!(
-        (filled.len(), images_answered.load(Ordering::SeqCst)),
-        (32 * 56, 32 * 8),
-        "every attacker connection is taken: the listener is full"
+        filled.len(),
+        32 * 56,
+        "every unfinished head and idle connection is open"
+    );
+    assert!(
+        images_answered.load(Ordering::SeqCst) >= 32 * 8,
+        "every held image is answered: the listener is full"
     );
     assert!(
         idle_after_an_answer(attackers[0], to).await.is_none(),
