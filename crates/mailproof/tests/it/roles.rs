@@ -21,7 +21,7 @@ pub(crate) struct Shared(Deployment);
 
 impl Shared {
     /// The harness's database (`MAILPROOF_TEST_DB`) and local blobs.
-    async fn new() -> Shared {
+    pub(crate) async fn new() -> Shared {
         Shared(Deployment::new(Path::new(BIN)).await)
     }
 
