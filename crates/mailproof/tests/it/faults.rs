@@ -788,6 +788,111 @@ async fn rows_held_by_killed_mail_and_render_processes_are_finished_once_within_
     store.close().await;
 }
 
+/// Issue 31, scope 2, the svc sender's queue with a real process: the svc sender of a mail process
+/// is killed (`kill -9`) while it holds a send, and a fresh mail process sends it within 15 s,
+/// once per seed address. The send waits on nothing outside the process, so the test holds it
+/// there: its delivery to its own listener waits on the table the listener stores mail in, which
+/// the test locks (PostgreSQL only).
+#[tokio::test]
+async fn an_svc_send_held_by_a_killed_mail_process_is_sent_once_within_15_s() {
+    use sqlx::Connection as _;
+    let db = store::testing::database(store::Backend::Postgres).await;
+    let url = db.url.clone();
+    let shared = Shared::with(Some(db), None);
+    shared.make_dkim_key();
+    let api = Proc::start(&shared, "api", &process_config(&shared, "api", ""), &[]);
+    let mut mail = Proc::start(
+        &shared,
+        "mail-1",
+        &process_config(&shared, "mail", ""),
+        &["--smtp", "127.0.0.1:0"],
+    );
+    let mut lock = sqlx::PgConnection::connect(&url).await.expect("connect");
+    sqlx::query("BEGIN")
+        .execute(&mut lock)
+        .await
+        .expect("begin");
+    sqlx::query("LOCK TABLE inbound_messages IN SHARE ROW EXCLUSIVE MODE")
+        .execute(&mut lock)
+        .await
+        .expect("lock the mail table");
+    let created = api
+        .call(
+            "POST",
+            "/v5/spam/tests",
+            Some(&json!({"subject": "Kill svc", "html": "<p>x</p>", "test_method": "svc"})),
+        )
+        .await;
+    let id = created.ok()["id"].as_str().expect("id").to_owned();
+    // One seed address per filter, one entry per filter in the test's results.
+    let seeds = api
+        .call("GET", &format!("/v5/spam/tests/{id}"), None)
+        .await
+        .ok()
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(seeds > 1, "the test has several seed addresses");
+    // Held: claimed, and its deliveries wait on the lock.
+    let store = shared.store().await;
+    let started = Instant::now();
+    loop {
+        let stats = store
+            .queue_stats(chrono::Utc::now().timestamp())
+            .await
+            .expect("stats");
+        // Claimed: it cannot be sent while the lock stands (each delivery's store waits on it).
+        if open_rows(&stats, "svc_sends") == (0, 1) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the send was not held: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    mail.kill9();
+    let killed = Instant::now();
+    sqlx::query("ROLLBACK")
+        .execute(&mut lock)
+        .await
+        .expect("unlock");
+    let _mail = Proc::start(
+        &shared,
+        "mail-2",
+        &process_config(&shared, "mail", ""),
+        &["--smtp", "127.0.0.1:0"],
+    );
+    loop {
+        let stats = store
+            .queue_stats(chrono::Utc::now().timestamp())
+            .await
+            .expect("stats");
+        if open_rows(&stats, "svc_sends") == (0, 0) {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(60),
+            "not sent 60 s after the kill: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = killed.elapsed();
+    println!("svc send of a killed mail process finished {after:?} after the kill");
+    assert!(
+        after <= Duration::from_secs(15),
+        "sent {after:?} after the kill"
+    );
+    let (stored,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM inbound_messages")
+        .fetch_one(&mut lock)
+        .await
+        .expect("count");
+    assert_eq!(
+        stored as usize, seeds,
+        "one message per seed address of test {id}, none twice"
+    );
+    store.close().await;
+}
+
 /// Runs `mailproof serve --role api` on `data_dir` with `key` until it is ready, then stops it;
 /// or, when it refuses to start, returns its error output.
 fn api_start(
@@ -1036,6 +1141,11 @@ fn compose_file_matches_the_binary() {
             && compose.contains("GET /healthz HTTP/1.0")
             && compose.contains("grep -q ' 200 '"),
         "the health check"
+    );
+    // The processes listen beyond loopback, where /metrics answers only with a token.
+    assert!(
+        toml.contains("[metrics]") && toml.lines().any(|l| l.starts_with("token = ")),
+        "deploy/mailproof.toml opens /metrics with a token"
     );
     // The processes wait for PostgreSQL's own health check and the bucket.
     assert!(compose.contains("condition: service_healthy") && compose.contains("pg_isready"));
