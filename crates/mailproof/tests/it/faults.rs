@@ -578,6 +578,37 @@ fn open_rows(stats: &[store::QueueStat], queue: &str) -> (i64, i64) {
         .map_or((0, 0), |s| (s.waiting, s.leased))
 }
 
+/// Waits until each of `queues` has `(waiting, leased)` open rows, checking every 100 ms for at
+/// most `within` after `since`; returns when each got there, measured from `since`. `what` says
+/// what was awaited in the failure message, with the queues' figures.
+async fn until_rows<'q>(
+    store: &store::Store,
+    queues: &[&'q str],
+    rows: (i64, i64),
+    since: Instant,
+    within: Duration,
+    what: &str,
+) -> std::collections::BTreeMap<&'q str, Duration> {
+    let mut reached = std::collections::BTreeMap::new();
+    while reached.len() < queues.len() {
+        let stats = store
+            .queue_stats(chrono::Utc::now().timestamp())
+            .await
+            .expect("queue figures");
+        for q in queues {
+            if open_rows(&stats, q) == rows {
+                reached.entry(*q).or_insert_with(|| since.elapsed());
+            }
+        }
+        assert!(
+            reached.len() == queues.len() || since.elapsed() < within,
+            "{what} within {within:?}: {stats:?} ({reached:?} were)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    reached
+}
+
 /// Issue 31, scope 2, with real processes: a mail process and a render process are killed
 /// (`kill -9`) while each holds rows of its queues (a link check and a seed message waiting on the
 /// network, a content check waiting on an image), and fresh processes finish each row within 15 s
@@ -589,19 +620,17 @@ fn open_rows(stats: &[store::QueueStat], queue: &str) -> (i64, i64) {
 /// `background/tests/runtime.rs`, with the queue's own lease.)
 #[tokio::test]
 async fn rows_held_by_killed_mail_and_render_processes_are_finished_once_within_15_s() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     // Until the holders are killed, every request waits a minute; after, each is answered at
     // once.
     let released = Arc::new(AtomicBool::new(false));
-    let asked = Arc::new(AtomicUsize::new(0));
-    let (stub_released, stub_asked) = (released.clone(), asked.clone());
+    let stub_released = released.clone();
     let web = testkit::http::HttpStub::start(
         std::net::Ipv4Addr::new(127, 0, 0, 2).into(),
         move |r: testkit::http::Request| {
-            let (released, asked) = (stub_released.clone(), stub_asked.clone());
+            let released = stub_released.clone();
             async move {
-                asked.fetch_add(1, Ordering::SeqCst);
                 if !released.load(Ordering::SeqCst) {
                     tokio::time::sleep(Duration::from_secs(60)).await;
                 }
@@ -618,16 +647,11 @@ async fn rows_held_by_killed_mail_and_render_processes_are_finished_once_within_
     // A DNS server that never answers: the killed mail process's lookups wait on it.
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a silent DNS port");
     let silent_at = silent.local_addr().expect("addr");
-    let dns_asked = Arc::new(AtomicUsize::new(0));
-    {
-        let (silent, dns_asked) = (silent.try_clone().expect("clone"), dns_asked.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 1500];
-            while silent.recv(&mut buf).is_ok() {
-                dns_asked.fetch_add(1, Ordering::SeqCst);
-            }
-        });
-    }
+    // Kept open (and read, so its buffer never fills) until the test ends.
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        while silent.recv(&mut buf).is_ok() {}
+    });
 
     let shared = Shared::new().await;
     shared.make_dkim_key();
@@ -690,26 +714,18 @@ async fn rows_held_by_killed_mail_and_render_processes_are_finished_once_within_
         .await;
     assert_eq!(code, 250, "{text}");
 
-    // Every row held by the processes about to be killed.
     let store = shared.store().await;
     let queues = ["link_checks", "content_checks", "inbound"];
-    let started = Instant::now();
-    loop {
-        let stats = store
-            .queue_stats(chrono::Utc::now().timestamp())
-            .await
-            .expect("stats");
-        if queues.iter().all(|q| open_rows(&stats, q) == (0, 1)) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the rows were not all held: {stats:?}; web asked {}, DNS asked {}",
-            asked.load(Ordering::SeqCst),
-            dns_asked.load(Ordering::SeqCst)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Every row held by the processes about to be killed (a held row is leased, none waits).
+    until_rows(
+        &store,
+        &queues,
+        (0, 1),
+        Instant::now(),
+        Duration::from_secs(30),
+        "the rows were not all held",
+    )
+    .await;
     mail.kill9();
     render.kill9();
     let killed = Instant::now();
@@ -733,23 +749,15 @@ async fn rows_held_by_killed_mail_and_render_processes_are_finished_once_within_
         &[],
     );
     let takers_ready = killed.elapsed();
-    let mut finished = std::collections::BTreeMap::new();
-    while finished.len() < queues.len() {
-        let stats = store
-            .queue_stats(chrono::Utc::now().timestamp())
-            .await
-            .expect("stats");
-        for q in queues {
-            if open_rows(&stats, q) == (0, 0) {
-                finished.entry(q).or_insert_with(|| killed.elapsed());
-            }
-        }
-        assert!(
-            killed.elapsed() < Duration::from_secs(60),
-            "not finished 60 s after the kill: {stats:?} ({finished:?} were)"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let finished = until_rows(
+        &store,
+        &queues,
+        (0, 0),
+        killed,
+        Duration::from_secs(60),
+        "the killed processes' rows were not finished",
+    )
+    .await;
     println!(
         "rows of killed processes finished after: {finished:?} (the new processes were ready after {takers_ready:?})"
     );
@@ -832,24 +840,18 @@ async fn an_svc_send_held_by_a_killed_mail_process_is_sent_once_within_15_s() {
         .as_array()
         .map_or(0, Vec::len);
     assert!(seeds > 1, "the test has several seed addresses");
-    // Held: claimed, and its deliveries wait on the lock.
+
+    // Claimed: it cannot be sent while the lock stands (each delivery's store waits on it).
     let store = shared.store().await;
-    let started = Instant::now();
-    loop {
-        let stats = store
-            .queue_stats(chrono::Utc::now().timestamp())
-            .await
-            .expect("stats");
-        // Claimed: it cannot be sent while the lock stands (each delivery's store waits on it).
-        if open_rows(&stats, "svc_sends") == (0, 1) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the send was not held: {stats:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_rows(
+        &store,
+        &["svc_sends"],
+        (0, 1),
+        Instant::now(),
+        Duration::from_secs(30),
+        "the send was not held",
+    )
+    .await;
     mail.kill9();
     let killed = Instant::now();
     sqlx::query("ROLLBACK")
@@ -862,20 +864,15 @@ async fn an_svc_send_held_by_a_killed_mail_process_is_sent_once_within_15_s() {
         &process_config(&shared, "mail", ""),
         &["--smtp", "127.0.0.1:0"],
     );
-    loop {
-        let stats = store
-            .queue_stats(chrono::Utc::now().timestamp())
-            .await
-            .expect("stats");
-        if open_rows(&stats, "svc_sends") == (0, 0) {
-            break;
-        }
-        assert!(
-            killed.elapsed() < Duration::from_secs(60),
-            "not sent 60 s after the kill: {stats:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_rows(
+        &store,
+        &["svc_sends"],
+        (0, 0),
+        killed,
+        Duration::from_secs(60),
+        "the svc send was not sent",
+    )
+    .await;
     let after = killed.elapsed();
     println!("svc send of a killed mail process finished {after:?} after the kill");
     assert!(
