@@ -55,11 +55,14 @@ fn webkit_processes(renderer: &Renderer, name: &str) -> Vec<u32> {
 }
 
 /// A WebKit-only renderer with one slot, warm, with its one helper and its Xvfb.
-async fn webkit_renderer(dir: &std::path::Path) -> (Renderer, Vec<u32>, Vec<u32>) {
+/// A WebKit renderer with one slot and `render_timeout`, after one render.
+async fn webkit_renderer(
+    dir: &std::path::Path,
+    render_timeout: Duration,
+) -> (Renderer, Vec<u32>, Vec<u32>) {
     let mut cfg = config(dir.to_path_buf(), &[Engine::Webkit]);
     cfg.slots_per_engine = 1;
-    // A stopped helper is found hung after this long.
-    cfg.render_timeout = Duration::from_secs(5);
+    cfg.render_timeout = render_timeout;
     let renderer = start(cfg).await;
     renderer
         .render(request(Engine::Webkit, page("data:,"), 600, 1.0))
@@ -82,7 +85,11 @@ fn a_killed_webkit_xvfb_is_replaced_through_the_pools_restart() {
     let _turn = restart_turn();
     run(async {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (renderer, helpers, xvfb) = webkit_renderer(dir.path()).await;
+        let (renderer, helpers, xvfb) = webkit_renderer(
+            dir.path(),
+            render::RenderConfig::new(dir.path().to_path_buf()).render_timeout,
+        )
+        .await;
         let warm = request(Engine::Webkit, page("data:,"), 600, 1.0);
         let before = restarts(Engine::Webkit);
         for &pid in &xvfb {
@@ -123,7 +130,15 @@ fn webkit_helper_is_replaced_alone_after(signal: procs::Signal) {
     let _turn = restart_turn();
     run(async {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (renderer, helpers, xvfb) = webkit_renderer(dir.path()).await;
+        // A stopped helper is found hung after the render budget: a short one, but not so short
+        // that a fresh helper's first render misses it on a loaded machine. A killed one needs
+        // no budget to be found dead: the service's own.
+        let budget = if signal == procs::Signal::STOP {
+            Duration::from_secs(10)
+        } else {
+            render::RenderConfig::new(dir.path().to_path_buf()).render_timeout
+        };
+        let (renderer, helpers, xvfb) = webkit_renderer(dir.path(), budget).await;
         let warm = request(Engine::Webkit, page("data:,"), 600, 1.0);
         let before = restarts(Engine::Webkit);
         for &pid in &helpers {
