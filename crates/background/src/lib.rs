@@ -215,6 +215,24 @@ impl Loops {
         done.map(|()| true)
     }
 
+    /// One [`Loops::turn`] as `owner`, outside the loops: what a worker's `run_one` (tests draining
+    /// a queue) does, under the same heartbeat as the loops.
+    pub async fn turn_as<C, CF, W, WF, T, E>(
+        &self,
+        owner: &str,
+        claim: C,
+        work: W,
+    ) -> Result<bool, E>
+    where
+        C: FnOnce(Slot) -> CF,
+        CF: Future<Output = Result<Option<(Key, T)>, E>>,
+        W: FnOnce(Slot, Held, T) -> WF,
+        WF: Future<Output = Result<(), E>>,
+    {
+        self.turn(&self.slot(owner, CancellationToken::new()), claim, work)
+            .await
+    }
+
     /// Runs the loops until `cancel`. Each takes [`Loops::turn`]s while rows are due, then waits
     /// for a wake-up, the poll interval or the stop; after an error it waits the error backoff.
     pub async fn run<C, CF, W, WF, T, E>(self, cancel: CancellationToken, claim: C, work: W)

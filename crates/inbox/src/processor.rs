@@ -77,11 +77,9 @@ impl InboundProcessor {
     /// Processes the oldest message that is due (under the heartbeat, as the loops do); `false`
     /// when there is none.
     pub async fn run_one(&self) -> Result<bool, InboxError> {
-        let loops = self.loops(None);
-        let slot = loops.slot(&self.worker, CancellationToken::new());
-        loops
-            .turn(
-                &slot,
+        self.loops(None)
+            .turn_as(
+                &self.worker,
                 |slot| self.claim(slot),
                 |slot, held, row| self.pass(slot, held, row),
             )

@@ -54,11 +54,9 @@ impl SvcSender {
     /// Sends the oldest due test (under the heartbeat, as the loops do); `false` when none is
     /// due. A failed send is recorded on the test (and retried later) and returned as the error.
     pub async fn run_one(&self) -> Result<bool, InboxError> {
-        let loops = self.loops(None);
-        let slot = loops.slot(&self.worker, CancellationToken::new());
-        loops
-            .turn(
-                &slot,
+        self.loops(None)
+            .turn_as(
+                &self.worker,
                 |slot| self.claim(slot),
                 |slot, held, send| self.send_claimed(slot, held, send),
             )

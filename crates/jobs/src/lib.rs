@@ -86,11 +86,9 @@ async fn check_one<W: CheckWorker>(
     owner: &str,
     ready: &Notify,
 ) -> Result<bool, JobError> {
-    let loops = check_loop_set::<W>(store, 1, Arc::new(Notify::new()));
-    let slot = loops.slot(owner, CancellationToken::new());
-    loops
-        .turn(
-            &slot,
+    check_loop_set::<W>(store, 1, Arc::new(Notify::new()))
+        .turn_as(
+            owner,
             |slot| async move { claim_check(worker, &slot, ready).await },
             |slot, held, (test_id, attempt)| async move {
                 worker.check(&slot, &held, test_id, attempt).await

@@ -235,11 +235,9 @@ impl RenderWorker {
     /// Claims and runs one job (under the loops' heartbeat, as [`RenderWorker::run`] does).
     /// Returns false when nothing was due. Public so tests can drain the queue deterministically.
     pub async fn run_one(&self) -> Result<bool, store::StoreError> {
-        let loops = self.loops(None);
-        let slot = loops.slot(&self.config.worker_id, CancellationToken::new());
-        loops
-            .turn(
-                &slot,
+        self.loops(None)
+            .turn_as(
+                &self.config.worker_id,
                 |slot| self.claim(slot),
                 |slot, held, job| self.work(slot, held, job),
             )

@@ -93,11 +93,9 @@ impl DeliveryWorker {
     /// Delivers one due callback as `worker` (under the heartbeat, as the loops do); false when
     /// none is due.
     pub async fn run_one(&self, worker: &str) -> Result<bool, DeliveryError> {
-        let loops = self.loops(1);
-        let slot = loops.slot(worker, CancellationToken::new());
-        loops
-            .turn(
-                &slot,
+        self.loops(1)
+            .turn_as(
+                worker,
                 |slot| async move { self.claim(&slot).await },
                 |slot, held, callback| async move { self.deliver(&slot, &held, callback).await },
             )
