@@ -182,11 +182,24 @@ impl PrivateCluster {
         .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    /// Starts the stopped server again on the same port, with the same data.
+    /// Starts the stopped server again on the same port, with the same data. Tried three times,
+    /// a second apart: after `-m immediate` the old server's last children may still hold the
+    /// port for a moment, and the new postmaster then exits at once ("could not start server").
     pub fn start_again(&self) {
-        self.cluster
-            .pg_ctl_start(self.cluster.port)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let mut failed = Vec::new();
+        for _ in 0..3 {
+            match self.cluster.pg_ctl_start(self.cluster.port) {
+                Ok(()) => return,
+                Err(e) => failed.push(e),
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        let log = std::fs::read_to_string(&self.cluster.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        panic!(
+            "PostgreSQL did not start again: {failed:?}; its log ends with:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
     }
 }
 
