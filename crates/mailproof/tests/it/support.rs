@@ -86,16 +86,18 @@ impl Server {
             .envs(database_env(dir.path()))
             .start()
             .unwrap_or_else(|e| panic!("mailproof serve did not start: {e}"));
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()
-            .expect("http client");
         Server {
             dir,
             base: service.base.clone(),
             service,
-            http,
+            http: api_client(),
         }
+    }
+
+    /// Closes the kept-alive connections of [`Server::call`] (healthz's at least), for tests
+    /// that count the listener's places: each holds one until the server's idle limit.
+    pub fn close_idle_connections(&mut self) {
+        self.http = api_client();
     }
 
     pub fn data_dir(&self) -> PathBuf {
@@ -180,6 +182,13 @@ impl Server {
         self.call("DELETE", path, Some((ADMIN_KEY, ADMIN_PASS)), None)
             .await
     }
+}
+
+fn api_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .expect("http client")
 }
 
 /// Where a test directory keeps its PostgreSQL database's URL.
