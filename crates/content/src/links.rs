@@ -109,6 +109,66 @@ pub fn extract(html: &str) -> Result<Vec<FoundLink>, String> {
     Ok(found.into_inner())
 }
 
+/// A link as a reader sees it: where it goes and the words it shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anchor {
+    pub href: String,
+    /// The link's text (whitespace collapsed) and its images' `alt`, as one string.
+    pub text: String,
+}
+
+/// Every `<a href>` of `html` with its text, in document order (nested tags' text included).
+pub fn anchors(html: &str) -> Result<Vec<Anchor>, String> {
+    let found: RefCell<Vec<Anchor>> = RefCell::new(Vec::new());
+    rewrite_str(
+        html,
+        RewriteStrSettings::new()
+            .append_element_content_handler(element!("a[href]", |el| {
+                found.borrow_mut().push(Anchor {
+                    href: el
+                        .get_attribute("href")
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned(),
+                    text: String::new(),
+                });
+                Ok(())
+            }))
+            .append_element_content_handler(element!("a[href] img[alt]", |el| {
+                if let Some(last) = found.borrow_mut().last_mut() {
+                    last.text.push(' ');
+                    last.text
+                        .push_str(&el.get_attribute("alt").unwrap_or_default());
+                }
+                Ok(())
+            }))
+            // Text handlers see the text inside the element, its descendants' included; links
+            // do not nest, so the text belongs to the last link opened.
+            .append_element_content_handler(lol_html::text!("a[href]", |t| {
+                if let Some(last) = found.borrow_mut().last_mut() {
+                    last.text.push_str(t.as_str());
+                }
+                Ok(())
+            })),
+    )
+    .map_err(|e| format!("the email's HTML could not be read for links: {e}"))?;
+    Ok(found
+        .into_inner()
+        .into_iter()
+        .map(|a| Anchor {
+            // Text chunks come as written: the spaces a reader sees are decoded here.
+            text: ["&nbsp;", "&#160;", "&#xa0;", "&#xA0;"]
+                .iter()
+                .fold(a.text, |t, e| t.replace(e, " "))
+                .replace("&amp;", "&")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+            href: a.href,
+        })
+        .collect())
+}
+
 /// Query parameters that only identify the reader or the campaign to an analytics service.
 const TRACKING_PARAMS: &[&str] = &[
     "fbclid",
@@ -395,6 +455,26 @@ async fn follow(url: &str, policy: &NetPolicy, report: &mut LinkReport) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn anchors_carry_their_text_with_nested_tags_and_image_alts() {
+        let html = r#"<p>Read <a href="https://x.example/a">the <b>whole</b>
+            story</a>. <a href=" https://x.example/u?id=1 "><img src="u.png" alt="Unsubscribe"></a>
+            <a>no href</a> <A HREF="mailto:u@x.example">opt&nbsp;out</A></p>"#;
+        let found = anchors(html).expect("parses");
+        let pairs: Vec<(&str, &str)> = found
+            .iter()
+            .map(|a| (a.href.as_str(), a.text.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("https://x.example/a", "the whole story"),
+                ("https://x.example/u?id=1", "Unsubscribe"),
+                ("mailto:u@x.example", "opt out"),
+            ]
+        );
+    }
 
     fn link(url: &str) -> FoundLink {
         FoundLink {

@@ -12,6 +12,8 @@ pub enum SpamError {
     },
     #[error("invalid spam filter profiles: {0}; fix data/spam-filters.toml")]
     ProfilesInvalid(String),
+    #[error("invalid sender requirements: {0}")]
+    Requirements(String),
     #[error("{0}; svc sends will not verify offline (the key file is damaged: remove it to have a new one made)")]
     OwnDkimRecord(String),
     #[error(

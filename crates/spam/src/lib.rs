@@ -14,6 +14,7 @@ mod error;
 mod filters;
 mod profiles;
 mod report;
+pub mod requirements;
 mod rspamd;
 mod spamd;
 

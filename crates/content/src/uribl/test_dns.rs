@@ -1,6 +1,7 @@
-//! A DNS server on loopback that answers A queries from a fixed table, for tests of the lookups
-//! mailproof makes (URI blocklists, and the built-in filter's use of them). Every other name is
-//! NXDOMAIN. Stops when dropped.
+//! A DNS server on loopback that answers A, TXT and PTR queries from a fixed table, for tests of
+//! the lookups mailproof makes (URI blocklists, the built-in filter's use of them, SPF, DKIM,
+//! DMARC and reverse DNS for the sender requirements). A name in the table without a record of
+//! the asked type answers empty; every other name is NXDOMAIN. Stops when dropped.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -9,11 +10,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hickory_resolver::proto::op::{Message, ResponseCode};
-use hickory_resolver::proto::rr::rdata::A;
+use hickory_resolver::proto::rr::rdata::{A, PTR, TXT};
+use hickory_resolver::proto::rr::Name;
 use hickory_resolver::proto::rr::{RData, Record, RecordType};
 use tokio::net::UdpSocket;
 
 use crate::dns::DnsMode;
+
+/// One record of the table.
+#[derive(Debug, Clone)]
+pub enum TestRecord {
+    A(Ipv4Addr),
+    /// A TXT record; strings longer than 255 bytes are split as DNS requires.
+    Txt(String),
+    /// A PTR record (the name without the trailing dot).
+    Ptr(String),
+}
 
 pub struct BlocklistDns {
     addr: SocketAddr,
@@ -24,10 +36,23 @@ pub struct BlocklistDns {
 impl BlocklistDns {
     /// Serves `records` (names without the trailing dot, any case) on a loopback UDP port.
     pub async fn start<'a>(records: impl IntoIterator<Item = (&'a str, Ipv4Addr)>) -> BlocklistDns {
-        let table: HashMap<String, Ipv4Addr> = records
-            .into_iter()
-            .map(|(name, a)| (name.to_ascii_lowercase(), a))
-            .collect();
+        BlocklistDns::serve(
+            records
+                .into_iter()
+                .map(|(name, a)| (name.to_owned(), TestRecord::A(a))),
+        )
+        .await
+    }
+
+    /// Serves `records` of any type; a name may have several.
+    pub async fn serve(records: impl IntoIterator<Item = (String, TestRecord)>) -> BlocklistDns {
+        let mut table: HashMap<String, Vec<TestRecord>> = HashMap::new();
+        for (name, record) in records {
+            table
+                .entry(name.trim_end_matches('.').to_ascii_lowercase())
+                .or_default()
+                .push(record);
+        }
         let socket = UdpSocket::bind("127.0.0.1:0")
             .await
             .expect("bind a loopback UDP port for the test DNS server");
@@ -77,7 +102,7 @@ impl Drop for BlocklistDns {
     }
 }
 
-fn answer(request: &[u8], table: &HashMap<String, Ipv4Addr>) -> Option<Vec<u8>> {
+fn answer(request: &[u8], table: &HashMap<String, Vec<TestRecord>>) -> Option<Vec<u8>> {
     let request = Message::from_vec(request).ok()?;
     let mut reply = Message::response(request.metadata.id, request.metadata.op_code);
     reply.metadata.recursion_desired = request.metadata.recursion_desired;
@@ -88,15 +113,29 @@ fn answer(request: &[u8], table: &HashMap<String, Ipv4Addr>) -> Option<Vec<u8>> 
         .to_ascii()
         .trim_end_matches('.')
         .to_ascii_lowercase();
-    let found = table.get(&name).copied();
     let qtype = query.query_type();
     reply.add_query(query.clone());
-    match found {
-        Some(a) if qtype == RecordType::A => {
-            reply.add_answer(Record::from_rdata(query.name().clone(), 60, RData::A(A(a))));
-        }
-        Some(_) => {}
-        None => reply.metadata.response_code = ResponseCode::NXDomain,
+    let Some(records) = table.get(&name) else {
+        reply.metadata.response_code = ResponseCode::NXDomain;
+        return reply.to_vec().ok();
+    };
+    for record in records {
+        let data = match (record, qtype) {
+            (TestRecord::A(a), RecordType::A) => RData::A(A(*a)),
+            (TestRecord::Txt(text), RecordType::TXT) => {
+                let chunks = text
+                    .as_bytes()
+                    .chunks(255)
+                    .map(|c| String::from_utf8_lossy(c).into_owned())
+                    .collect::<Vec<_>>();
+                RData::TXT(TXT::new(chunks))
+            }
+            (TestRecord::Ptr(host), RecordType::PTR) => {
+                RData::PTR(PTR(Name::from_ascii(format!("{host}.")).ok()?))
+            }
+            _ => continue,
+        };
+        reply.add_answer(Record::from_rdata(query.name().clone(), 60, data));
     }
     reply.to_vec().ok()
 }

@@ -41,7 +41,10 @@ const OFFLINE_DEADLINE: Duration = Duration::from_secs(5);
 /// clone of the checker. Given to mail-auth as its TXT cache: a name found here is never looked
 /// up; every other lookup goes to the resolver, which keeps its own cache.
 #[derive(Clone, Default)]
-pub(crate) struct OwnKeys(Arc<RwLock<HashMap<Box<str>, Txt>>>);
+pub(crate) struct OwnKeys(Arc<RwLock<HashMap<Box<str>, OwnKey>>>);
+
+/// One of our keys: parsed for mail-auth, and as published (to measure it).
+type OwnKey = (Txt, String);
 
 impl OwnKeys {
     pub(crate) fn answer(&self, record: &DkimTxtRecord) -> Result<(), String> {
@@ -50,8 +53,17 @@ impl OwnKeys {
         self.0
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(record.fqdn().into(), Txt::from(key));
+            .insert(record.fqdn().into(), (Txt::from(key), record.value.clone()));
         Ok(())
+    }
+
+    /// The record's text as published, for `name` (rooted, lowercase) when it is ours.
+    pub(crate) fn raw(&self, name: &str) -> Option<String> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .map(|(_, raw)| raw.clone())
     }
 }
 
@@ -65,7 +77,7 @@ impl ResolverCache<Box<str>, Txt> for OwnKeys {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
-            .cloned()
+            .map(|(txt, _)| txt.clone())
     }
 
     // Our keys stay for the process's life; answers from DNS are not kept here.
@@ -78,6 +90,13 @@ impl ResolverCache<Box<str>, Txt> for OwnKeys {
     }
 
     fn insert(&self, _key: Box<str>, _value: Txt, _valid_until: Instant) {}
+}
+
+pub(crate) struct Lookups<'a> {
+    pub authenticator: Option<&'a MessageAuthenticator>,
+    pub offline: Option<&'static str>,
+    pub own_keys: &'a OwnKeys,
+    pub deadline: Duration,
 }
 
 #[derive(Clone)]
@@ -132,6 +151,17 @@ impl AuthChecker {
             own_keys: OwnKeys::default(),
             deadline: OFFLINE_DEADLINE,
             unavailable,
+        }
+    }
+
+    /// What the sender-requirements check looks names up with: the resolver (`None` when it
+    /// could not be built), why there is no DNS (`Some` offline), our own keys and the deadline.
+    pub(crate) fn lookups(&self) -> Lookups<'_> {
+        Lookups {
+            authenticator: self.authenticator.as_ref(),
+            offline: self.offline.then_some(self.unavailable),
+            own_keys: &self.own_keys,
+            deadline: self.deadline,
         }
     }
 

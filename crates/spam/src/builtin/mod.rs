@@ -1,7 +1,7 @@
 //! mailproof's own analyzer: SPF/DKIM/DMARC with mail-auth, header and MIME sanity and content
 //! heuristics with mail-parser. Every check that fires adds a named rule with a score.
 
-mod auth;
+pub(crate) mod auth;
 mod content;
 mod headers;
 mod html;
@@ -47,6 +47,10 @@ impl BuiltinAnalyzer {
         self.auth
             .answer_for(record)
             .map_err(SpamError::OwnDkimRecord)
+    }
+
+    pub(crate) fn auth(&self) -> &auth::AuthChecker {
+        &self.auth
     }
 
     /// Runs every check on `message` as received from `env`.

@@ -1,0 +1,371 @@
+//! Will it arrive: the large mailbox providers' published sender requirements (Gmail, Yahoo/AOL,
+//! Microsoft's consumer domains), checked on the mail a spam test received. The rules, which
+//! provider asks for which and where it says so live in `data/sender-requirements.toml`
+//! ([`SenderRequirements::load`]); this module decides each rule once per message
+//! ([`observe`](facts::observe)) and turns the findings into one card per provider ([`Report`]).
+//!
+//! A rule is `pass` only when it was verified: without DNS, or when a lookup does not answer,
+//! it is `not_checked` with the reason, never a pass. Rules about the sending infrastructure
+//! (SPF, reverse DNS, TLS, the DKIM key) are `not_applicable` to the `svc` method, where mailproof
+//! itself sent the copy the filters saw.
+
+mod facts;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use facts::Arrival;
+
+use crate::builtin::BuiltinAnalyzer;
+use crate::SpamError;
+
+/// The code that decides a rule; the data file names it in `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, strum::EnumIter)]
+#[serde(rename_all = "kebab-case")]
+pub enum Check {
+    SpfPass,
+    DkimPass,
+    DkimKeySize,
+    DmarcRecord,
+    DmarcAligned,
+    FromOwnDomain,
+    ReverseDns,
+    Tls,
+    Rfc5322,
+    OneClickUnsubscribe,
+    VisibleUnsubscribe,
+    MessageSize,
+}
+
+/// How firmly a provider asks for a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Need {
+    /// Mail breaking it is rejected or sent to spam.
+    Required,
+    /// A published best practice.
+    Recommended,
+}
+
+/// One rule's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Fail,
+    NotApplicable,
+    /// Not verified (no DNS, a lookup that did not answer); says why in `seen`.
+    NotChecked,
+}
+
+/// What a provider would do with the message, from its required rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderVerdict {
+    /// Every required rule passes (or does not apply).
+    Meets,
+    /// A required rule fails.
+    WouldReject,
+    /// No required rule fails, but some could not be checked.
+    NotChecked,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provider {
+    pub id: String,
+    pub name: String,
+    /// The provider's own mail domains: a From address there is not the sender's to use.
+    pub domains: Vec<String>,
+    pub enforcement: String,
+    pub source: String,
+    pub max_message_bytes: u64,
+    pub max_message_source: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    pub id: String,
+    pub check: Check,
+    pub title: String,
+    pub fix: String,
+    /// Provider id → how firmly it asks.
+    pub applies: BTreeMap<String, Need>,
+    /// Provider id → where it says so.
+    pub sources: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    provider: Vec<Provider>,
+    rule: Vec<RuleSpec>,
+}
+
+/// The providers and rules of `data/sender-requirements.toml`, validated.
+#[derive(Debug, Clone)]
+pub struct SenderRequirements {
+    providers: Vec<Provider>,
+    rules: Vec<RuleSpec>,
+}
+
+impl SenderRequirements {
+    pub fn load(path: &Path) -> Result<SenderRequirements, SpamError> {
+        let bad = |why: String| {
+            SpamError::Requirements(format!("{}: {why}; fix the file", path.display()))
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        SenderRequirements::parse(&text).map_err(bad)
+    }
+
+    /// Parses and validates the file's text: unique ids, every rule asked for by a known provider
+    /// with a source for each, https sources, a size limit per provider.
+    pub fn parse(text: &str) -> Result<SenderRequirements, String> {
+        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut ids = HashSet::new();
+        for p in &file.provider {
+            if !ids.insert(p.id.as_str()) {
+                return Err(format!("provider {:?} is listed twice", p.id));
+            }
+            if p.max_message_bytes == 0 || p.domains.is_empty() {
+                return Err(format!(
+                    "provider {:?} needs its mail domains and a size limit",
+                    p.id
+                ));
+            }
+            https(&p.source, &p.id)?;
+            https(&p.max_message_source, &p.id)?;
+        }
+        let mut rule_ids = HashSet::new();
+        for r in &file.rule {
+            if !rule_ids.insert(r.id.as_str()) {
+                return Err(format!("rule {:?} is listed twice", r.id));
+            }
+            if r.applies.is_empty() {
+                return Err(format!("rule {:?} is asked for by no provider", r.id));
+            }
+            for provider in r.applies.keys() {
+                if !ids.contains(provider.as_str()) {
+                    return Err(format!(
+                        "rule {:?} names provider {provider:?}, which is not listed",
+                        r.id
+                    ));
+                }
+                let source = r
+                    .sources
+                    .get(provider)
+                    .ok_or_else(|| format!("rule {:?} gives no source for {provider:?}", r.id))?;
+                https(source, &r.id)?;
+            }
+            if let Some(extra) = r.sources.keys().find(|p| !r.applies.contains_key(*p)) {
+                return Err(format!(
+                    "rule {:?} has a source for {extra:?}, which does not ask for it",
+                    r.id
+                ));
+            }
+        }
+        Ok(SenderRequirements {
+            providers: file.provider,
+            rules: file.rule,
+        })
+    }
+
+    pub fn providers(&self) -> &[Provider] {
+        &self.providers
+    }
+
+    pub fn rules(&self) -> &[RuleSpec] {
+        &self.rules
+    }
+
+    /// Every provider's mail domains, lowercase.
+    fn provider_domains(&self) -> Vec<(String, &str)> {
+        self.providers
+            .iter()
+            .flat_map(|p| {
+                p.domains
+                    .iter()
+                    .map(move |d| (d.to_ascii_lowercase(), p.name.as_str()))
+            })
+            .collect()
+    }
+
+    /// Checks `message` as it arrived and gives one card per provider. DNS lookups go through
+    /// `analyzer`'s resolver (the service's one DNS setting) and its own DKIM keys.
+    pub async fn check(
+        &self,
+        analyzer: &BuiltinAnalyzer,
+        message: &[u8],
+        arrival: &Arrival,
+    ) -> Report {
+        let findings = facts::observe(analyzer, message, arrival, &self.provider_domains()).await;
+        self.report(&findings, message.len() as u64, arrival)
+    }
+
+    fn report(&self, findings: &HashMap<Check, Finding>, size: u64, arrival: &Arrival) -> Report {
+        let providers = self
+            .providers
+            .iter()
+            .map(|p| {
+                let rules: Vec<RuleReport> = self
+                    .rules
+                    .iter()
+                    .filter_map(|r| {
+                        let need = *r.applies.get(&p.id)?;
+                        let finding = if r.check == Check::MessageSize {
+                            size_finding(size, p)
+                        } else {
+                            findings.get(&r.check).cloned().unwrap_or_else(|| Finding {
+                                status: Status::NotChecked,
+                                seen: "not decided for this message".into(),
+                            })
+                        };
+                        Some(RuleReport {
+                            rule: r.id.clone(),
+                            title: r.title.clone(),
+                            need,
+                            status: finding.status,
+                            seen: finding.seen,
+                            fix: (finding.status == Status::Fail).then(|| r.fix.clone()),
+                            source: r.sources.get(&p.id).cloned().unwrap_or_default(),
+                        })
+                    })
+                    .collect();
+                ProviderReport::new(p, rules)
+            })
+            .collect();
+        Report {
+            method: arrival.method.as_str().to_owned(),
+            providers,
+        }
+    }
+}
+
+fn https(url: &str, what: &str) -> Result<(), String> {
+    if url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what:?} has a source that is not an https URL: {url:?}"
+        ))
+    }
+}
+
+fn size_finding(size: u64, p: &Provider) -> Finding {
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / (1024.0 * 1024.0));
+    let seen = format!(
+        "{} of at most {} ({})",
+        mb(size),
+        mb(p.max_message_bytes),
+        p.max_message_source
+    );
+    Finding {
+        status: if size <= p.max_message_bytes {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        seen,
+    }
+}
+
+/// What was seen for one rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub status: Status,
+    pub seen: String,
+}
+
+/// The sender-requirements report of one message: a card per provider.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The spam test's method (`seed`, `smtp`, `svc`): which rules could apply.
+    pub method: String,
+    pub providers: Vec<ProviderReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderReport {
+    pub provider: String,
+    pub name: String,
+    pub verdict: ProviderVerdict,
+    /// One line for the card: "Gmail: would reject — …".
+    pub summary: String,
+    pub enforcement: String,
+    pub source: String,
+    pub rules: Vec<RuleReport>,
+}
+
+impl ProviderReport {
+    fn new(p: &Provider, rules: Vec<RuleReport>) -> ProviderReport {
+        let required = |s: Status| {
+            rules
+                .iter()
+                .filter(move |r| r.need == Need::Required && r.status == s)
+        };
+        let failed: Vec<&RuleReport> = required(Status::Fail).collect();
+        let unchecked: Vec<&RuleReport> = required(Status::NotChecked).collect();
+        let advice = rules
+            .iter()
+            .filter(|r| r.need == Need::Recommended && r.status == Status::Fail)
+            .count();
+        let (verdict, summary) = if let Some(first) = failed.first() {
+            let more = match failed.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            };
+            (
+                ProviderVerdict::WouldReject,
+                format!("{}: would reject — {}{more}", p.name, first.seen),
+            )
+        } else if let Some(first) = unchecked.first() {
+            (
+                ProviderVerdict::NotChecked,
+                format!(
+                    "{}: not fully checked — {} rule(s) could not be verified ({})",
+                    p.name,
+                    unchecked.len(),
+                    first.seen
+                ),
+            )
+        } else {
+            let tail = match advice {
+                0 => String::new(),
+                n => format!("; {n} recommendation(s) not met"),
+            };
+            (
+                ProviderVerdict::Meets,
+                format!("{}: meets the sender requirements{tail}", p.name),
+            )
+        };
+        ProviderReport {
+            provider: p.id.clone(),
+            name: p.name.clone(),
+            verdict,
+            summary,
+            enforcement: p.enforcement.clone(),
+            source: p.source.clone(),
+            rules,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RuleReport {
+    pub rule: String,
+    pub title: String,
+    pub need: Need,
+    pub status: Status,
+    /// What was seen, in words; for `not_checked`, why not.
+    pub seen: String,
+    /// The fix in one sentence, for a failed rule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    pub source: String,
+}
+
+#[cfg(test)]
+mod tests;
