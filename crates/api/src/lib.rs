@@ -171,6 +171,10 @@ fn api_routes() -> Router<AppState> {
             "/{version}/email/tests/{id}/spam/seedlist",
             get(spam::email_spam_seedlist),
         )
+        .route(
+            "/{version}/email/tests/{id}/spam/requirements",
+            get(spam::email_spam_requirements),
+        )
         .route("/{version}/email/clients", get(clients::list_clients))
         .route(
             "/{version}/email/clients/default",
@@ -188,6 +192,10 @@ fn api_routes() -> Router<AppState> {
         .route(
             "/{version}/spam/tests/{id}/seedlist",
             get(spam::spam_test_seedlist),
+        )
+        .route(
+            "/{version}/spam/tests/{id}/requirements",
+            get(spam::spam_test_requirements),
         )
         .route("/{version}/spam/seedlist", get(spam::reserve_seedlist))
         .route(

@@ -218,6 +218,12 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     ),
     (
         "get",
+        "/v5/email/tests/{test_id}/spam/requirements",
+        "Sender requirements (extension): one card per mailbox provider (Gmail, Yahoo/AOL, Microsoft consumer domains) with its verdict (meets, would_reject, not_checked) and each rule's status (pass, fail, not_applicable, not_checked), what was seen, the fix and the provider's source; status pending until the first message reaches a seed address",
+        &[],
+    ),
+    (
+        "get",
         "/v5/email/clients",
         "Email clients: every profile, and every alias id of existing v5 tools as its own entry with `alias_of` naming its profile",
         &[],
@@ -262,6 +268,12 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
         "get",
         "/v5/spam/tests/{test_id}/seedlist",
         "Seed list of a spam test",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/spam/tests/{test_id}/requirements",
+        "Sender requirements (extension): one card per mailbox provider (Gmail, Yahoo/AOL, Microsoft consumer domains) with its verdict (meets, would_reject, not_checked) and each rule's status (pass, fail, not_applicable, not_checked), what was seen, the fix and the provider's source; status pending until the first message reaches a seed address",
         &[],
     ),
     ("get", "/v5/spam/seedlist", "Reserve a seed list", &[]),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use background::{Held, Loops, Slot};
 use domain::Catalog;
+use spam::requirements::Arrival;
 use spam::{Envelope, SpamError, SpamFilters};
 use store::{InboundRow, Key, Outcome, SpamUpdate, Store, StoreError, INBOUND};
 use tokio::sync::Notify;
@@ -265,6 +266,7 @@ impl InboundProcessor {
                 return Ok(Step::WaitForTest);
             }
         };
+        self.check_requirements(row, rcpt, &test_id).await?;
         let unanswered = self.store.unanswered_spam_clients(&test_id).await?;
         if !unanswered.contains(&profile.client) {
             tracing::debug!(
@@ -320,6 +322,60 @@ impl InboundProcessor {
             "spam verdict recorded"
         );
         Ok(Step::Done)
+    }
+
+    /// The providers' sender requirements on the first message processed for `test_id`; the
+    /// others are copies of the same mail to other seed addresses and change nothing.
+    async fn check_requirements(
+        &self,
+        row: &InboundRow,
+        rcpt: &str,
+        test_id: &str,
+    ) -> Result<(), InboxError> {
+        if self.store.sender_requirements(test_id).await?.is_some() {
+            return Ok(());
+        }
+        let Some(method) = self
+            .store
+            .test_any_account(test_id)
+            .await?
+            .and_then(|t| t.spam_method)
+        else {
+            return Ok(());
+        };
+        let arrival = Arrival {
+            method,
+            envelope: envelope(row, rcpt),
+            tls: smtp::received_with_tls(&row.data),
+        };
+        let Some(report) = self.filters.sender_requirements(&row.data, &arrival).await else {
+            return Ok(());
+        };
+        let json = match serde_json::to_string(&report) {
+            Ok(json) => json,
+            Err(e) => {
+                tracing::error!(test_id, error = %e, "the sender-requirements report does not serialize; the test goes without it");
+                return Ok(());
+            }
+        };
+        if self
+            .store
+            .record_sender_requirements(test_id, &json, unix_now())
+            .await?
+        {
+            let verdicts: Vec<String> = report
+                .providers
+                .iter()
+                .map(|p| format!("{}={:?}", p.provider, p.verdict))
+                .collect();
+            tracing::info!(
+                inbound_id = row.id,
+                test_id,
+                verdicts = verdicts.join(" "),
+                "sender requirements checked"
+            );
+        }
+        Ok(())
     }
 
     async fn auto_inbox(

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use content::dns::DnsMode;
 use content::uribl::UriblLookup;
+use spam::requirements::SenderRequirements;
 use spam::{
     DaemonConfig, DaemonState, FilterAddresses, FilterProfiles, FilterStatus, FilterSupervisor,
     SpamFilters,
@@ -50,6 +51,8 @@ pub struct MailConfig {
     pub inbox: InboxConfig,
     /// The filter profiles (`spam-filters.toml`).
     pub profiles: PathBuf,
+    /// The mailbox providers' sender requirements (`sender-requirements.toml`).
+    pub requirements: PathBuf,
     pub dns: DnsMode,
     /// The data directory: the daemons' work dir (`filters/`) and the default DKIM key
     /// (`dkim.pem`) are kept there.
@@ -94,6 +97,7 @@ impl MailService {
         smtp_listener: tokio::net::TcpListener,
     ) -> Result<MailService, InboxError> {
         let profiles = filter_profiles(&config)?;
+        let requirements = SenderRequirements::load(&config.requirements)?;
         let dns_mode = config.dns.clone();
         let uribl = UriblLookup::new(profiles.uribl_zones().to_vec(), &dns_mode);
         let names: Vec<String> = profiles.all().iter().map(|p| p.client.clone()).collect();
@@ -158,11 +162,10 @@ impl MailService {
             daemon_cfg.rspamd_program = program.clone();
         }
         // Shared with the svc sender, which gives it the key it signs with (see below).
-        let filters = Arc::new(SpamFilters::with_dns(
-            profiles,
-            &FilterAddresses::default(),
-            dns_mode.clone(),
-        ));
+        let filters = Arc::new(
+            SpamFilters::with_dns(profiles, &FilterAddresses::default(), dns_mode.clone())
+                .with_requirements(requirements),
+        );
         let processor_filters = filters.clone();
         let processor_store = store.clone();
         let mut processor_stop = stop_rx.clone();

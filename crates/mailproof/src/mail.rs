@@ -23,6 +23,7 @@ pub fn config(settings: &Settings) -> MailConfig {
             reprocess_quota: settings.reprocess_quota,
         },
         profiles: settings.resources.join("spam-filters.toml"),
+        requirements: settings.resources.join("sender-requirements.toml"),
         dns: settings.dns.mode(),
         data_dir: settings.data_dir.clone(),
         dkim_key_file: settings.keys.dkim_key_file.clone(),

@@ -13,6 +13,8 @@ mod outbound;
 
 pub use dkim::DkimSigner;
 pub use error::{SendError, SinkError, SmtpError};
-pub use inbound::{serve, InboundMessage, MailSink, RcptDecision, SmtpConfig, TlsFiles};
+pub use inbound::{
+    received_with_tls, serve, InboundMessage, MailSink, RcptDecision, SmtpConfig, TlsFiles,
+};
 pub use message::build_message;
 pub use outbound::{deliver_local, send_via, Secure, SmtpInfo};

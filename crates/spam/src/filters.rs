@@ -10,6 +10,7 @@ use crate::builtin::{BuiltinAnalyzer, DnsMode};
 use crate::daemons::{DaemonState, FilterAddresses, FilterStatus};
 use crate::profiles::{EngineKind, FilterProfile, FilterProfiles, FilterType};
 use crate::report::EngineReport;
+use crate::requirements::{Arrival, Report, SenderRequirements};
 use crate::rspamd::RspamdClient;
 use crate::spamd::SpamdClient;
 use crate::SpamError;
@@ -73,6 +74,8 @@ impl<T> Clone for Engine<T> {
 /// the daemons' state through [`SpamFilters::update`].
 pub struct SpamFilters {
     profiles: FilterProfiles,
+    /// The providers' sender requirements; `None` until given ([`SpamFilters::with_requirements`]).
+    requirements: Option<SenderRequirements>,
     spamd: RwLock<Engine<SpamdClient>>,
     rspamd: RwLock<Engine<RspamdClient>>,
     builtin: BuiltinAnalyzer,
@@ -148,10 +151,24 @@ impl SpamFilters {
         let uribl = UriblLookup::new(profiles.uribl_zones().to_vec(), &dns);
         SpamFilters {
             profiles,
+            requirements: None,
             spamd: RwLock::new(spamd_engine(addresses.spamd)),
             rspamd: RwLock::new(rspamd_engine(addresses.rspamd)),
             builtin: BuiltinAnalyzer::new(dns, uribl),
         }
+    }
+
+    /// Checks the providers' sender requirements too ([`SpamFilters::sender_requirements`]).
+    pub fn with_requirements(mut self, requirements: SenderRequirements) -> SpamFilters {
+        self.requirements = Some(requirements);
+        self
+    }
+
+    /// The sender-requirements report of `message` as it arrived, through the built-in
+    /// analyzer's resolver and own keys; `None` when no requirements were given.
+    pub async fn sender_requirements(&self, message: &[u8], arrival: &Arrival) -> Option<Report> {
+        let requirements = self.requirements.as_ref()?;
+        Some(requirements.check(&self.builtin, message, arrival).await)
     }
 
     /// The built-in analyzer verifies signatures by `record`'s key without DNS (our own sends).

@@ -22,6 +22,7 @@ pub const CONTENT_TABLES: &[&str] = &[
     "spam_results",
     "link_checks",
     "content_checks",
+    "sender_requirements",
 ];
 
 /// Tables with a `test_id` that retention leaves: metadata (spec §8 keeps it) and what holds no

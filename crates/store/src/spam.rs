@@ -243,3 +243,36 @@ impl Store {
         .await?)
     }
 }
+
+impl Store {
+    /// Keeps the sender-requirements report of `test_id` (JSON) unless it has one: the first
+    /// message processed for a test decides it. `false` when one was there already.
+    pub async fn record_sender_requirements(
+        &self,
+        test_id: &str,
+        report: &str,
+        now: i64,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "INSERT INTO sender_requirements (test_id, report, checked_at) VALUES ($1, $2, $3)
+             ON CONFLICT (test_id) DO NOTHING",
+        )
+        .bind(test_id)
+        .bind(report)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The sender-requirements report of `test_id` and when it was made, once there is one.
+    pub async fn sender_requirements(&self, test_id: &str) -> Result<Option<(String, i64)>> {
+        let row =
+            sqlx::query("SELECT report, checked_at FROM sender_requirements WHERE test_id = $1")
+                .bind(test_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        row.map(|r| Ok((r.try_get("report")?, r.try_get("checked_at")?)))
+            .transpose()
+    }
+}

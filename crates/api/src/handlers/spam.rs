@@ -32,6 +32,22 @@ async fn results_of(state: &AppState, test: &TestRow) -> ApiResult<Json<Value>> 
     )))
 }
 
+/// The providers' sender requirements on the mail the test received (a mailproof addition): one
+/// card per provider, written when the first message reaches a seed address.
+async fn requirements_of(state: &AppState, test: &TestRow) -> ApiResult<Json<Value>> {
+    let Some((report, checked_at)) = state.store.sender_requirements(&test.id).await? else {
+        return Ok(Json(json!({
+            "status": "pending",
+            "message": "checked when the test's message reaches the first seed address",
+        })));
+    };
+    let mut body: Value = serde_json::from_str(&report)
+        .map_err(|e| ApiError::internal("reading a stored sender-requirements report", e))?;
+    body["status"] = json!("complete");
+    body["checked_at"] = json!(checked_at);
+    Ok(Json(body))
+}
+
 fn seed_addresses(state: &AppState, test: &TestRow) -> ApiResult<Json<Value>> {
     let key = match (test.spam_method, &test.seed_key) {
         (Some(SpamMethod::Seed), Some(k)) => k,
@@ -66,6 +82,15 @@ pub async fn spam_test_results(
     results_of(&state, &test).await
 }
 
+pub async fn spam_test_requirements(
+    State(state): State<AppState>,
+    caller: Authed,
+    Path((_, id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let test = owned_test(&state, &caller, &id, TestKind::Spam).await?;
+    requirements_of(&state, &test).await
+}
+
 pub async fn delete_spam_test(
     State(state): State<AppState>,
     caller: Authed,
@@ -90,16 +115,31 @@ fn no_spam() -> ApiError {
     )
 }
 
+/// The caller's email test `id`, when it ran with spam processing.
+async fn email_test_with_spam(state: &AppState, caller: &Authed, id: &str) -> ApiResult<TestRow> {
+    let test = owned_test(state, caller, id, TestKind::Email).await?;
+    if test.spam_method.is_none() {
+        return Err(no_spam());
+    }
+    Ok(test)
+}
+
 pub async fn email_spam_results(
     State(state): State<AppState>,
     caller: Authed,
     Path((_, id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let test = owned_test(&state, &caller, &id, TestKind::Email).await?;
-    if test.spam_method.is_none() {
-        return Err(no_spam());
-    }
+    let test = email_test_with_spam(&state, &caller, &id).await?;
     results_of(&state, &test).await
+}
+
+pub async fn email_spam_requirements(
+    State(state): State<AppState>,
+    caller: Authed,
+    Path((_, id)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let test = email_test_with_spam(&state, &caller, &id).await?;
+    requirements_of(&state, &test).await
 }
 
 pub async fn email_spam_seedlist(

@@ -32,6 +32,7 @@ mod rendering;
 mod reprocess_quota;
 mod roles;
 mod s3_storage;
+mod sender_requirements;
 mod spam_e2e;
 mod spam_tests;
 mod ssrf;

@@ -67,6 +67,28 @@ pub struct InboundMessage {
     pub received_at: chrono::DateTime<chrono::Utc>,
 }
 
+/// Whether the hop into this service used TLS, from the `Received:` header this listener puts
+/// on top of every message it stores (`with ESMTPS`, RFC 3848, when STARTTLS was used). `None`
+/// when the message does not start with such a header (it did not come through this listener).
+pub fn received_with_tls(message: &[u8]) -> Option<bool> {
+    let head = message.get(..message.len().min(2048))?;
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n");
+    let first = lines.next()?;
+    if !first.get(..9)?.eq_ignore_ascii_case("received:") {
+        return None;
+    }
+    let folded = lines.take_while(|l| l.starts_with([' ', '\t']));
+    let header: String = std::iter::once(first)
+        .chain(folded)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut words = header.split_whitespace();
+    words.find(|w| w.eq_ignore_ascii_case("with"))?;
+    let protocol = words.next()?.to_ascii_uppercase();
+    Some(protocol.starts_with("ESMTPS") || protocol.starts_with("UTF8SMTPS"))
+}
+
 /// PEM files for STARTTLS.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {

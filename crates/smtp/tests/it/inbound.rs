@@ -63,6 +63,15 @@ async fn stored_message_starts_with_a_received_header() {
         "the header carries the id we replied with: {received}"
     );
     assert!(received.contains("for <a@seed.test>;"), "{received}");
+    assert_eq!(
+        smtp::received_with_tls(&stored[0].data),
+        Some(false),
+        "the trace says the hop had no TLS"
+    );
+    assert_eq!(
+        smtp::received_with_tls(b"From: s@example.org\r\n\r\nno trace of ours"),
+        None
+    );
     let date = received.rsplit("\r\n\t").next().expect("a date line");
     chrono::DateTime::parse_from_rfc2822(date.trim()).expect("an RFC 2822 date");
     server.stop().await;
@@ -506,6 +515,7 @@ async fn starttls_upgrades_the_session_and_marks_it_esmtps() {
     let stored = server.sink.stored();
     let data = String::from_utf8_lossy(&stored[0].data);
     assert!(data.contains("with ESMTPS id"), "{data}");
+    assert_eq!(smtp::received_with_tls(&stored[0].data), Some(true));
     server.stop().await;
 }
 
