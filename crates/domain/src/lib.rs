@@ -14,6 +14,7 @@ pub mod dkim;
 pub mod ids;
 pub mod plan;
 pub mod queue;
+pub mod requirements;
 pub mod seed;
 pub mod signing;
 pub mod spelling;

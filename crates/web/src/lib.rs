@@ -12,6 +12,7 @@
 // allocation on the error path.
 #![allow(clippy::result_large_err)]
 
+mod arrival;
 mod campaigns;
 mod clickmap;
 mod contentchecks;

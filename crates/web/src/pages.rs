@@ -566,6 +566,10 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
         Ok(s) => s,
         Err(e) => return Err(internal("reading spam results failed", e)),
     };
+    let arrival = match crate::arrival::section(state, t).await {
+        Ok(a) => a,
+        Err(e) => return Err(internal("reading the sender requirements failed", e)),
+    };
     let finished = clients.iter().filter(|c| c.status.is_final()).count();
     let shares = match scope.owner.and_then(|v| v.caller.account()) {
         Some(a) => match state.app.store.shares_of_test(a.id, &t.id).await {
@@ -633,6 +637,7 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
             @if let Some(p) = &pick { (p) }
         }
         (spam_section(&spam))
+        @if let Some(a) = &arrival { (a) }
         @if let Some(v) = scope.owner {
             section aria-labelledby="share-h" id="share" {
                 h2 id="share-h" { "Share a proof" }
@@ -749,6 +754,11 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
         })
         .collect();
     let spam_pending = spam.iter().any(|r| r.spam.is_none());
+    let arrival = match crate::arrival::section(state, test).await {
+        Ok(a) => a,
+        Err(e) => return internal("reading the sender requirements failed", e),
+    };
+    let arrival_pending = crate::arrival::pending(&arrival);
     (
         [(header::CACHE_CONTROL, "no-store")],
         Json(json!({
@@ -756,7 +766,9 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
             "finished": finished,
             "clients": list,
             "spam": verdicts,
-            "pending": finished < clients.len() || spam_pending,
+            // The section whole once the requirements are checked, for app.js to put in place.
+            "arrival": arrival.filter(|_| !arrival_pending).map(|m| m.into_string()),
+            "pending": finished < clients.len() || spam_pending || arrival_pending,
         })),
     )
         .into_response()

@@ -41,7 +41,7 @@
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (s) {
         if (!s) return;
-        var seen = JSON.stringify([s.finished, s.spam]);
+        var seen = JSON.stringify([s.finished, s.spam, !!s.arrival]);
         var unchanged = seen === lastSeen;
         lastSeen = seen;
         s.clients.forEach(function (c) {
@@ -49,6 +49,8 @@
           if (card) updateCard(card, c);
         });
         (s.spam || []).forEach(updateVerdict);
+        var arrival = document.querySelector('#arrival[data-state="pending"]');
+        if (arrival && s.arrival) arrival.outerHTML = s.arrival;
         var bar = document.getElementById("progress");
         if (bar) { bar.max = Math.max(s.total, 1); bar.value = s.finished; }
         var text = document.getElementById("progress-text");
@@ -237,7 +239,7 @@
     var firstError = document.querySelector("[aria-invalid=true]");
     if (firstError) firstError.focus();
     var url = document.body.dataset.statusUrl;
-    if (url && document.querySelector(".card, #spam td.verdict")) poll(url, 1500);
+    if (url && document.querySelector(".card, #spam td.verdict, #arrival")) poll(url, 1500);
     variantKeys();
     // A page waiting on background work (a link check, the content checks) fetches itself until
     // the work is done and then shows the report in place, without a reload.

@@ -11,6 +11,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::hostile_clients::connect_from;
 use crate::support::*;
+use crate::web_pages_ui::{assert_fits, sign_in, window};
+use crate::web_ui::{Browser, AXE};
 
 /// The sending server: a loopback address of its own, which SPF lists. Its reverse name is not
 /// the test DNS's to give: resolvers answer `localhost` for all of 127/8 (RFC 6761), so the
@@ -136,6 +138,19 @@ async fn a_seed_test_gets_a_card_per_provider_naming_what_fails() {
         .ok()
         .clone();
     assert_eq!(pending["status"], "pending", "{pending}");
+    let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
+        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
+    });
+    let mut b = Browser::start().await;
+    sign_in(&mut b, &s).await;
+    window(&mut b, 1440, 900).await;
+    b.goto(&s.url(&format!("/tests/{id}"))).await;
+    b.wait_loaded("#arrival").await;
+    let waiting = b.text("#arrival").await;
+    assert!(
+        waiting.contains("checked when the test's message reaches the first seed address"),
+        "{waiting}"
+    );
 
     let message = format!(
         "From: News <news@example.com>\r\nTo: <{seed}>\r\nSubject: News\r\n\
@@ -225,4 +240,96 @@ async fn a_seed_test_gets_a_card_per_provider_naming_what_fails() {
         report["checked_at"].as_i64().is_some_and(|t| t > 0),
         "{report}"
     );
+
+    // The page opened before the mail came fills in by itself, and says what the API says, at
+    // a desktop's width and a phone's.
+    b.wait_for(
+        "document.querySelector('#arrival[data-state=complete]') !== null",
+        Duration::from_secs(60),
+    )
+    .await;
+    for (width, height) in [(1440, 900), (390, 844)] {
+        window(&mut b, width, height).await;
+        b.goto(&s.url(&format!("/tests/{id}"))).await;
+        b.wait_loaded("#arrival").await;
+        assert_eq!(shown_cards(&mut b).await, api_cards(cards), "at {width} px");
+        assert_fits(&mut b, "test (with sender requirements)", width).await;
+    }
+    b.check_accessibility(&axe, "test (with sender requirements)")
+        .await;
+}
+
+/// What a person reads per card: (provider, verdict, why, [(rule, result, seen)]).
+type Card = (String, String, String, Vec<(String, String, String)>);
+
+/// The API's cards in the words the page should use, written out here rather than taken from the
+/// page's code.
+fn api_cards(cards: &[Value]) -> Vec<Card> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    cards
+        .iter()
+        .map(|c| {
+            let verdict = match c["verdict"].as_str() {
+                Some("meets") => "Meets the requirements",
+                Some("would_reject") => "Would reject",
+                Some("not_checked") => "Not fully checked",
+                other => panic!("verdict {other:?}"),
+            };
+            // Failures first, then what was not checked, passes, what does not apply.
+            let rank = |r: &&Value| {
+                ["fail", "not_checked", "pass", "not_applicable"]
+                    .iter()
+                    .position(|s| r["status"] == *s)
+            };
+            let mut in_order: Vec<&Value> = c["rules"].as_array().expect("rules").iter().collect();
+            in_order.sort_by_key(rank);
+            let rules = in_order
+                .into_iter()
+                .map(|r| {
+                    let result = match r["status"].as_str() {
+                        Some("pass") => "Passes",
+                        Some("fail") => "Fails",
+                        Some("not_applicable") => "Does not apply",
+                        Some("not_checked") => "Not checked",
+                        other => panic!("status {other:?}"),
+                    };
+                    let mut seen = text(&r["seen"]);
+                    if let Some(fix) = r["fix"].as_str() {
+                        seen.push_str(&format!(" Fix: {fix}"));
+                    }
+                    (text(&r["title"]), result.to_owned(), seen)
+                })
+                .collect();
+            // The card's heading and verdict line say the name and the verdict: its summary
+            // line says what follows them in the API's summary.
+            let (name, summary) = (text(&c["name"]), text(&c["summary"]));
+            let reason = match summary.split_once(" — ") {
+                Some((_, why)) => why.to_owned(),
+                None => summary
+                    .strip_prefix(&format!("{name}: "))
+                    .unwrap_or(&summary)
+                    .to_owned(),
+            };
+            (name, verdict.to_owned(), reason, rules)
+        })
+        .collect()
+}
+
+async fn shown_cards(b: &mut Browser) -> Vec<Card> {
+    let shown = b
+        .eval(
+            r"[...document.querySelectorAll('#arrival article.provider')].map(a => [
+                a.querySelector('h3').textContent.trim(),
+                a.querySelector('.verdict').textContent.trim(),
+                a.querySelector('.summary').textContent.trim(),
+                [...a.querySelectorAll('tbody tr')].map(r => {
+                    const cells = r.querySelectorAll('td');
+                    const seen = cells[3].cloneNode(true);
+                    seen.querySelectorAll('a').forEach(l => l.remove());
+                    return [cells[0].textContent.trim(), cells[2].textContent.trim(),
+                            seen.textContent.replace(/\s+/g, ' ').trim()];
+                })])",
+        )
+        .await;
+    serde_json::from_value(shown).expect("cards as read")
 }

@@ -14,8 +14,9 @@ mod facts;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
+pub use domain::requirements::{Need, ProviderReport, ProviderVerdict, Report, RuleReport, Status};
 pub use facts::Arrival;
 
 use crate::builtin::BuiltinAnalyzer;
@@ -37,39 +38,6 @@ pub enum Check {
     OneClickUnsubscribe,
     VisibleUnsubscribe,
     MessageSize,
-}
-
-/// How firmly a provider asks for a rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Need {
-    /// Mail breaking it is rejected or sent to spam.
-    Required,
-    /// A published best practice.
-    Recommended,
-}
-
-/// One rule's outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Pass,
-    Fail,
-    NotApplicable,
-    /// Not verified (no DNS, a lookup that did not answer); says why in `seen`.
-    NotChecked,
-}
-
-/// What a provider would do with the message, from its required rules.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProviderVerdict {
-    /// Every required rule passes (or does not apply).
-    Meets,
-    /// A required rule fails.
-    WouldReject,
-    /// No required rule fails, but some could not be checked.
-    NotChecked,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -234,11 +202,11 @@ impl SenderRequirements {
                         })
                     })
                     .collect();
-                ProviderReport::new(p, rules)
+                provider_report(p, rules)
             })
             .collect();
         Report {
-            method: arrival.method.as_str().to_owned(),
+            method: arrival.method,
             providers,
         }
     }
@@ -255,13 +223,11 @@ fn https(url: &str, what: &str) -> Result<(), String> {
 }
 
 fn size_finding(size: u64, p: &Provider) -> Finding {
-    let mb = |b: u64| format!("{:.1} MB", b as f64 / (1024.0 * 1024.0));
-    let seen = format!(
-        "{} of at most {} ({})",
-        mb(size),
-        mb(p.max_message_bytes),
-        p.max_message_source
-    );
+    let human = |b: u64| match b {
+        0..1_048_576 => format!("{:.0} KB", (b as f64 / 1024.0).ceil()),
+        _ => format!("{:.1} MB", b as f64 / 1_048_576.0),
+    };
+    let seen = format!("{} of at most {}", human(size), human(p.max_message_bytes));
     Finding {
         status: if size <= p.max_message_bytes {
             Status::Pass
@@ -279,92 +245,57 @@ pub struct Finding {
     pub seen: String,
 }
 
-/// The sender-requirements report of one message: a card per provider.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Report {
-    /// The spam test's method (`seed`, `smtp`, `svc`): which rules could apply.
-    pub method: String,
-    pub providers: Vec<ProviderReport>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProviderReport {
-    pub provider: String,
-    pub name: String,
-    pub verdict: ProviderVerdict,
-    /// One line for the card: "Gmail: would reject — …".
-    pub summary: String,
-    pub enforcement: String,
-    pub source: String,
-    pub rules: Vec<RuleReport>,
-}
-
-impl ProviderReport {
-    fn new(p: &Provider, rules: Vec<RuleReport>) -> ProviderReport {
-        let required = |s: Status| {
-            rules
-                .iter()
-                .filter(move |r| r.need == Need::Required && r.status == s)
-        };
-        let failed: Vec<&RuleReport> = required(Status::Fail).collect();
-        let unchecked: Vec<&RuleReport> = required(Status::NotChecked).collect();
-        let advice = rules
+/// A provider's card from its rules' outcomes: the verdict and its one-line summary.
+fn provider_report(p: &Provider, rules: Vec<RuleReport>) -> ProviderReport {
+    let required = |s: Status| {
+        rules
             .iter()
-            .filter(|r| r.need == Need::Recommended && r.status == Status::Fail)
-            .count();
-        let (verdict, summary) = if let Some(first) = failed.first() {
-            let more = match failed.len() {
-                1 => String::new(),
-                n => format!(" (and {} more)", n - 1),
-            };
-            (
-                ProviderVerdict::WouldReject,
-                format!("{}: would reject — {}{more}", p.name, first.seen),
-            )
-        } else if let Some(first) = unchecked.first() {
-            (
-                ProviderVerdict::NotChecked,
-                format!(
-                    "{}: not fully checked — {} rule(s) could not be verified ({})",
-                    p.name,
-                    unchecked.len(),
-                    first.seen
-                ),
-            )
-        } else {
-            let tail = match advice {
-                0 => String::new(),
-                n => format!("; {n} recommendation(s) not met"),
-            };
-            (
-                ProviderVerdict::Meets,
-                format!("{}: meets the sender requirements{tail}", p.name),
-            )
+            .filter(move |r| r.need == Need::Required && r.status == s)
+    };
+    let failed: Vec<&RuleReport> = required(Status::Fail).collect();
+    let unchecked: Vec<&RuleReport> = required(Status::NotChecked).collect();
+    let advice = rules
+        .iter()
+        .filter(|r| r.need == Need::Recommended && r.status == Status::Fail)
+        .count();
+    let (verdict, summary) = if let Some(first) = failed.first() {
+        let more = match failed.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
         };
-        ProviderReport {
-            provider: p.id.clone(),
-            name: p.name.clone(),
-            verdict,
-            summary,
-            enforcement: p.enforcement.clone(),
-            source: p.source.clone(),
-            rules,
-        }
+        (
+            ProviderVerdict::WouldReject,
+            format!("{}: would reject — {}{more}", p.name, first.seen),
+        )
+    } else if let Some(first) = unchecked.first() {
+        (
+            ProviderVerdict::NotChecked,
+            format!(
+                "{}: not fully checked — {} rule(s) could not be verified ({})",
+                p.name,
+                unchecked.len(),
+                first.seen
+            ),
+        )
+    } else {
+        let tail = match advice {
+            0 => String::new(),
+            n => format!("; {n} recommendation(s) not met"),
+        };
+        (
+            ProviderVerdict::Meets,
+            format!("{}: meets the sender requirements{tail}", p.name),
+        )
+    };
+    ProviderReport {
+        provider: p.id.clone(),
+        name: p.name.clone(),
+        verdict,
+        summary,
+        enforcement: p.enforcement.clone(),
+        source: p.source.clone(),
+        rules,
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RuleReport {
-    pub rule: String,
-    pub title: String,
-    pub need: Need,
-    pub status: Status,
-    /// What was seen, in words; for `not_checked`, why not.
-    pub seen: String,
-    /// The fix in one sentence, for a failed rule.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-    pub source: String,
 }
 
 #[cfg(test)]
