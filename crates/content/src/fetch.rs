@@ -143,6 +143,27 @@ pub async fn post(
     body: Vec<u8>,
     policy: &NetPolicy,
 ) -> Result<u16, FetchError> {
+    post_answer(url, content_type, headers, body, policy)
+        .await
+        .map(|a| a.status)
+}
+
+/// What a [`post_answer`] got back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostAnswer {
+    pub status: u16,
+    /// A redirect's `Location`, as sent (redirects are not followed).
+    pub location: Option<String>,
+}
+
+/// [`post`], with the redirect's `Location` when the answer is one.
+pub async fn post_answer(
+    url: &str,
+    content_type: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+    policy: &NetPolicy,
+) -> Result<PostAnswer, FetchError> {
     let target = checked_url(url, policy)?;
     let client = client(policy, &target)?;
     let invalid_header = |name: &str| FetchError::Request {
@@ -164,7 +185,14 @@ pub async fn post(
         request
             .send()
             .await
-            .map(|response| response.status().as_u16())
+            .map(|response| PostAnswer {
+                status: response.status().as_u16(),
+                location: response
+                    .headers()
+                    .get(LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned),
+            })
             .map_err(|e| request_error(&target, &e, policy))
     };
     match tokio::time::timeout(policy.timeout, send).await {
@@ -209,7 +237,20 @@ pub(crate) fn next_hop(
 }
 
 pub(crate) fn client(policy: &NetPolicy, url: &Url) -> Result<reqwest::Client, FetchError> {
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder();
+    if let Some(path) = &policy.ca_file {
+        let unusable = |reason: String| FetchError::Request {
+            url: url.to_string(),
+            reason: format!("[fetch] ca_file {}: {reason}", path.display()),
+        };
+        let pem = std::fs::read(path).map_err(|e| unusable(e.to_string()))?;
+        for certificate in
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| unusable(e.to_string()))?
+        {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder
         .dns_resolver(Arc::new(CheckedResolver {
             policy: Arc::new(policy.clone()),
         }))

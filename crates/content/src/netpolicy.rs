@@ -26,6 +26,9 @@ pub struct NetPolicy {
     pub timeout: Duration,
     /// Redirects followed before giving up.
     pub max_redirects: u32,
+    /// Certificates (PEM) trusted for https besides the public roots: an internal CA whose
+    /// endpoints are allow-listed (tests trust their own stub's this way).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for NetPolicy {
@@ -35,6 +38,7 @@ impl Default for NetPolicy {
             max_bytes: 10 * 1024 * 1024,
             timeout: Duration::from_secs(10),
             max_redirects: 5,
+            ca_file: None,
         }
     }
 }

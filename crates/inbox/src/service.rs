@@ -53,6 +53,8 @@ pub struct MailConfig {
     pub profiles: PathBuf,
     /// The mailbox providers' sender requirements (`sender-requirements.toml`).
     pub requirements: PathBuf,
+    /// What requests made for a caller may reach (the one-click unsubscribe POST).
+    pub fetch: content::netpolicy::NetPolicy,
     pub dns: DnsMode,
     /// The data directory: the daemons' work dir (`filters/`) and the default DKIM key
     /// (`dkim.pem`) are kept there.
@@ -164,7 +166,7 @@ impl MailService {
         // Shared with the svc sender, which gives it the key it signs with (see below).
         let filters = Arc::new(
             SpamFilters::with_dns(profiles, &FilterAddresses::default(), dns_mode.clone())
-                .with_requirements(requirements),
+                .with_requirements(requirements, config.fetch.clone()),
         );
         let processor_filters = filters.clone();
         let processor_store = store.clone();

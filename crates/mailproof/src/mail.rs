@@ -24,6 +24,7 @@ pub fn config(settings: &Settings) -> MailConfig {
         },
         profiles: settings.resources.join("spam-filters.toml"),
         requirements: settings.resources.join("sender-requirements.toml"),
+        fetch: settings.fetch.clone(),
         dns: settings.dns.mode(),
         data_dir: settings.data_dir.clone(),
         dkim_key_file: settings.keys.dkim_key_file.clone(),

@@ -4,6 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use content::netpolicy::NetPolicy;
 use content::uribl::UriblLookup;
 
 use crate::builtin::{BuiltinAnalyzer, DnsMode};
@@ -74,8 +75,9 @@ impl<T> Clone for Engine<T> {
 /// the daemons' state through [`SpamFilters::update`].
 pub struct SpamFilters {
     profiles: FilterProfiles,
-    /// The providers' sender requirements; `None` until given ([`SpamFilters::with_requirements`]).
-    requirements: Option<SenderRequirements>,
+    /// The providers' sender requirements and the policy their unsubscribe POST goes through;
+    /// `None` until given ([`SpamFilters::with_requirements`]).
+    requirements: Option<(SenderRequirements, NetPolicy)>,
     spamd: RwLock<Engine<SpamdClient>>,
     rspamd: RwLock<Engine<RspamdClient>>,
     builtin: BuiltinAnalyzer,
@@ -159,16 +161,24 @@ impl SpamFilters {
     }
 
     /// Checks the providers' sender requirements too ([`SpamFilters::sender_requirements`]).
-    pub fn with_requirements(mut self, requirements: SenderRequirements) -> SpamFilters {
-        self.requirements = Some(requirements);
+    pub fn with_requirements(
+        mut self,
+        requirements: SenderRequirements,
+        policy: NetPolicy,
+    ) -> SpamFilters {
+        self.requirements = Some((requirements, policy));
         self
     }
 
     /// The sender-requirements report of `message` as it arrived, through the built-in
     /// analyzer's resolver and own keys; `None` when no requirements were given.
     pub async fn sender_requirements(&self, message: &[u8], arrival: &Arrival) -> Option<Report> {
-        let requirements = self.requirements.as_ref()?;
-        Some(requirements.check(&self.builtin, message, arrival).await)
+        let (requirements, policy) = self.requirements.as_ref()?;
+        Some(
+            requirements
+                .check(&self.builtin, policy, message, arrival)
+                .await,
+        )
     }
 
     /// The built-in analyzer verifies signatures by `record`'s key without DNS (our own sends).

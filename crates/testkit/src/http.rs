@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_rustls::rustls;
 
 /// The largest request head the stub reads; nothing a test sends comes near it.
 const MAX_HEAD: usize = 64 * 1024;
@@ -88,6 +89,8 @@ type Responder = Arc<dyn Fn(Request) -> BoxFuture<'static, Response> + Send + Sy
 pub struct HttpStub {
     pub addr: SocketAddr,
     requests: Arc<Mutex<Vec<Request>>>,
+    /// In https mode, the PEM of the self-signed certificate a client must trust.
+    certificate: Option<String>,
 }
 
 impl HttpStub {
@@ -97,6 +100,47 @@ impl HttpStub {
         F: Fn(Request) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Response> + Send + 'static,
     {
+        HttpStub::listen(ip, None, Arc::new(move |r| Box::pin(respond(r)))).await
+    }
+
+    /// [`HttpStub::start`] over TLS on 127.0.0.1, with a self-signed certificate for `localhost`
+    /// ([`HttpStub::certificate_pem`]): for what must be https, such as RFC 8058's one-click
+    /// unsubscribe URL. Its URLs name `localhost`.
+    pub async fn start_tls<F, Fut>(respond: F) -> HttpStub
+    where
+        F: Fn(Request) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Response> + Send + 'static,
+    {
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+            .unwrap_or_else(|e| panic!("a self-signed certificate: {e}"));
+        let key =
+            rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .and_then(|b| {
+            b.with_no_client_auth()
+                .with_single_cert(vec![certified.cert.der().clone()], key)
+        })
+        .unwrap_or_else(|e| panic!("a TLS server configuration: {e}"));
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let mut stub = HttpStub::listen(
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            Some(acceptor),
+            Arc::new(move |r| Box::pin(respond(r))),
+        )
+        .await;
+        stub.certificate = Some(certified.cert.pem());
+        stub
+    }
+
+    /// Binds `ip` and serves each connection (through `tls` when given) with `respond`.
+    async fn listen(
+        ip: IpAddr,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+        respond: Responder,
+    ) -> HttpStub {
         let listener = TcpListener::bind((ip, 0))
             .await
             .unwrap_or_else(|e| panic!("bind a stub HTTP server on {ip}: {e}"));
@@ -104,14 +148,32 @@ impl HttpStub {
             .local_addr()
             .unwrap_or_else(|e| panic!("the stub's address: {e}"));
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let respond: Responder = Arc::new(move |r| Box::pin(respond(r)));
         let seen = requests.clone();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, seen.clone(), respond.clone()));
+                let (tls, seen, respond) = (tls.clone(), seen.clone(), respond.clone());
+                tokio::spawn(async move {
+                    match tls {
+                        None => serve(stream, seen, respond).await,
+                        Some(acceptor) => {
+                            if let Ok(stream) = acceptor.accept(stream).await {
+                                serve(stream, seen, respond).await;
+                            }
+                        }
+                    }
+                });
             }
         });
-        HttpStub { addr, requests }
+        HttpStub {
+            addr,
+            requests,
+            certificate: None,
+        }
+    }
+
+    /// The certificate to trust for an https stub; `None` for plain http.
+    pub fn certificate_pem(&self) -> Option<&str> {
+        self.certificate.as_deref()
     }
 
     /// A stub on 127.0.0.1 answering every request with `body` as `content_type`, uncacheable
@@ -126,9 +188,12 @@ impl HttpStub {
         .await
     }
 
-    /// `http://<addr>` (IPv6 addresses in brackets).
+    /// `http://<addr>` (IPv6 addresses in brackets), or `https://localhost:<port>` over TLS.
     pub fn base(&self) -> String {
-        format!("http://{}", self.addr)
+        match self.certificate {
+            Some(_) => format!("https://localhost:{}", self.addr.port()),
+            None => format!("http://{}", self.addr),
+        }
     }
 
     /// `http://<addr><path>`.
@@ -203,7 +268,11 @@ async fn count(listener: TcpListener, on_accept: OnAccept, accepted: Arc<AtomicU
     }
 }
 
-async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Vec<Request>>>, respond: Responder) {
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    seen: Arc<Mutex<Vec<Request>>>,
+    respond: Responder,
+) {
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
@@ -230,7 +299,7 @@ async fn serve(mut stream: TcpStream, seen: Arc<Mutex<Vec<Request>>>, respond: R
 }
 
 /// One request: the head up to the blank line, then `Content-Length` bytes of body.
-async fn read_request(stream: &mut TcpStream) -> Option<Request> {
+async fn read_request<S: AsyncRead + Unpin>(stream: &mut S) -> Option<Request> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let head_end = loop {
@@ -281,6 +350,8 @@ fn reason(status: u16) -> &'static str {
         204 => "No Content",
         301 => "Moved Permanently",
         302 => "Found",
+        303 => "See Other",
+        403 => "Forbidden",
         404 => "Not Found",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
@@ -290,6 +361,8 @@ fn reason(status: u16) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use tokio::net::TcpStream;
+
     use super::*;
 
     async fn send(addr: SocketAddr, raw: &str) -> String {

@@ -9,6 +9,8 @@ use content::uribl::test_dns::{BlocklistDns, TestRecord};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
+use testkit::http::{HttpStub, Response};
+
 use crate::hostile_clients::connect_from;
 use crate::support::*;
 use crate::web_pages_ui::{assert_fits, sign_in, window};
@@ -109,8 +111,14 @@ async fn a_seed_test_gets_a_card_per_provider_naming_what_fails() {
         ),
     ])
     .await;
+    // The sender's one-click endpoint, https on loopback; the service trusts its certificate
+    // through `[fetch] ca_file` (the first line of `extra` lands in the [fetch] table).
+    let endpoint = HttpStub::start_tls(|_| async { Response::status(200) }).await;
+    let ca = key_dir.path().join("ca.pem");
+    std::fs::write(&ca, endpoint.certificate_pem().expect("https")).expect("write");
     let s = MailServer::start_with(&format!(
-        "[spam]\ndaemons = false\n[dns]\nnameserver = \"{}\"\ntimeout_ms = 2000\n",
+        "ca_file = {:?}\n[spam]\ndaemons = false\n[dns]\nnameserver = \"{}\"\ntimeout_ms = 2000\n",
+        ca.display().to_string(),
         dns.addr()
     ))
     .await;
@@ -156,9 +164,10 @@ async fn a_seed_test_gets_a_card_per_provider_naming_what_fails() {
         "From: News <news@example.com>\r\nTo: <{seed}>\r\nSubject: News\r\n\
          Date: Fri, 27 Nov 2026 10:00:00 +0000\r\nMessage-ID: <n1@example.com>\r\n\
          MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\
-         List-Unsubscribe: <https://example.com/u/1>\r\n\
+         List-Unsubscribe: <{unsubscribe}>\r\n\
          List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n\r\n{}",
-        html.replace("\r\n", "\n").replace('\n', "\r\n")
+        html.replace("\r\n", "\n").replace('\n', "\r\n"),
+        unsubscribe = endpoint.url("/u/1"),
     );
     let signed = signer.sign(message.as_bytes()).expect("signed");
     deliver_from(
@@ -186,6 +195,7 @@ async fn a_seed_test_gets_a_card_per_provider_naming_what_fails() {
         "dmarc-aligned",
         "from-own-domain",
         "rfc5322",
+        "one-click-works",
         "visible-unsubscribe",
         "message-size",
     ] {
@@ -218,7 +228,10 @@ async fn a_seed_test_gets_a_card_per_provider_naming_what_fails() {
         one_click["seen"],
         "the DKIM signature d=example.com does not cover List-Unsubscribe or List-Unsubscribe-Post"
     );
-    assert_eq!(gmail["verdict"], "would_reject");
+    let posts = endpoint.requests();
+    assert_eq!(posts.len(), 1, "one POST, as a provider sends: {posts:?}");
+    assert_eq!(posts[0].body, b"List-Unsubscribe=One-Click");
+    assert_eq!(gmail["verdict"], "would_reject", "{gmail}");
     assert_eq!(
         gmail["summary"],
         "Gmail: would reject — 127.0.7.7 → localhost, which does not resolve back to 127.0.7.7 (and 2 more)"

@@ -14,6 +14,9 @@ use mail_auth::{
 };
 
 use super::{Check, Finding, Status};
+use ::content::fetch::{post_answer, FetchError};
+use ::content::netpolicy::NetPolicy;
+
 use crate::builtin::auth::Lookups;
 use crate::builtin::BuiltinAnalyzer;
 use crate::filters::Envelope;
@@ -67,6 +70,7 @@ const SENT_BY_US: &str =
 /// Decides every rule but [`Check::MessageSize`] (which depends on the provider).
 pub(super) async fn observe(
     analyzer: &BuiltinAnalyzer,
+    policy: &NetPolicy,
     message: &[u8],
     arrival: &Arrival,
     provider_domains: &[(String, &str)],
@@ -100,6 +104,14 @@ pub(super) async fn observe(
                 arrival.envelope.client_ip
             )),
             (_, None) => not_checked("the receiving hop left no trace of TLS"),
+        },
+    );
+    out.insert(
+        Check::OneClickWorks,
+        match arrival.method {
+            // The copy mailproof built from the test's HTML carries no headers of the sender's.
+            SpamMethod::Svc => finding(Status::NotApplicable, SENT_BY_US),
+            _ => one_click_works(&headers, policy).await,
         },
     );
     let lookups = analyzer.auth().lookups();
@@ -456,6 +468,65 @@ fn one_click(headers: &Headers<'_>, dkim: &[DkimOutput<'_>], unknown: Option<&st
         missing.push(format!("d={} does not cover {}", sig.d, lacks.join(" or ")));
     }
     fail(format!("the DKIM signature {}", missing.join("; ")))
+}
+
+/// RFC 8058 3.1: what a mailbox provider sends when the reader clicks "Unsubscribe".
+const ONE_CLICK_BODY: &str = "List-Unsubscribe=One-Click";
+
+/// Sends the one-click POST a provider sends (the exact body, no cookies or credentials) to the
+/// message's https `List-Unsubscribe` URL, under `policy`, and says how it was answered.
+async fn one_click_works(headers: &Headers<'_>, policy: &NetPolicy) -> Finding {
+    let one_click = headers
+        .value("list-unsubscribe-post")
+        .is_some_and(|v| v.trim() == ONE_CLICK_BODY);
+    let url = headers.value("list-unsubscribe").and_then(|list| {
+        list.split(',')
+            .map(|u| {
+                u.trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .trim()
+                    .to_owned()
+            })
+            .find(|u| u.to_ascii_lowercase().starts_with("https://"))
+    });
+    let (Some(url), true) = (url, one_click) else {
+        return finding(
+            Status::NotApplicable,
+            "the message offers no one-click unsubscribe to try (see the rule above)",
+        );
+    };
+    let started = std::time::Instant::now();
+    let answer = post_answer(
+        &url,
+        "application/x-www-form-urlencoded",
+        &[],
+        ONE_CLICK_BODY.as_bytes().to_vec(),
+        policy,
+    )
+    .await;
+    let took = format!("{:.2} s", started.elapsed().as_secs_f64());
+    let at = shorten(&url);
+    match answer {
+        Ok(a) if (200..300).contains(&a.status) => {
+            pass(format!("POST to {at} answered {} in {took}", a.status))
+        }
+        Ok(a) if (300..400).contains(&a.status) => fail(format!(
+            "POST to {at} answered {} redirecting to {} in {took}: one-click must unsubscribe by the POST alone",
+            a.status,
+            a.location.as_deref().map_or("nowhere".to_owned(), shorten)
+        )),
+        Ok(a) => fail(format!("POST to {at} answered {} in {took}", a.status)),
+        Err(FetchError::RefusedAddress { host } | FetchError::RefusedHost { host }) => {
+            not_checked(format!(
+                "not tried: the network policy does not let mailproof reach {host} ([fetch] allow)"
+            ))
+        }
+        Err(FetchError::Timeout { seconds, .. }) => fail(format!(
+            "POST to {at} had no answer within {seconds:.0} s"
+        )),
+        Err(e) => fail(format!("POST to {at} failed: {e}")),
+    }
 }
 
 fn aligned(

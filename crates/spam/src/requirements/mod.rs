@@ -21,6 +21,7 @@ pub use facts::Arrival;
 
 use crate::builtin::BuiltinAnalyzer;
 use crate::SpamError;
+use ::content::netpolicy::NetPolicy;
 
 /// The code that decides a rule; the data file names it in `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, strum::EnumIter)]
@@ -36,6 +37,8 @@ pub enum Check {
     Tls,
     Rfc5322,
     OneClickUnsubscribe,
+    /// RFC 8058's POST, really sent (through the network policy).
+    OneClickWorks,
     VisibleUnsubscribe,
     MessageSize,
 }
@@ -162,14 +165,17 @@ impl SenderRequirements {
     }
 
     /// Checks `message` as it arrived and gives one card per provider. DNS lookups go through
-    /// `analyzer`'s resolver (the service's one DNS setting) and its own DKIM keys.
+    /// `analyzer`'s resolver (the service's one DNS setting) and its own DKIM keys; the one-click
+    /// unsubscribe POST goes through `policy`, as every request made for a caller does.
     pub async fn check(
         &self,
         analyzer: &BuiltinAnalyzer,
+        policy: &NetPolicy,
         message: &[u8],
         arrival: &Arrival,
     ) -> Report {
-        let findings = facts::observe(analyzer, message, arrival, &self.provider_domains()).await;
+        let findings =
+            facts::observe(analyzer, policy, message, arrival, &self.provider_domains()).await;
         self.report(&findings, message.len() as u64, arrival)
     }
 

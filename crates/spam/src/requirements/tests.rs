@@ -2,11 +2,13 @@ use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
 
 use ::content::dns::DnsMode;
+use ::content::netpolicy::NetPolicy;
 use ::content::uribl::test_dns::{BlocklistDns, TestRecord};
 use ::content::uribl::UriblLookup;
 use domain::SpamMethod;
 use mail_auth::common::crypto::{RsaKey, Sha256};
 use mail_auth::common::headers::HeaderWriter as _;
+use testkit::http::{HttpStub, Request, Response};
 
 use strum::IntoEnumIterator;
 
@@ -67,18 +69,21 @@ fn dkim_key_sizes_are_read_from_the_record() {
 const TEST_KEY: &str = "-----BEGIN RSA PRIVATE KEY-----\nMIICXQIBAAKBgQCrtAUjAN3I+XltJCkPBgI0y+SW7TRLG3ELRIf8NNGyfl8pgsyJ\nxQFd6V378LQYVkJrqebJP5fqcisbEbgh6uR41kV6W+zeUtD16tml0r6v6yGrvsb3\n3cCd2r28FSHn2DjIC3F2cv0qmxcc56W/KC+/87QNukUjYIVLJvf+Omy8IwIDAQAB\nAoGAedkqvAhlW7YOwbEjohG1hxoagjCbJ6G1uzVK+2PQXEbp6V91H1+69JYjqCLM\n62hrglPz/2UtvaZ/iJoufYNf1mcawgWuUe5oBpR0rEmv6J+cnFeRj/cethZxjBa6\nc3vSkIY6A8fAyyb75QxwV+5qVSRatte9O3shC785A1MrVMECQQDY8Cs1fcTUkOzK\n8tv5jRxQFXAE3plxzMarR4hykSqlfS1J7lu4x59Qf1ZNLyXLwCA/KQclUyGt2/Sq\nC//SkQrrAkEAyp67aKlRCjS8MSrimvhzLRtFi4zHFxTcSYK85Fcg52YhPFtlOcEv\nvjDuTKrByt1L6b0ZMf9PQ6rRuDu//AXVqQJBAMlPlck9vLnFAvgSBi+90tg+DIV4\nS8xeyr2G1Af8ziZj0vMYTeVa2WxJvjxB1EEPON1jpU3tpwM/afuixvMPxaECQQC3\nrivwlkVr/iB4ZgslN4OZ6XYjKsy05OlKDqXUThP7Eb+haq0aLUJtpQfyIn4pvHF8\nBDvZ8jvV+P3DiQ7ilht5AkBz7ZN+yf/gUfmFGEQZmKOo04FGyqqr0HgBCWfwk9Qk\nKQNp5NGP65aFXWKQX9wdYyYU4taRQhd7MxYVHaiXp28Q\n-----END RSA PRIVATE KEY-----";
 const TEST_KEY_PUBLIC: &str = "MIGfMA0GCSqGSIb3DQEBAQUAA4GNADCBiQKBgQCrtAUjAN3I+XltJCkPBgI0y+SW7TRLG3ELRIf8NNGyfl8pgsyJxQFd6V378LQYVkJrqebJP5fqcisbEbgh6uR41kV6W+zeUtD16tml0r6v6yGrvsb33cCd2r28FSHn2DjIC3F2cv0qmxcc56W/KC+/87QNukUjYIVLJvf+Omy8IwIDAQAB";
 
-/// What a hand-made message carries; `compliant()` meets every rule.
+/// What a hand-made message carries; `compliant(..)` meets every rule.
 struct Mail {
     from_domain: &'static str,
+    /// The https `List-Unsubscribe` URL (the one-click endpoint's).
+    unsubscribe: String,
     list_unsubscribe_post: bool,
     sign_list_headers: bool,
     body_unsubscribe: bool,
 }
 
 impl Mail {
-    fn compliant() -> Mail {
+    fn compliant(endpoint: &Endpoint) -> Mail {
         Mail {
             from_domain: "example.com",
+            unsubscribe: endpoint.stub.url("/u/ok"),
             list_unsubscribe_post: true,
             sign_list_headers: true,
             body_unsubscribe: true,
@@ -92,7 +97,8 @@ impl Mail {
             "From: News <news@{d}>\r\nTo: reader@seed.example\r\nSubject: November news\r\n\
              Date: Fri, 27 Nov 2026 10:00:00 +0000\r\nMessage-ID: <n1@{d}>\r\nMIME-Version: 1.0\r\n\
              Content-Type: text/html; charset=utf-8\r\n\
-             List-Unsubscribe: <https://{d}/u/1>, <mailto:u@{d}>\r\n"
+             List-Unsubscribe: <{}>, <mailto:u@{d}>\r\n",
+            self.unsubscribe
         );
         if self.list_unsubscribe_post {
             headers.push_str("List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n");
@@ -174,14 +180,56 @@ fn arrival(method: SpamMethod, tls: Option<bool>, mail_from_domain: &str) -> Arr
     }
 }
 
-async fn check_with(records: Vec<(String, TestRecord)>, mail: &Mail, arrival: &Arrival) -> Report {
-    let dns = BlocklistDns::serve(records).await;
-    check_in(dns.mode(), mail, arrival).await
+/// The sender's one-click endpoint: https on loopback, trusted through `[fetch] ca_file`.
+/// `/u/ok` unsubscribes (200), `/u/forbidden` answers 403, `/u/login` redirects to a login page.
+struct Endpoint {
+    stub: HttpStub,
+    policy: NetPolicy,
+    _ca: tempfile::NamedTempFile,
 }
 
-async fn check_in(mode: DnsMode, mail: &Mail, arrival: &Arrival) -> Report {
+impl Endpoint {
+    async fn start() -> Endpoint {
+        let stub = HttpStub::start_tls(|r: Request| async move {
+            match r.path.as_str() {
+                "/u/ok" => Response::status(200),
+                "/u/forbidden" => Response::status(403),
+                "/u/login" => Response::status(302).header("Location", "/login?next=/u"),
+                _ => Response::status(404),
+            }
+        })
+        .await;
+        let ca = tempfile::NamedTempFile::new().expect("temp file");
+        std::fs::write(ca.path(), stub.certificate_pem().expect("https stub")).expect("write");
+        let policy = NetPolicy {
+            allow: vec!["127.0.0.1/32".parse().expect("network")],
+            ca_file: Some(ca.path().to_owned()),
+            timeout: std::time::Duration::from_secs(5),
+            ..NetPolicy::default()
+        };
+        Endpoint {
+            stub,
+            policy,
+            _ca: ca,
+        }
+    }
+}
+
+async fn check_with(
+    records: Vec<(String, TestRecord)>,
+    endpoint: &Endpoint,
+    mail: &Mail,
+    arrival: &Arrival,
+) -> Report {
+    let dns = BlocklistDns::serve(records).await;
+    check_in(dns.mode(), endpoint, mail, arrival).await
+}
+
+async fn check_in(mode: DnsMode, endpoint: &Endpoint, mail: &Mail, arrival: &Arrival) -> Report {
     let analyzer = BuiltinAnalyzer::new(mode.clone(), UriblLookup::new(Vec::new(), &mode));
-    shipped().check(&analyzer, &mail.build(), arrival).await
+    shipped()
+        .check(&analyzer, &endpoint.policy, &mail.build(), arrival)
+        .await
 }
 
 /// Every rule that did not pass, as `provider/rule=status`, and each failed rule's fix present.
@@ -200,11 +248,17 @@ fn not_passed(report: &Report) -> Vec<String> {
     out
 }
 
+/// Rules that failed or could not be verified (a rule that does not apply, such as trying a
+/// one-click endpoint the message does not offer, is neither).
 fn rules_not_passed(report: &Report) -> HashSet<String> {
     report
         .providers
         .iter()
-        .flat_map(|p| p.rules.iter().filter(|r| r.status != Status::Pass))
+        .flat_map(|p| {
+            p.rules
+                .iter()
+                .filter(|r| matches!(r.status, Status::Fail | Status::NotChecked))
+        })
         .map(|r| format!("{}={:?}", r.rule, r.status))
         .collect()
 }
@@ -219,13 +273,29 @@ fn verdicts(report: &Report) -> Vec<(String, ProviderVerdict)> {
 
 #[tokio::test]
 async fn a_compliant_message_meets_every_providers_requirements() {
+    let endpoint = Endpoint::start().await;
     let report = check_with(
         sender_records("example.com"),
-        &Mail::compliant(),
+        &endpoint,
+        &Mail::compliant(&endpoint),
         &arrival(SpamMethod::Seed, Some(true), "example.com"),
     )
     .await;
     assert_eq!(not_passed(&report), Vec::<String>::new(), "{report:#?}");
+    // The POST a provider sends: once, the exact body, no cookies or credentials.
+    let posts = endpoint.stub.requests();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(
+        (posts[0].method.as_str(), posts[0].path.as_str()),
+        ("POST", "/u/ok")
+    );
+    assert_eq!(posts[0].body, b"List-Unsubscribe=One-Click");
+    assert_eq!(
+        posts[0].header("content-type"),
+        Some("application/x-www-form-urlencoded")
+    );
+    assert_eq!(posts[0].header("cookie"), None);
+    assert_eq!(posts[0].header("authorization"), None);
     for p in &report.providers {
         assert_eq!(p.verdict, ProviderVerdict::Meets);
         assert_eq!(
@@ -237,6 +307,7 @@ async fn a_compliant_message_meets_every_providers_requirements() {
 
 #[tokio::test]
 async fn each_rule_broken_alone_fails_exactly_that_rule() {
+    let endpoint = Endpoint::start().await;
     let seed = |tls| arrival(SpamMethod::Seed, tls, "example.com");
     let without = |name: &str| {
         sender_records("example.com")
@@ -250,14 +321,14 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
         (
             "no PTR",
             without("10.2.0.192.in-addr.arpa"),
-            Mail::compliant(),
+            Mail::compliant(&endpoint),
             seed(Some(true)),
             "reverse-dns",
         ),
         (
             "no TLS",
             sender_records("example.com"),
-            Mail::compliant(),
+            Mail::compliant(&endpoint),
             seed(Some(false)),
             "tls",
         ),
@@ -266,7 +337,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
             sender_records("example.com"),
             Mail {
                 sign_list_headers: false,
-                ..Mail::compliant()
+                ..Mail::compliant(&endpoint)
             },
             seed(Some(true)),
             "one-click-unsubscribe",
@@ -276,7 +347,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
             sender_records("example.com"),
             Mail {
                 list_unsubscribe_post: false,
-                ..Mail::compliant()
+                ..Mail::compliant(&endpoint)
             },
             seed(Some(true)),
             "one-click-unsubscribe",
@@ -284,14 +355,14 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
         (
             "no DMARC",
             without("_dmarc.example.com"),
-            Mail::compliant(),
+            Mail::compliant(&endpoint),
             seed(Some(true)),
             "dmarc-record",
         ),
         (
             "no SPF",
             without("example.com"),
-            Mail::compliant(),
+            Mail::compliant(&endpoint),
             seed(Some(true)),
             "spf-pass",
         ),
@@ -300,7 +371,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
             sender_records("example.com"),
             Mail {
                 body_unsubscribe: false,
-                ..Mail::compliant()
+                ..Mail::compliant(&endpoint)
             },
             seed(Some(true)),
             "visible-unsubscribe",
@@ -312,14 +383,36 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
             sender_records("gmail.com"),
             Mail {
                 from_domain: "gmail.com",
-                ..Mail::compliant()
+                ..Mail::compliant(&endpoint)
             },
             arrival(SpamMethod::Seed, Some(true), "gmail.com"),
             "from-own-domain",
         ),
     ];
+    let cases = cases.into_iter().chain([
+        (
+            "an unsubscribe endpoint answering 403",
+            sender_records("example.com"),
+            Mail {
+                unsubscribe: endpoint.stub.url("/u/forbidden"),
+                ..Mail::compliant(&endpoint)
+            },
+            seed(Some(true)),
+            "one-click-works",
+        ),
+        (
+            "an unsubscribe endpoint redirecting to a login",
+            sender_records("example.com"),
+            Mail {
+                unsubscribe: endpoint.stub.url("/u/login"),
+                ..Mail::compliant(&endpoint)
+            },
+            seed(Some(true)),
+            "one-click-works",
+        ),
+    ]);
     for (case, records, mail, arrival, rule) in cases {
-        let report = check_with(records, &mail, &arrival).await;
+        let report = check_with(records, &endpoint, &mail, &arrival).await;
         assert_eq!(
             rules_not_passed(&report),
             HashSet::from([format!("{rule}=Fail")]),
@@ -348,11 +441,13 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
 
 #[tokio::test]
 async fn an_unsigned_list_unsubscribe_post_is_named_on_gmails_card() {
+    let endpoint = Endpoint::start().await;
     let report = check_with(
         sender_records("example.com"),
+        &endpoint,
         &Mail {
             sign_list_headers: false,
-            ..Mail::compliant()
+            ..Mail::compliant(&endpoint)
         },
         &arrival(SpamMethod::Seed, Some(true), "example.com"),
     )
@@ -366,9 +461,11 @@ async fn an_unsigned_list_unsubscribe_post_is_named_on_gmails_card() {
 
 #[tokio::test]
 async fn without_dns_nothing_that_needs_it_passes() {
+    let endpoint = Endpoint::start().await;
     let report = check_in(
         DnsMode::Disabled,
-        &Mail::compliant(),
+        &endpoint,
+        &Mail::compliant(&endpoint),
         &arrival(SpamMethod::Seed, Some(true), "example.com"),
     )
     .await;
@@ -396,6 +493,7 @@ async fn without_dns_nothing_that_needs_it_passes() {
 
 #[tokio::test]
 async fn a_lookup_that_does_not_answer_is_not_checked_rather_than_failed() {
+    let endpoint = Endpoint::start().await;
     // A server that never answers: every lookup times out.
     let silent = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
     let mode = DnsMode::Server {
@@ -404,7 +502,8 @@ async fn a_lookup_that_does_not_answer_is_not_checked_rather_than_failed() {
     };
     let report = check_in(
         mode,
-        &Mail::compliant(),
+        &endpoint,
+        &Mail::compliant(&endpoint),
         &arrival(SpamMethod::Seed, Some(true), "example.com"),
     )
     .await;
@@ -425,9 +524,11 @@ async fn a_lookup_that_does_not_answer_is_not_checked_rather_than_failed() {
 
 #[tokio::test]
 async fn mail_sent_by_mailproof_itself_is_not_judged_on_our_infrastructure() {
+    let endpoint = Endpoint::start().await;
     let report = check_with(
         Vec::new(),
-        &Mail::compliant(),
+        &endpoint,
+        &Mail::compliant(&endpoint),
         &arrival(SpamMethod::Svc, None, "example.com"),
     )
     .await;
@@ -447,4 +548,61 @@ async fn mail_sent_by_mailproof_itself_is_not_judged_on_our_infrastructure() {
     assert_eq!(status("one-click-unsubscribe"), Some(Status::NotChecked));
     // The From domain's own DNS is still the sender's: no DMARC record is a failure.
     assert_eq!(status("dmarc-record"), Some(Status::Fail));
+}
+
+#[tokio::test]
+async fn the_one_click_post_is_reported_with_its_answer() {
+    let endpoint = Endpoint::start().await;
+    let seen = |report: &Report| {
+        report.providers[0]
+            .rules
+            .iter()
+            .find(|r| r.rule == "one-click-works")
+            .map(|r| (r.status, r.seen.clone()))
+            .expect("Gmail asks for it")
+    };
+    for (path, status, words) in [
+        ("/u/ok", Status::Pass, "answered 200 in"),
+        ("/u/forbidden", Status::Fail, "answered 403 in"),
+        (
+            "/u/login",
+            Status::Fail,
+            "answered 302 redirecting to /login?next=/u in",
+        ),
+    ] {
+        let mail = Mail {
+            unsubscribe: endpoint.stub.url(path),
+            ..Mail::compliant(&endpoint)
+        };
+        let report = check_with(
+            sender_records("example.com"),
+            &endpoint,
+            &mail,
+            &arrival(SpamMethod::Seed, Some(true), "example.com"),
+        )
+        .await;
+        let (got, text) = seen(&report);
+        assert_eq!(got, status, "{path}: {text}");
+        assert!(
+            text.starts_with(&format!("POST to {} ", endpoint.stub.url(path)))
+                && text.contains(words),
+            "{path}: {text}"
+        );
+    }
+    // An endpoint the network policy does not admit is not tried, and says so.
+    let strict = Endpoint {
+        policy: NetPolicy::default(),
+        ..Endpoint::start().await
+    };
+    let report = check_with(
+        sender_records("example.com"),
+        &strict,
+        &Mail::compliant(&strict),
+        &arrival(SpamMethod::Seed, Some(true), "example.com"),
+    )
+    .await;
+    let (got, text) = seen(&report);
+    assert_eq!(got, Status::NotChecked, "{text}");
+    assert!(text.contains("network policy"), "{text}");
+    assert!(strict.stub.requests().is_empty());
 }
