@@ -11,10 +11,11 @@ use crate::compare::{self, BaselineFile};
 use crate::error::CliError;
 use crate::progress::{Phase, Progress};
 use crate::report::{
-    Baseline, ClientOutcome, Report, SpamOutcome, SpamVerdict, Timings, REPORT_VERSION,
+    Baseline, ClientOutcome, Report, Requirements, SpamOutcome, SpamVerdict, Timings,
+    REPORT_VERSION,
 };
 use crate::spam::{self, SmtpSettings};
-use crate::{source, CheckArgs};
+use crate::{source, CheckArgs, RequirementsPolicy};
 
 /// Polling starts fast (a short email renders in a second or two) and slows down while nothing
 /// changes, so a long queue is not hammered.
@@ -122,6 +123,25 @@ pub async fn check(args: &CheckArgs, progress: &Progress) -> Result<Report, CliE
         let spam = v.iter().filter(|v| v.spam == Some(1)).count();
         p.finish(format!("{} filters answered, {spam} said spam", v.len()));
     }
+    let requirements = match (verdicts.is_some(), args.requirements) {
+        (false, _) | (_, RequirementsPolicy::Off) => None,
+        (true, policy) => {
+            let phase = progress.phase("sender requirements", None);
+            let r = wait_requirements(&api, &test_id, deadline, policy).await?;
+            phase.finish(match &r.note {
+                Some(note) => note.clone(),
+                None => {
+                    let rejecting = r.providers.iter().filter(|p| p.verdict == "would_reject");
+                    format!(
+                        "{} providers checked, {} would reject",
+                        r.providers.len(),
+                        rejecting.count()
+                    )
+                }
+            });
+            Some(r)
+        }
+    };
 
     let results = api
         .get(
@@ -179,6 +199,7 @@ pub async fn check(args: &CheckArgs, progress: &Progress) -> Result<Report, CliE
         spam: verdicts.map(|filters| SpamOutcome {
             method: args.spam.map_or("", |m| m.as_str()).to_string(),
             filters,
+            requirements,
         }),
         timings: Timings {
             submit: submit_secs,
@@ -302,6 +323,60 @@ async fn wait_spam(
                 timeout.as_secs(),
                 if waiting.is_empty() { "any result".to_string() } else { waiting.join(", ") }
             )));
+        }
+    }
+}
+
+/// Polls mailproof's sender requirements (`…/spam/requirements`) until they are checked. A
+/// server without them (another v5 service) or a report that does not come before the deadline
+/// is said in the report's note, not an error: the rest of the check stands.
+async fn wait_requirements(
+    api: &Api,
+    id: &str,
+    deadline: Instant,
+    policy: RequirementsPolicy,
+) -> Result<Requirements, CliError> {
+    let fail = policy == RequirementsPolicy::Fail;
+    let noted = |note: String| Requirements {
+        fail,
+        providers: Vec::new(),
+        note: Some(note),
+    };
+    let mut delay = FIRST_POLL;
+    loop {
+        let body = match api
+            .get(
+                &format!("/v5/email/tests/{id}/spam/requirements"),
+                "reading the sender requirements",
+            )
+            .await
+        {
+            Ok(body) => body,
+            Err(CliError::Server { status: 404, .. }) => {
+                return Ok(noted(
+                    "not checked: the server does not report sender requirements (a mailproof extension)".into(),
+                ))
+            }
+            Err(e) => return Err(e),
+        };
+        if body["status"] == "complete" {
+            let providers = serde_json::from_value(body["providers"].clone()).map_err(|e| {
+                CliError::Protocol {
+                    what: "reading the sender requirements".into(),
+                    detail: format!("the providers are not requirement cards: {e}"),
+                }
+            })?;
+            return Ok(Requirements {
+                fail,
+                providers,
+                note: None,
+            });
+        }
+        delay = next_delay(delay, false);
+        if !sleep_until_next(delay, deadline).await {
+            return Ok(noted(
+                "not checked: the sender requirements were still pending at --timeout".into(),
+            ));
         }
     }
 }

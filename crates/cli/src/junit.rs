@@ -1,5 +1,6 @@
 //! The JUnit XML report (`--format junit`), the form CI systems show as test results: one
-//! `<testsuite>` per phase (screenshots, spam), one `<testcase>` per client or filter, a
+//! `<testsuite>` per phase (screenshots, spam, sender requirements), one `<testcase>` per client,
+//! filter or mailbox provider, a
 //! `<failure>` with the reason for each that fails the check.
 
 use quick_xml::events::{BytesDecl, BytesText, Event};
@@ -53,6 +54,18 @@ pub fn write(report: &Report) -> String {
             })
             .collect();
         suites.push(("spam", report.timings.spam, cases));
+        if let Some(r) = &spam.requirements {
+            let cases = r
+                .providers
+                .iter()
+                .map(|p| Case {
+                    name: p.name.clone(),
+                    failures: report.requirement_failures(p),
+                    out: p.summary.clone(),
+                })
+                .collect();
+            suites.push(("requirements", 0.0, cases));
+        }
     }
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     // Writing to a Vec cannot fail; the results are io::Result only because Writer is generic.
@@ -192,14 +205,20 @@ mod tests {
                 ("mailproof.screenshots", "bounced_client", 1),
                 ("mailproof.spam", "SpamAssassin", 0),
                 ("mailproof.spam", "rspamd", 1),
+                ("mailproof.requirements", "Gmail", 1),
+                ("mailproof.requirements", "Outlook.com", 0),
             ]
+        );
+        assert_eq!(
+            cases[7].2[0],
+            "Gmail would reject it: The message was sent over TLS: received from 192.0.2.1 without TLS. Fix: Enable STARTTLS."
         );
         // The bounce message holds `<`, `>` and `&`: it must come back exactly.
         assert_eq!(
             cases[4].2[0],
             "bounced_client: bounced (550 <mailbox> & unavailable)"
         );
-        assert!(xml.contains("failures=\"4\""), "{xml}");
+        assert!(xml.contains("failures=\"5\""), "{xml}");
     }
 
     #[test]

@@ -42,6 +42,14 @@ pub enum Format {
     Junit,
 }
 
+/// What a failed sender requirement does to the check (`--requirements`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RequirementsPolicy {
+    Fail,
+    Warn,
+    Off,
+}
+
 /// `mailproof check`. Credentials come only from the environment (`MAILPROOF_API_KEY`,
 /// `MAILPROOF_PASSWORD`): flags would show them in the process list.
 #[derive(Clone, Debug, clap::Args)]
@@ -68,6 +76,10 @@ pub struct CheckArgs {
     /// has the server send it itself.
     #[arg(long)]
     pub spam: Option<SpamMethod>,
+    /// With --spam: what a mailbox provider's sender requirement that fails does (mailproof's
+    /// `…/spam/requirements`): `fail` the check, only `warn` in the report, or `off` (not asked).
+    #[arg(long, value_enum, default_value = "fail")]
+    pub requirements: RequirementsPolicy,
     /// Directory for the screenshots and report.json (usable later as --baseline-file).
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -87,6 +87,48 @@ pub struct VariantChange {
 pub struct SpamOutcome {
     pub method: String,
     pub filters: Vec<SpamVerdict>,
+    /// The mailbox providers' sender requirements (mailproof's `…/spam/requirements`); `None`
+    /// when not asked (`--requirements off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<Requirements>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Requirements {
+    /// Whether a provider that would reject the email fails the check (`--requirements fail`).
+    pub fail: bool,
+    /// One card per provider, as the server answered.
+    #[serde(default)]
+    pub providers: Vec<ProviderCheck>,
+    /// Why there are no cards (the server does not check them, or they did not come in time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// One provider's card (the wire shape of `…/spam/requirements`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProviderCheck {
+    pub provider: String,
+    pub name: String,
+    /// `meets`, `would_reject` or `not_checked`.
+    pub verdict: String,
+    pub summary: String,
+    #[serde(default)]
+    pub rules: Vec<RuleCheck>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RuleCheck {
+    pub rule: String,
+    pub title: String,
+    /// `required` or `recommended`.
+    pub need: String,
+    /// `pass`, `fail`, `not_applicable` or `not_checked`.
+    pub status: String,
+    #[serde(default)]
+    pub seen: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -172,6 +214,31 @@ impl Report {
         })
     }
 
+    /// Why this provider's card fails the check: it would reject the email, and
+    /// `--requirements fail`. Each failed required rule with what was seen and its fix.
+    pub fn requirement_failures(&self, p: &ProviderCheck) -> Vec<String> {
+        let fails = self
+            .spam
+            .as_ref()
+            .and_then(|s| s.requirements.as_ref())
+            .is_some_and(|r| r.fail);
+        if !fails || p.verdict != "would_reject" {
+            return Vec::new();
+        }
+        p.rules
+            .iter()
+            .filter(|r| r.need == "required" && r.status == "fail")
+            .map(|r| {
+                let fix = r
+                    .fix
+                    .as_deref()
+                    .map(|f| format!(" Fix: {f}"))
+                    .unwrap_or_default();
+                format!("{} would reject it: {}: {}.{fix}", p.name, r.title, r.seen)
+            })
+            .collect()
+    }
+
     /// Every reason the check fails, clients first.
     pub fn failures(&self) -> Vec<String> {
         let mut out: Vec<String> = self
@@ -181,6 +248,13 @@ impl Report {
             .collect();
         if let Some(spam) = &self.spam {
             out.extend(spam.filters.iter().filter_map(|v| self.spam_failure(v)));
+            if let Some(r) = &spam.requirements {
+                out.extend(
+                    r.providers
+                        .iter()
+                        .flat_map(|p| self.requirement_failures(p)),
+                );
+            }
         }
         out
     }
@@ -256,6 +330,25 @@ impl Report {
                     "  {tag:<8} {} ({}): {verdict} {}",
                     v.client, v.kind, v.details
                 );
+            }
+        }
+        if let Some(r) = self.spam.as_ref().and_then(|s| s.requirements.as_ref()) {
+            let how = if r.fail {
+                "a rejection fails the check"
+            } else {
+                "warnings only"
+            };
+            let _ = writeln!(s, "sender requirements ({how}):");
+            if let Some(note) = &r.note {
+                let _ = writeln!(s, "  {note}");
+            }
+            for p in &r.providers {
+                let tag = match p.verdict.as_str() {
+                    "meets" => "ok",
+                    "would_reject" => "REJECT",
+                    _ => "UNCHECKED",
+                };
+                let _ = writeln!(s, "  {tag:<9} {}", p.summary);
             }
         }
         let failures = self.failures();
@@ -348,6 +441,43 @@ pub(crate) mod tests {
                         details: "score 16 > 15".into(),
                     },
                 ],
+                requirements: Some(Requirements {
+                    fail: true,
+                    providers: vec![
+                        ProviderCheck {
+                            provider: "gmail".into(),
+                            name: "Gmail".into(),
+                            verdict: "would_reject".into(),
+                            summary: "Gmail: would reject — received without TLS".into(),
+                            rules: vec![
+                                RuleCheck {
+                                    rule: "tls".into(),
+                                    title: "The message was sent over TLS".into(),
+                                    need: "required".into(),
+                                    status: "fail".into(),
+                                    seen: "received from 192.0.2.1 without TLS".into(),
+                                    fix: Some("Enable STARTTLS.".into()),
+                                },
+                                RuleCheck {
+                                    rule: "spf-pass".into(),
+                                    title: "SPF passes".into(),
+                                    need: "required".into(),
+                                    status: "pass".into(),
+                                    seen: "spf=pass".into(),
+                                    fix: None,
+                                },
+                            ],
+                        },
+                        ProviderCheck {
+                            provider: "microsoft".into(),
+                            name: "Outlook.com".into(),
+                            verdict: "meets".into(),
+                            summary: "Outlook.com: meets the sender requirements".into(),
+                            rules: Vec::new(),
+                        },
+                    ],
+                    note: None,
+                }),
             }),
             timings: Timings::default(),
         }
@@ -363,7 +493,23 @@ pub(crate) mod tests {
                 "taller_client: default changed 0% of its pixels (limit 0.5%), and is 40 px taller",
                 "bounced_client: bounced (550 <mailbox> & unavailable)",
                 "spam filter rspamd marked the email as spam: score 16 > 15",
+                "Gmail would reject it: The message was sent over TLS: received from 192.0.2.1 without TLS. Fix: Enable STARTTLS.",
             ]
+        );
+    }
+
+    #[test]
+    fn a_rejecting_provider_only_warns_with_requirements_warn() {
+        let mut r = sample();
+        if let Some(req) = r.spam.as_mut().and_then(|s| s.requirements.as_mut()) {
+            req.fail = false;
+        }
+        assert!(r.failures().iter().all(|f| !f.contains("would reject")));
+        let t = r.to_text();
+        assert!(t.contains("sender requirements (warnings only):"), "{t}");
+        assert!(
+            t.contains("  REJECT    Gmail: would reject — received without TLS"),
+            "{t}"
         );
     }
 
@@ -386,7 +532,9 @@ pub(crate) mod tests {
             "  BOUNCED  bounced_client  550 <mailbox> & unavailable",
             "  ok       new_client      not compared: not in the baseline",
             "  SPAM     rspamd (b2c): spam score 16 > 15",
-            "result: FAILED (4 problems)",
+            "  REJECT    Gmail: would reject — received without TLS",
+            "  ok        Outlook.com: meets the sender requirements",
+            "result: FAILED (5 problems)",
         ] {
             assert!(t.contains(line), "missing {line:?} in:\n{t}");
         }

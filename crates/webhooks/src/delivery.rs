@@ -130,7 +130,16 @@ impl DeliveryWorker {
         };
         let clients = store.test_clients(&test.id).await?;
         let spam = store.spam_results(&test.id).await?;
-        let body = Summary::build(&callback, &test, &clients, &spam).to_body()?;
+        let requirements = match store.sender_requirements(&test.id).await? {
+            Some((json, _)) => serde_json::from_str::<domain::requirements::Report>(&json)
+                .map_err(|e| {
+                    tracing::error!(test_id = %test.id, error = %e, "a stored sender-requirements report does not parse; the callback goes without it");
+                })
+                .ok(),
+            None => None,
+        };
+        let body =
+            Summary::build(&callback, &test, &clients, &spam, requirements.as_ref()).to_body()?;
         // A POST cannot be taken back: one taken over while this worker's renewals failed is
         // sent by its holder, not also from here.
         if !held.confirm().await? {

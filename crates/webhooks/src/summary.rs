@@ -44,6 +44,17 @@ pub struct Summary {
     pub clients: Vec<ClientStatus>,
     /// Per spam filter (empty for an email test without spam testing).
     pub spam: Vec<FilterVerdict>,
+    /// Per mailbox provider, its sender-requirements verdict (empty without spam testing, or
+    /// before the first message arrived).
+    pub requirements: Vec<ProviderVerdict>,
+}
+
+/// One provider's card in a line: its verdict (`meets`, `would_reject`, `not_checked`) and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProviderVerdict {
+    pub provider: String,
+    pub verdict: domain::requirements::ProviderVerdict,
+    pub summary: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -100,6 +111,7 @@ impl Summary {
         test: &TestRow,
         clients: &[ClientRow],
         spam: &[SpamRow],
+        requirements: Option<&domain::requirements::Report>,
     ) -> Summary {
         let mut counts = Counts {
             clients: clients.len(),
@@ -141,6 +153,18 @@ impl Summary {
                     spam: s.spam,
                 })
                 .collect(),
+            requirements: requirements
+                .map(|r| {
+                    r.providers
+                        .iter()
+                        .map(|p| ProviderVerdict {
+                            provider: p.provider.clone(),
+                            verdict: p.verdict,
+                            summary: p.summary.clone(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
     }
 

@@ -377,8 +377,16 @@ async fn a_seed_spam_test_is_sent_from_here_and_a_spam_verdict_fails_the_check_n
         "--timeout",
         "4m",
     ];
+    // Mail sent from here reaches the service without TLS, which Gmail rejects: the sender
+    // requirements only warn in the first runs, so that the verdicts alone decide them.
+    let warn = ["--requirements", "warn"];
 
-    let o = check_env(creds, &env, &[&[spammy.as_str()][..], &common[..]].concat()).await;
+    let o = check_env(
+        creds,
+        &env,
+        &[&[spammy.as_str()][..], &common[..], &warn[..]].concat(),
+    )
+    .await;
     let (xml, err) = expect_code(&o, 1);
     let cases = junit_cases(&xml);
     let spam_failures: Vec<&String> = cases.iter().flat_map(|(_, f)| f).collect();
@@ -393,9 +401,35 @@ async fn a_seed_spam_test_is_sent_from_here_and_a_spam_verdict_fails_the_check_n
     // The filters' test cases follow the client's: one per filter, each with a verdict.
     assert!(cases.len() >= 3, "a client and the filters: {xml}");
 
-    let o = check_env(creds, &env, &[&[clean.as_str()][..], &common[..]].concat()).await;
+    let o = check_env(
+        creds,
+        &env,
+        &[&[clean.as_str()][..], &common[..], &warn[..]].concat(),
+    )
+    .await;
     let (xml, _) = expect_code(&o, 0);
     assert_eq!(junit_cases(&xml).len(), cases.len(), "{xml}");
+    assert!(
+        xml.contains(r#"<testsuite name="mailproof.requirements""#),
+        "the providers' cards are test cases too: {xml}"
+    );
+
+    // By default a provider that would reject the email fails the check, named in JUnit with
+    // the rule, what was seen and the fix.
+    let o = check_env(creds, &env, &[&[clean.as_str()][..], &common[..]].concat()).await;
+    let (xml, err) = expect_code(&o, 1);
+    let failures: Vec<String> = junit_cases(&xml).into_iter().flat_map(|(_, f)| f).collect();
+    assert!(
+        failures.iter().any(|f| f
+            .starts_with("Gmail would reject it: The message was sent over TLS: received from")
+            && f.contains("Fix: Enable STARTTLS")),
+        "{xml}"
+    );
+    assert!(
+        failures.iter().all(|f| f.contains(" would reject it: ")),
+        "only the requirements fail the clean email: {xml}"
+    );
+    assert!(err.contains("Gmail would reject it"), "{err}");
 
     // Without an SMTP server to send through, seed is refused before a test is created.
     let o = check(creds, &[&[clean.as_str()][..], &common[..]].concat()).await;

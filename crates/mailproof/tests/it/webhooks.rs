@@ -398,5 +398,29 @@ async fn a_spam_test_is_called_back_once_every_filter_answered() {
         sent, shown,
         "the summary carries the verdicts the API shows"
     );
+    // And each mailbox provider's sender-requirements verdict, as the API answers it.
+    let cards = s
+        .get(&format!("/v5/spam/tests/{id}/requirements"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(cards["status"], "complete", "{cards}");
+    let lines = |cards: &Value| -> Vec<(Value, Value, Value)> {
+        cards
+            .as_array()
+            .expect("provider verdicts")
+            .iter()
+            .map(|p| {
+                (
+                    p["provider"].clone(),
+                    p["verdict"].clone(),
+                    p["summary"].clone(),
+                )
+            })
+            .collect()
+    };
+    let (from_api, in_callback) = (lines(&cards["providers"]), lines(&body["requirements"]));
+    assert_eq!(in_callback.len(), 3, "{body}");
+    assert_eq!(in_callback, from_api);
     assert_eq!(state["delivery_id"], body["delivery_id"]);
 }
