@@ -197,6 +197,62 @@ impl UriblLookup {
             report.status = "not checked: no URI blocklist is configured (data/spam-filters.toml has no [[uribl]] zone)".into();
             return report;
         }
+        report.status = match self.look_up(domains, &mut report).await {
+            Err(why) => format!("not checked: {why}"),
+            Ok(()) => status_line(&report),
+        };
+        report
+    }
+
+    /// Looks up `ip` in every zone that answers, as an address blocklist (RFC 5782) is asked:
+    /// `4.3.2.1.<zone>` for 1.2.3.4, nibbles for IPv6. The hits name the address.
+    pub async fn check_address(&self, ip: IpAddr) -> UriblReport {
+        let mut report = UriblReport {
+            domains: 1,
+            ..UriblReport::default()
+        };
+        if self.inner.zones.is_empty() {
+            report.status = "not checked: no address blocklist is configured".into();
+            return report;
+        }
+        let looked_up = self.look_up(vec![reversed(ip)], &mut report).await;
+        for hit in &mut report.hits {
+            hit.domain = ip.to_string();
+        }
+        report.status = if let Err(why) = looked_up {
+            format!("not checked: {why}")
+        } else if report.consulted.is_empty() {
+            format!(
+                "not checked: no address blocklist answered ({})",
+                report.unreachable.join("; ")
+            )
+        } else {
+            let mut line = format!(
+                "{ip} looked up in {}: {}",
+                report.consulted.join(", "),
+                if report.hits.is_empty() {
+                    "not listed"
+                } else {
+                    "listed"
+                }
+            );
+            if report.failed > 0 {
+                line.push_str(&format!("; {} lookup(s) failed", report.failed));
+            }
+            if !report.unreachable.is_empty() {
+                line.push_str(&format!(
+                    "; not consulted: {}",
+                    report.unreachable.join("; ")
+                ));
+            }
+            line
+        };
+        report
+    }
+
+    /// Asks every zone that answers its test point about each of `names`, into `report`; why
+    /// nothing could be asked when there is no resolver.
+    async fn look_up(&self, names: Vec<String>, report: &mut UriblReport) -> Result<(), String> {
         let resolver = match &self.inner.resolver {
             Ok(r) => r,
             Err(why) => {
@@ -206,8 +262,7 @@ impl UriblLookup {
                     .iter()
                     .map(|z| format!("{}: {why}", z.zone))
                     .collect();
-                report.status = format!("not checked: {why}");
-                return report;
+                return Err(why.clone());
             }
         };
         // All zones at once: offline, each costs a full timeout.
@@ -229,7 +284,7 @@ impl UriblLookup {
         // Owned values in each lookup: the futures stay `Send` for any caller.
         let queries: Vec<(Zone, String)> = live
             .iter()
-            .flat_map(|z| domains.iter().map(move |d| (z.clone(), d.clone())))
+            .flat_map(|z| names.iter().map(move |d| (z.clone(), d.clone())))
             .collect();
         let answers: Vec<(Zone, String, Result<Answer, String>)> = stream::iter(queries)
             .map(|(zone, domain)| {
@@ -257,8 +312,7 @@ impl UriblLookup {
         report
             .hits
             .sort_by(|a, b| (&a.domain, &a.zone).cmp(&(&b.domain, &b.zone)));
-        report.status = status_line(&report);
-        report
+        Ok(())
     }
 
     async fn zone_health(&self, resolver: &TokioResolver, zone: &Zone) -> Result<(), String> {
@@ -340,6 +394,24 @@ fn status_line(r: &UriblReport) -> String {
         line.push_str(&format!("; not consulted: {}", r.unreachable.join("; ")));
     }
     line
+}
+
+/// The name an address blocklist lists `ip` under (RFC 5782 2.1 and 2.4), without the zone.
+pub fn reversed(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, c, d] = v4.octets();
+            format!("{d}.{c}.{b}.{a}")
+        }
+        IpAddr::V6(v6) => v6
+            .octets()
+            .iter()
+            .rev()
+            .flat_map(|b| [b & 0x0f, b >> 4])
+            .map(|n| format!("{n:x}"))
+            .collect::<Vec<_>>()
+            .join("."),
+    }
 }
 
 /// The domain a URI blocklist lists for `host`: its registrable domain (`www.mail.example.co.uk`
@@ -449,6 +521,68 @@ mod tests {
                 .starts_with("2 link domain(s) looked up in dbl.example: 1 listed"),
             "{}",
             report.status
+        );
+    }
+
+    #[test]
+    fn addresses_are_asked_reversed() {
+        assert_eq!(reversed("192.0.2.10".parse().expect("ip")), "10.2.0.192");
+        // RFC 5782 2.4's example: 2001:db8:1:2:3:4:567:89ab.
+        assert_eq!(
+            reversed("2001:db8:1:2:3:4:567:89ab".parse().expect("ip")),
+            "b.a.9.8.7.6.5.0.4.0.0.0.3.0.0.0.2.0.0.0.1.0.0.0.8.b.d.0.1.0.0.2"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_listed_address_is_found_in_address_zones_that_answer_their_test_point() {
+        let dns = test_dns::BlocklistDns::start([
+            ("2.0.0.127.zen.example", Ipv4Addr::new(127, 0, 0, 2)),
+            ("10.2.0.192.zen.example", Ipv4Addr::new(127, 0, 0, 4)),
+        ])
+        .await;
+        let zen = Zone {
+            name: "ZEN".into(),
+            zone: "zen.example".into(),
+            test_domain: "2.0.0.127".into(),
+            listed: vec![
+                "127.0.0.2/31".parse().expect("net"),
+                "127.0.0.4/30".parse().expect("net"),
+            ],
+            refused: vec!["127.255.255.0/24".parse().expect("net")],
+            score: 0.0,
+        };
+        let lookup = UriblLookup::new(vec![zen], &dns.mode());
+        let listed = lookup
+            .check_address("192.0.2.10".parse().expect("ip"))
+            .await;
+        assert_eq!(
+            listed.hits,
+            vec![UriblHit {
+                domain: "192.0.2.10".into(),
+                list: "ZEN".into(),
+                zone: "zen.example".into(),
+                answer: "127.0.0.4".into(),
+            }]
+        );
+        assert_eq!(listed.status, "192.0.2.10 looked up in zen.example: listed");
+        let clean = lookup
+            .check_address("192.0.2.11".parse().expect("ip"))
+            .await;
+        assert!(clean.hits.is_empty());
+        assert_eq!(
+            clean.status,
+            "192.0.2.11 looked up in zen.example: not listed"
+        );
+        let offline = UriblLookup::new(lookup.zones().to_vec(), &DnsMode::Disabled)
+            .check_address("192.0.2.10".parse().expect("ip"))
+            .await;
+        assert!(
+            offline
+                .status
+                .starts_with("not checked: DNS lookups are disabled"),
+            "{}",
+            offline.status
         );
     }
 

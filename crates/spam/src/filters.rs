@@ -11,7 +11,7 @@ use crate::builtin::{BuiltinAnalyzer, DnsMode};
 use crate::daemons::{DaemonState, FilterAddresses, FilterStatus};
 use crate::profiles::{EngineKind, FilterProfile, FilterProfiles, FilterType};
 use crate::report::EngineReport;
-use crate::requirements::{Arrival, Report, SenderRequirements};
+use crate::requirements::{Arrival, Net, Report, SenderRequirements};
 use crate::rspamd::RspamdClient;
 use crate::spamd::SpamdClient;
 use crate::SpamError;
@@ -77,7 +77,9 @@ pub struct SpamFilters {
     profiles: FilterProfiles,
     /// The providers' sender requirements and the policy their unsubscribe POST goes through;
     /// `None` until given ([`SpamFilters::with_requirements`]).
-    requirements: Option<(SenderRequirements, NetPolicy)>,
+    requirements: Option<(SenderRequirements, NetPolicy, UriblLookup)>,
+    /// The DNS setting, for the requirements' address blocklists.
+    dns: DnsMode,
     spamd: RwLock<Engine<SpamdClient>>,
     rspamd: RwLock<Engine<RspamdClient>>,
     builtin: BuiltinAnalyzer,
@@ -154,6 +156,7 @@ impl SpamFilters {
         SpamFilters {
             profiles,
             requirements: None,
+            dns: dns.clone(),
             spamd: RwLock::new(spamd_engine(addresses.spamd)),
             rspamd: RwLock::new(rspamd_engine(addresses.rspamd)),
             builtin: BuiltinAnalyzer::new(dns, uribl),
@@ -166,19 +169,21 @@ impl SpamFilters {
         requirements: SenderRequirements,
         policy: NetPolicy,
     ) -> SpamFilters {
-        self.requirements = Some((requirements, policy));
+        let blocklists = UriblLookup::new(requirements.blocklists().to_vec(), &self.dns);
+        self.requirements = Some((requirements, policy, blocklists));
         self
     }
 
     /// The sender-requirements report of `message` as it arrived, through the built-in
     /// analyzer's resolver and own keys; `None` when no requirements were given.
     pub async fn sender_requirements(&self, message: &[u8], arrival: &Arrival) -> Option<Report> {
-        let (requirements, policy) = self.requirements.as_ref()?;
-        Some(
-            requirements
-                .check(&self.builtin, policy, message, arrival)
-                .await,
-        )
+        let (requirements, policy, blocklists) = self.requirements.as_ref()?;
+        let net = Net {
+            analyzer: &self.builtin,
+            policy,
+            blocklists,
+        };
+        Some(requirements.check(&net, message, arrival).await)
     }
 
     /// The built-in analyzer verifies signatures by `record`'s key without DNS (our own sends).

@@ -13,12 +13,12 @@ use mail_auth::{
     Parameters, SpfOutput, SpfResult,
 };
 
-use super::{Check, Finding, Status};
+use super::{Check, Finding, Net, Status};
 use ::content::fetch::{post_answer, FetchError};
 use ::content::netpolicy::NetPolicy;
+use ::content::uribl::UriblLookup;
 
 use crate::builtin::auth::Lookups;
-use crate::builtin::BuiltinAnalyzer;
 use crate::filters::Envelope;
 
 /// SPF's `%{r}` macro names the receiving host; mailproof has no public one.
@@ -69,8 +69,7 @@ const SENT_BY_US: &str =
 
 /// Decides every rule but [`Check::MessageSize`] (which depends on the provider).
 pub(super) async fn observe(
-    analyzer: &BuiltinAnalyzer,
-    policy: &NetPolicy,
+    net: &Net<'_>,
     message: &[u8],
     arrival: &Arrival,
     provider_domains: &[(String, &str)],
@@ -111,10 +110,17 @@ pub(super) async fn observe(
         match arrival.method {
             // The copy mailproof built from the test's HTML carries no headers of the sender's.
             SpamMethod::Svc => finding(Status::NotApplicable, SENT_BY_US),
-            _ => one_click_works(&headers, policy).await,
+            _ => one_click_works(&headers, net.policy).await,
         },
     );
-    let lookups = analyzer.auth().lookups();
+    out.insert(
+        Check::NotBlocklisted,
+        match arrival.method {
+            SpamMethod::Svc => finding(Status::NotApplicable, SENT_BY_US),
+            _ => not_blocklisted(net.blocklists, arrival.envelope.client_ip).await,
+        },
+    );
+    let lookups = net.analyzer.auth().lookups();
     let deadline = lookups.deadline;
     let dns = tokio::time::timeout(
         deadline * 2,
@@ -468,6 +474,30 @@ fn one_click(headers: &Headers<'_>, dkim: &[DkimOutput<'_>], unknown: Option<&st
         missing.push(format!("d={} does not cover {}", sig.d, lacks.join(" or ")));
     }
     fail(format!("the DKIM signature {}", missing.join("; ")))
+}
+
+/// Whether the sending address is on an address blocklist, asked only of lists that answer their
+/// own test point: a list that does not is "not checked", never "not listed".
+async fn not_blocklisted(blocklists: &UriblLookup, ip: std::net::IpAddr) -> Finding {
+    if !::content::netpolicy::is_public(ip) {
+        return finding(
+            Status::NotApplicable,
+            format!("{ip} is not a public address; blocklists list only public ones"),
+        );
+    }
+    let report = blocklists.check_address(ip).await;
+    if let Some(hit) = report.hits.first() {
+        let all: Vec<String> = report
+            .hits
+            .iter()
+            .map(|h| format!("{} ({}, answer {})", h.list, h.zone, h.answer))
+            .collect();
+        return fail(format!("{} is listed by {}", hit.domain, all.join(", ")));
+    }
+    if report.consulted.is_empty() || report.failed > 0 {
+        return not_checked(report.status);
+    }
+    pass(report.status)
 }
 
 /// RFC 8058 3.1: what a mailbox provider sends when the reader clicks "Unsubscribe".

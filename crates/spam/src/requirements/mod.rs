@@ -22,6 +22,7 @@ pub use facts::Arrival;
 use crate::builtin::BuiltinAnalyzer;
 use crate::SpamError;
 use ::content::netpolicy::NetPolicy;
+use ::content::uribl::{UriblLookup, Zone};
 
 /// The code that decides a rule; the data file names it in `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, strum::EnumIter)]
@@ -39,6 +40,8 @@ pub enum Check {
     OneClickUnsubscribe,
     /// RFC 8058's POST, really sent (through the network policy).
     OneClickWorks,
+    /// The sending address on no address blocklist (`[[blocklist]]`).
+    NotBlocklisted,
     VisibleUnsubscribe,
     MessageSize,
 }
@@ -74,6 +77,8 @@ pub struct RuleSpec {
 struct File {
     provider: Vec<Provider>,
     rule: Vec<RuleSpec>,
+    #[serde(default)]
+    blocklist: Vec<Zone>,
 }
 
 /// The providers and rules of `data/sender-requirements.toml`, validated.
@@ -81,6 +86,16 @@ struct File {
 pub struct SenderRequirements {
     providers: Vec<Provider>,
     rules: Vec<RuleSpec>,
+    blocklists: Vec<Zone>,
+}
+
+/// How the check reaches outside: DNS through the built-in analyzer's resolver (the service's
+/// one `[dns]` setting) and its own DKIM keys, the one-click POST through `policy` (`[fetch]`),
+/// address blocklists through `blocklists` (asked through the same `[dns]`).
+pub struct Net<'a> {
+    pub analyzer: &'a BuiltinAnalyzer,
+    pub policy: &'a NetPolicy,
+    pub blocklists: &'a UriblLookup,
 }
 
 impl SenderRequirements {
@@ -138,9 +153,19 @@ impl SenderRequirements {
                 ));
             }
         }
+        let mut names = HashSet::new();
+        for zone in &file.blocklist {
+            if let Some(problem) = zone.problems().into_iter().next() {
+                return Err(format!("[[blocklist]] {problem}"));
+            }
+            if !names.insert(zone.name.to_ascii_uppercase()) {
+                return Err(format!("blocklist {:?} is listed twice", zone.name));
+            }
+        }
         Ok(SenderRequirements {
             providers: file.provider,
             rules: file.rule,
+            blocklists: file.blocklist,
         })
     }
 
@@ -164,18 +189,15 @@ impl SenderRequirements {
             .collect()
     }
 
-    /// Checks `message` as it arrived and gives one card per provider. DNS lookups go through
-    /// `analyzer`'s resolver (the service's one DNS setting) and its own DKIM keys; the one-click
-    /// unsubscribe POST goes through `policy`, as every request made for a caller does.
-    pub async fn check(
-        &self,
-        analyzer: &BuiltinAnalyzer,
-        policy: &NetPolicy,
-        message: &[u8],
-        arrival: &Arrival,
-    ) -> Report {
-        let findings =
-            facts::observe(analyzer, policy, message, arrival, &self.provider_domains()).await;
+    /// The address blocklists of the `[[blocklist]]` tables, in file order.
+    pub fn blocklists(&self) -> &[Zone] {
+        &self.blocklists
+    }
+
+    /// Checks `message` as it arrived and gives one card per provider, reaching out only as
+    /// `net` says.
+    pub async fn check(&self, net: &Net<'_>, message: &[u8], arrival: &Arrival) -> Report {
+        let findings = facts::observe(net, message, arrival, &self.provider_domains()).await;
         self.report(&findings, message.len() as u64, arrival)
     }
 

@@ -4,7 +4,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use ::content::dns::DnsMode;
 use ::content::netpolicy::NetPolicy;
 use ::content::uribl::test_dns::{BlocklistDns, TestRecord};
-use ::content::uribl::UriblLookup;
+use ::content::uribl::{UriblLookup, Zone};
 use domain::SpamMethod;
 use mail_auth::common::crypto::{RsaKey, Sha256};
 use mail_auth::common::headers::HeaderWriter as _;
@@ -135,8 +135,9 @@ impl Mail {
     }
 }
 
-/// A documentation address (RFC 5737): loopback's reverse name would come from /etc/hosts.
-const SENDER: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 10));
+/// A public address (loopback's reverse name would come from /etc/hosts, and blocklists list no
+/// documentation or private address). Only the test's own DNS server is ever asked about it.
+const SENDER: IpAddr = IpAddr::V4(Ipv4Addr::new(93, 184, 216, 34));
 
 type Records = Vec<(String, TestRecord)>;
 
@@ -145,7 +146,7 @@ fn sender_records(domain: &str) -> Vec<(String, TestRecord)> {
     vec![
         (
             domain.into(),
-            TestRecord::Txt("v=spf1 ip4:192.0.2.10 -all".into()),
+            TestRecord::Txt("v=spf1 ip4:93.184.216.34 -all".into()),
         ),
         (
             format!("s1._domainkey.{domain}"),
@@ -156,12 +157,17 @@ fn sender_records(domain: &str) -> Vec<(String, TestRecord)> {
             TestRecord::Txt("v=DMARC1; p=none".into()),
         ),
         (
-            "10.2.0.192.in-addr.arpa".into(),
+            "34.216.184.93.in-addr.arpa".into(),
             TestRecord::Ptr("mail.example.com".into()),
         ),
         (
             "mail.example.com".into(),
-            TestRecord::A(Ipv4Addr::new(192, 0, 2, 10)),
+            TestRecord::A(Ipv4Addr::new(93, 184, 216, 34)),
+        ),
+        // The blocklist answers its test point, and does not list the sender.
+        (
+            "2.0.0.127.zen.example".into(),
+            TestRecord::A(Ipv4Addr::new(127, 0, 0, 2)),
         ),
     ]
 }
@@ -225,11 +231,28 @@ async fn check_with(
     check_in(dns.mode(), endpoint, mail, arrival).await
 }
 
+/// An address blocklist the test DNS answers for: it lists its test point, and whatever
+/// `34.216.184.93.zen.example` the records add.
+fn test_blocklist() -> Zone {
+    Zone {
+        name: "ZEN".into(),
+        zone: "zen.example".into(),
+        test_domain: "2.0.0.127".into(),
+        listed: vec!["127.0.0.2/31".parse().expect("net")],
+        refused: Vec::new(),
+        score: 0.0,
+    }
+}
+
 async fn check_in(mode: DnsMode, endpoint: &Endpoint, mail: &Mail, arrival: &Arrival) -> Report {
     let analyzer = BuiltinAnalyzer::new(mode.clone(), UriblLookup::new(Vec::new(), &mode));
-    shipped()
-        .check(&analyzer, &endpoint.policy, &mail.build(), arrival)
-        .await
+    let blocklists = UriblLookup::new(vec![test_blocklist()], &mode);
+    let net = Net {
+        analyzer: &analyzer,
+        policy: &endpoint.policy,
+        blocklists: &blocklists,
+    };
+    shipped().check(&net, &mail.build(), arrival).await
 }
 
 /// Every rule that did not pass, as `provider/rule=status`, and each failed rule's fix present.
@@ -320,7 +343,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
     let cases: Vec<Case> = vec![
         (
             "no PTR",
-            without("10.2.0.192.in-addr.arpa"),
+            without("34.216.184.93.in-addr.arpa"),
             Mail::compliant(&endpoint),
             seed(Some(true)),
             "reverse-dns",
@@ -390,6 +413,19 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
         ),
     ];
     let cases = cases.into_iter().chain([
+        (
+            "a blocklisted sending address",
+            sender_records("example.com")
+                .into_iter()
+                .chain([(
+                    "34.216.184.93.zen.example".to_owned(),
+                    TestRecord::A(Ipv4Addr::new(127, 0, 0, 3)),
+                )])
+                .collect(),
+            Mail::compliant(&endpoint),
+            seed(Some(true)),
+            "not-blocklisted",
+        ),
         (
             "an unsubscribe endpoint answering 403",
             sender_records("example.com"),
@@ -541,6 +577,8 @@ async fn mail_sent_by_mailproof_itself_is_not_judged_on_our_infrastructure() {
         "dkim-pass",
         "dkim-key-1024",
         "dmarc-aligned",
+        "one-click-works",
+        "not-blocklisted",
     ] {
         assert_eq!(status(id), Some(Status::NotApplicable), "{id}");
     }
