@@ -155,6 +155,27 @@ async fn clean_and_spammy_mail_gets_a_verdict_from_every_filter_by_all_three_met
         }
         let expected = if *kind == "clean" { -1 } else { 1 };
         assert_mostly(&verdicts, expected, &format!("{kind} message by {method}"));
+
+        // Each method's test has its sender-requirements report, judged on how its mail came:
+        // seed and smtp mail reached the listener without TLS; svc mail is mailproof's own.
+        let report = s
+            .get(&format!("/v5/spam/tests/{id}/requirements"))
+            .await
+            .ok()
+            .clone();
+        assert_eq!(report["status"], "complete", "{method}: {report}");
+        assert_eq!(report["method"], *method);
+        let gmail = &report["providers"][0];
+        let tls = gmail["rules"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["rule"] == "tls"))
+            .unwrap_or_else(|| panic!("Gmail asks for TLS: {gmail}"));
+        if *method == "svc" {
+            assert_eq!(tls["status"], "not_applicable", "{tls}");
+        } else {
+            assert_eq!(tls["status"], "fail", "{method}: {tls}");
+            assert_eq!(gmail["verdict"], "would_reject", "{method}: {gmail}");
+        }
     }
 }
 
