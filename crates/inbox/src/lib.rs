@@ -44,4 +44,7 @@ pub struct InboxConfig {
     pub inbox_domain: String,
     /// Reprocesses granted to each email test made from auto-inbox mail (as the API grants).
     pub reprocess_quota: i64,
+    /// Whether the SMTP listeners offer STARTTLS: only then does mail that came without TLS say
+    /// something about its sender.
+    pub starttls: bool,
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use background::{Held, Loops, Slot};
 use domain::Catalog;
-use spam::requirements::Arrival;
+use spam::requirements::{Arrival, HopTls};
 use spam::{Envelope, SpamError, SpamFilters};
 use store::{InboundRow, Key, Outcome, SpamUpdate, Store, StoreError, INBOUND};
 use tokio::sync::Notify;
@@ -346,7 +346,12 @@ impl InboundProcessor {
         let arrival = Arrival {
             method,
             envelope: envelope(row, rcpt),
-            tls: smtp::received_with_tls(&row.data),
+            tls: match (smtp::received_with_tls(&row.data), self.cfg.starttls) {
+                (Some(true), _) => HopTls::Used,
+                (Some(false), true) => HopTls::NotUsed,
+                (Some(false), false) => HopTls::NotOffered,
+                (None, _) => HopTls::Unknown,
+            },
         };
         let Some(report) = self.filters.sender_requirements(&row.data, &arrival).await else {
             return Ok(());

@@ -62,6 +62,8 @@ pub struct MailConfig {
     /// A DKIM key shared by every mail process (`[keys] dkim_key_file`); `None`: one generated in
     /// the data directory.
     pub dkim_key_file: Option<PathBuf>,
+    /// The certificate and key the SMTP listener offers STARTTLS with; `None`: no STARTTLS.
+    pub smtp_tls: Option<smtp::TlsFiles>,
     /// Start spamd and rspamd (`[spam] daemons`).
     pub daemons: bool,
     pub spamd_program: Option<PathBuf>,
@@ -132,6 +134,7 @@ impl MailService {
         ));
         let smtp_cfg = smtp::SmtpConfig {
             hostname: seed_domain.clone(),
+            tls: config.smtp_tls.clone(),
             ..smtp::SmtpConfig::default()
         };
         let smtp_stop = stopped(stop_rx.clone());

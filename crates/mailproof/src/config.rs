@@ -87,6 +87,12 @@ pub struct KeySettings {
     /// The PKCS#1 PEM RSA key that signs `svc` spam test mail (needed by `mail` processes); e.g.
     /// `openssl genrsa -traditional -out dkim.pem 2048`.
     pub dkim_key_file: Option<PathBuf>,
+    /// The certificate chain (PEM) the SMTP listener offers STARTTLS with (`mail` processes),
+    /// with `smtp_tls_key_file`. Without them no STARTTLS is offered, and the sender
+    /// requirements cannot see whether a sender uses TLS.
+    pub smtp_tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of `smtp_tls_cert_file`.
+    pub smtp_tls_key_file: Option<PathBuf>,
 }
 
 /// What one `mailproof serve` process does; any number of processes of each role can share one
@@ -731,7 +737,14 @@ impl Settings {
                 .clone()
                 .or(file_keys.url_signing_key_file),
             dkim_key_file: o.dkim_key_file.clone().or(file_keys.dkim_key_file),
+            smtp_tls_cert_file: file_keys.smtp_tls_cert_file,
+            smtp_tls_key_file: file_keys.smtp_tls_key_file,
         };
+        if keys.smtp_tls_cert_file.is_some() != keys.smtp_tls_key_file.is_some() {
+            problems.push(
+                "[keys] smtp_tls_cert_file and smtp_tls_key_file go together: give both (STARTTLS on the SMTP listener) or neither".into(),
+            );
+        }
         if !problems.is_empty() {
             bail!("invalid settings:\n  {}", problems.join("\n  "));
         }
@@ -862,6 +875,23 @@ mod tests {
         assert_eq!(
             s.keys.dkim_key_file.as_deref(),
             Some(Path::new("/flag/dkim.pem"))
+        );
+    }
+
+    #[test]
+    fn the_smtp_tls_certificate_and_key_go_together() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let err = resolve_file(&dir, "[keys]\nsmtp_tls_cert_file = \"/k/mx.crt\"\n")
+            .expect_err("a certificate without its key");
+        assert!(err.to_string().contains("go together"), "{err}");
+        let s = resolve_file(
+            &dir,
+            "[keys]\nsmtp_tls_cert_file = \"/k/mx.crt\"\nsmtp_tls_key_file = \"/k/mx.key\"\n",
+        )
+        .expect("both");
+        assert_eq!(
+            s.keys.smtp_tls_key_file.as_deref(),
+            Some(Path::new("/k/mx.key"))
         );
     }
 

@@ -21,6 +21,7 @@ pub fn config(settings: &Settings) -> MailConfig {
             seed_domain: settings.seed_domain.clone(),
             inbox_domain: settings.inbox_domain.clone(),
             reprocess_quota: settings.reprocess_quota,
+            starttls: settings.keys.smtp_tls_cert_file.is_some(),
         },
         profiles: settings.resources.join("spam-filters.toml"),
         requirements: settings.resources.join("sender-requirements.toml"),
@@ -28,6 +29,12 @@ pub fn config(settings: &Settings) -> MailConfig {
         dns: settings.dns.mode(),
         data_dir: settings.data_dir.clone(),
         dkim_key_file: settings.keys.dkim_key_file.clone(),
+        smtp_tls: settings
+            .keys
+            .smtp_tls_cert_file
+            .clone()
+            .zip(settings.keys.smtp_tls_key_file.clone())
+            .map(|(cert, key)| smtp::TlsFiles { cert, key }),
         daemons: settings.spam.daemons,
         spamd_program: settings.spam.spamd_program.clone(),
         rspamd_program: settings.spam.rspamd_program.clone(),

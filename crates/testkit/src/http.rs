@@ -82,6 +82,20 @@ impl Response {
     }
 }
 
+/// A self-signed certificate for `localhost` and its key, written as PEM files `cert.pem` and
+/// `key.pem` in `dir`, for a server under test to offer TLS with (e.g. the SMTP listener's
+/// STARTTLS); returns their paths.
+pub fn self_signed_files(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .unwrap_or_else(|e| panic!("a self-signed certificate: {e}"));
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem())
+        .unwrap_or_else(|e| panic!("write {}: {e}", cert.display()));
+    std::fs::write(&key, certified.signing_key.serialize_pem())
+        .unwrap_or_else(|e| panic!("write {}: {e}", key.display()));
+    (cert, key)
+}
+
 type Responder = Arc<dyn Fn(Request) -> BoxFuture<'static, Response> + Send + Sync>;
 
 /// A running stub; it stops when the test's runtime ends.

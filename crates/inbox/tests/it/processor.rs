@@ -123,6 +123,7 @@ impl Fixture {
                 seed_domain: SEEDS.into(),
                 inbox_domain: "inbox.test".into(),
                 reprocess_quota: 0,
+                starttls: false,
             },
             Arc::new(Catalog::parse(&catalog_text).expect("valid catalog")),
             Arc::new(filters),

@@ -355,8 +355,13 @@ you signed up for this offer. To be removed from our list click <a href="http://
 
 #[tokio::test]
 async fn a_seed_spam_test_is_sent_from_here_and_a_spam_verdict_fails_the_check_naming_the_filter() {
-    let s = MailServer::start_with("[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n").await;
     let work = tempfile::tempdir().expect("dir");
+    // The listener offers STARTTLS, which the CLI's plain send does not use.
+    let s = MailServer::start_with(&format!(
+        "[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n{}",
+        starttls_keys(work.path())
+    ))
+    .await;
     let clean = write(work.path(), "clean.html", CLEAN_HTML);
     let spammy = write(work.path(), "spammy.html", SPAM_HTML);
     let env = [

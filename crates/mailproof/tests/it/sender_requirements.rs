@@ -116,10 +116,12 @@ async fn a_seed_test_gets_a_card_per_provider_naming_what_fails() {
     let endpoint = HttpStub::start_tls(|_| async { Response::status(200) }).await;
     let ca = key_dir.path().join("ca.pem");
     std::fs::write(&ca, endpoint.certificate_pem().expect("https")).expect("write");
+    // The listener offers STARTTLS (a sender that does not use it is then to blame).
     let s = MailServer::start_with(&format!(
-        "ca_file = {:?}\n[spam]\ndaemons = false\n[dns]\nnameserver = \"{}\"\ntimeout_ms = 2000\n",
+        "ca_file = {:?}\n[spam]\ndaemons = false\n[dns]\nnameserver = \"{}\"\ntimeout_ms = 2000\n{}",
         ca.display().to_string(),
-        dns.addr()
+        dns.addr(),
+        starttls_keys(key_dir.path())
     ))
     .await;
     let html = std::fs::read_to_string(concat!(
@@ -217,7 +219,10 @@ async fn a_seed_test_gets_a_card_per_provider_naming_what_fails() {
     );
     let tls = rule(gmail, "tls");
     assert_eq!(tls["status"], "fail");
-    assert_eq!(tls["seen"], "received from 127.0.7.7 without TLS");
+    assert_eq!(
+        tls["seen"],
+        "received from 127.0.7.7 without TLS, which was offered"
+    );
     assert!(
         tls["fix"].as_str().is_some_and(|f| f.contains("STARTTLS")),
         "{tls}"

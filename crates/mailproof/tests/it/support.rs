@@ -401,6 +401,17 @@ impl std::ops::Deref for MailServer {
     }
 }
 
+/// A `[keys]` section that has the SMTP listener offer STARTTLS, with a self-signed certificate
+/// written into `dir`.
+pub fn starttls_keys(dir: &Path) -> String {
+    let (cert, key) = testkit::http::self_signed_files(dir);
+    format!(
+        "[keys]\nsmtp_tls_cert_file = {:?}\nsmtp_tls_key_file = {:?}\n",
+        cert.display().to_string(),
+        key.display().to_string()
+    )
+}
+
 impl MailServer {
     pub async fn start() -> MailServer {
         MailServer::start_with("").await

@@ -25,12 +25,25 @@ use crate::filters::Envelope;
 const RECEIVER: &str = "mailproof.invalid";
 
 /// How a message reached the filters: the test's method, the SMTP envelope of the hop into
-/// mailproof, and whether that hop used TLS (`None`: no trace of it).
+/// mailproof, and what that hop says about TLS.
 #[derive(Debug, Clone)]
 pub struct Arrival {
     pub method: SpamMethod,
     pub envelope: Envelope,
-    pub tls: Option<bool>,
+    pub tls: HopTls,
+}
+
+/// TLS on the hop into mailproof.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HopTls {
+    /// The sender used STARTTLS.
+    Used,
+    /// It was offered and the sender did not use it.
+    NotUsed,
+    /// Our listener offers none, so the hop says nothing of the sender.
+    NotOffered,
+    /// No trace of the hop (the message did not come through our listener).
+    Unknown,
 }
 
 fn finding(status: Status, seen: impl Into<String>) -> Finding {
@@ -97,36 +110,42 @@ pub(super) async fn observe(
         Check::Tls,
         match (arrival.method, arrival.tls) {
             (SpamMethod::Svc, _) => finding(Status::NotApplicable, SENT_BY_US),
-            (_, Some(true)) => pass("received over TLS (STARTTLS)"),
-            (_, Some(false)) => fail(format!(
-                "received from {} without TLS",
+            (_, HopTls::Used) => pass("received over TLS (STARTTLS)"),
+            (_, HopTls::NotUsed) => fail(format!(
+                "received from {} without TLS, which was offered",
                 arrival.envelope.client_ip
             )),
-            (_, None) => not_checked("the receiving hop left no trace of TLS"),
+            (_, HopTls::NotOffered) => not_checked(
+                "this service's SMTP listener offers no STARTTLS ([keys] smtp_tls_cert_file and smtp_tls_key_file), so whether the sender uses TLS cannot be seen",
+            ),
+            (_, HopTls::Unknown) => not_checked("the receiving hop left no trace of TLS"),
         },
     );
-    out.insert(
-        Check::OneClickWorks,
-        match arrival.method {
-            // The copy mailproof built from the test's HTML carries no headers of the sender's.
-            SpamMethod::Svc => finding(Status::NotApplicable, SENT_BY_US),
-            _ => one_click_works(&headers, net.policy).await,
-        },
-    );
-    out.insert(
-        Check::NotBlocklisted,
-        match arrival.method {
-            SpamMethod::Svc => finding(Status::NotApplicable, SENT_BY_US),
-            _ => not_blocklisted(net.blocklists, arrival.envelope.client_ip).await,
-        },
-    );
+    // The POST, the blocklists and the DNS checks wait on different servers: at once.
+    let svc = arrival.method == SpamMethod::Svc;
     let lookups = net.analyzer.auth().lookups();
     let deadline = lookups.deadline;
-    let dns = tokio::time::timeout(
-        deadline * 2,
-        dns_findings(&lookups, &parsed, &headers, arrival, &from_domain),
-    )
-    .await;
+    let (tried, blocklisted, dns) = tokio::join!(
+        async {
+            match svc {
+                // The copy mailproof built from the test's HTML carries no headers of the sender's.
+                true => finding(Status::NotApplicable, SENT_BY_US),
+                false => one_click_works(&headers, net.policy).await,
+            }
+        },
+        async {
+            match svc {
+                true => finding(Status::NotApplicable, SENT_BY_US),
+                false => not_blocklisted(net.blocklists, arrival.envelope.client_ip).await,
+            }
+        },
+        tokio::time::timeout(
+            deadline * 2,
+            dns_findings(&lookups, &parsed, &headers, arrival, &from_domain),
+        )
+    );
+    out.insert(Check::OneClickWorks, tried);
+    out.insert(Check::NotBlocklisted, blocklisted);
     match dns {
         Ok(found) => out.extend(found),
         Err(_) => {

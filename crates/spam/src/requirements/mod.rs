@@ -17,7 +17,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 pub use domain::requirements::{Need, ProviderReport, ProviderVerdict, Report, RuleReport, Status};
-pub use facts::Arrival;
+pub use facts::{Arrival, HopTls};
 
 use crate::builtin::BuiltinAnalyzer;
 use crate::SpamError;

@@ -172,7 +172,7 @@ fn sender_records(domain: &str) -> Vec<(String, TestRecord)> {
     ]
 }
 
-fn arrival(method: SpamMethod, tls: Option<bool>, mail_from_domain: &str) -> Arrival {
+fn arrival(method: SpamMethod, tls: HopTls, mail_from_domain: &str) -> Arrival {
     Arrival {
         method,
         envelope: crate::Envelope {
@@ -301,7 +301,7 @@ async fn a_compliant_message_meets_every_providers_requirements() {
         sender_records("example.com"),
         &endpoint,
         &Mail::compliant(&endpoint),
-        &arrival(SpamMethod::Seed, Some(true), "example.com"),
+        &arrival(SpamMethod::Seed, HopTls::Used, "example.com"),
     )
     .await;
     assert_eq!(not_passed(&report), Vec::<String>::new(), "{report:#?}");
@@ -345,14 +345,14 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
             "no PTR",
             without("34.216.184.93.in-addr.arpa"),
             Mail::compliant(&endpoint),
-            seed(Some(true)),
+            seed(HopTls::Used),
             "reverse-dns",
         ),
         (
             "no TLS",
             sender_records("example.com"),
             Mail::compliant(&endpoint),
-            seed(Some(false)),
+            seed(HopTls::NotUsed),
             "tls",
         ),
         (
@@ -362,7 +362,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
                 sign_list_headers: false,
                 ..Mail::compliant(&endpoint)
             },
-            seed(Some(true)),
+            seed(HopTls::Used),
             "one-click-unsubscribe",
         ),
         (
@@ -372,21 +372,21 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
                 list_unsubscribe_post: false,
                 ..Mail::compliant(&endpoint)
             },
-            seed(Some(true)),
+            seed(HopTls::Used),
             "one-click-unsubscribe",
         ),
         (
             "no DMARC",
             without("_dmarc.example.com"),
             Mail::compliant(&endpoint),
-            seed(Some(true)),
+            seed(HopTls::Used),
             "dmarc-record",
         ),
         (
             "no SPF",
             without("example.com"),
             Mail::compliant(&endpoint),
-            seed(Some(true)),
+            seed(HopTls::Used),
             "spf-pass",
         ),
         (
@@ -396,7 +396,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
                 body_unsubscribe: false,
                 ..Mail::compliant(&endpoint)
             },
-            seed(Some(true)),
+            seed(HopTls::Used),
             "visible-unsubscribe",
         ),
         (
@@ -408,7 +408,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
                 from_domain: "gmail.com",
                 ..Mail::compliant(&endpoint)
             },
-            arrival(SpamMethod::Seed, Some(true), "gmail.com"),
+            arrival(SpamMethod::Seed, HopTls::Used, "gmail.com"),
             "from-own-domain",
         ),
     ];
@@ -423,7 +423,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
                 )])
                 .collect(),
             Mail::compliant(&endpoint),
-            seed(Some(true)),
+            seed(HopTls::Used),
             "not-blocklisted",
         ),
         (
@@ -433,7 +433,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
                 unsubscribe: endpoint.stub.url("/u/forbidden"),
                 ..Mail::compliant(&endpoint)
             },
-            seed(Some(true)),
+            seed(HopTls::Used),
             "one-click-works",
         ),
         (
@@ -443,7 +443,7 @@ async fn each_rule_broken_alone_fails_exactly_that_rule() {
                 unsubscribe: endpoint.stub.url("/u/login"),
                 ..Mail::compliant(&endpoint)
             },
-            seed(Some(true)),
+            seed(HopTls::Used),
             "one-click-works",
         ),
     ]);
@@ -485,7 +485,7 @@ async fn an_unsigned_list_unsubscribe_post_is_named_on_gmails_card() {
             sign_list_headers: false,
             ..Mail::compliant(&endpoint)
         },
-        &arrival(SpamMethod::Seed, Some(true), "example.com"),
+        &arrival(SpamMethod::Seed, HopTls::Used, "example.com"),
     )
     .await;
     let gmail = &report.providers[0];
@@ -502,7 +502,7 @@ async fn without_dns_nothing_that_needs_it_passes() {
         DnsMode::Disabled,
         &endpoint,
         &Mail::compliant(&endpoint),
-        &arrival(SpamMethod::Seed, Some(true), "example.com"),
+        &arrival(SpamMethod::Seed, HopTls::Used, "example.com"),
     )
     .await;
     let needs_dns = [
@@ -540,7 +540,7 @@ async fn a_lookup_that_does_not_answer_is_not_checked_rather_than_failed() {
         mode,
         &endpoint,
         &Mail::compliant(&endpoint),
-        &arrival(SpamMethod::Seed, Some(true), "example.com"),
+        &arrival(SpamMethod::Seed, HopTls::Used, "example.com"),
     )
     .await;
     let statuses: HashSet<String> = rules_not_passed(&report);
@@ -565,7 +565,7 @@ async fn mail_sent_by_mailproof_itself_is_not_judged_on_our_infrastructure() {
         Vec::new(),
         &endpoint,
         &Mail::compliant(&endpoint),
-        &arrival(SpamMethod::Svc, None, "example.com"),
+        &arrival(SpamMethod::Svc, HopTls::Unknown, "example.com"),
     )
     .await;
     let gmail = &report.providers[0];
@@ -616,7 +616,7 @@ async fn the_one_click_post_is_reported_with_its_answer() {
             sender_records("example.com"),
             &endpoint,
             &mail,
-            &arrival(SpamMethod::Seed, Some(true), "example.com"),
+            &arrival(SpamMethod::Seed, HopTls::Used, "example.com"),
         )
         .await;
         let (got, text) = seen(&report);
@@ -636,11 +636,39 @@ async fn the_one_click_post_is_reported_with_its_answer() {
         sender_records("example.com"),
         &strict,
         &Mail::compliant(&strict),
-        &arrival(SpamMethod::Seed, Some(true), "example.com"),
+        &arrival(SpamMethod::Seed, HopTls::Used, "example.com"),
     )
     .await;
     let (got, text) = seen(&report);
     assert_eq!(got, Status::NotChecked, "{text}");
     assert!(text.contains("network policy"), "{text}");
     assert!(strict.stub.requests().is_empty());
+}
+
+#[tokio::test]
+async fn a_listener_without_starttls_says_nothing_of_the_senders_tls() {
+    let endpoint = Endpoint::start().await;
+    let report = check_with(
+        sender_records("example.com"),
+        &endpoint,
+        &Mail::compliant(&endpoint),
+        &arrival(SpamMethod::Seed, HopTls::NotOffered, "example.com"),
+    )
+    .await;
+    assert_eq!(
+        rules_not_passed(&report),
+        HashSet::from(["tls=NotChecked".to_owned()])
+    );
+    let gmail = &report.providers[0];
+    assert_eq!(
+        gmail.verdict,
+        ProviderVerdict::NotChecked,
+        "{}",
+        gmail.summary
+    );
+    assert!(
+        gmail.summary.contains("offers no STARTTLS"),
+        "{}",
+        gmail.summary
+    );
 }
