@@ -178,9 +178,27 @@ impl Starting {
             reaped: false,
         };
         loop {
-            let line = lines.recv_timeout(READY_WITHIN).map_err(|_| {
-                format!("{name} did not report its address within {READY_WITHIN:?}")
-            })?;
+            let line = match lines.recv_timeout(READY_WITHIN) {
+                Ok(line) => line,
+                // Its stdout closed: the process ended (its own error is on stderr, above).
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = service
+                        .child
+                        .wait()
+                        .map_or_else(|e| format!("status unknown: {e}"), |s| s.to_string());
+                    service.reaped = true;
+                    return Err(format!(
+                        "{name} exited ({status}) before it reported its address; its error is on stderr above"
+                    )
+                    .into());
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(format!(
+                        "{name} did not report its address within {READY_WITHIN:?}"
+                    )
+                    .into())
+                }
+            };
             if let Some(addr) = line.strip_prefix("smtp on ") {
                 service.smtp = Some(addr.parse()?);
             } else if let Some(url) = line.strip_prefix("listening on ") {

@@ -372,6 +372,26 @@ async fn each_role_starts_from_the_data_files_the_image_holds() {
         .expect("stderr");
     assert!(!status.success());
     assert!(err.contains("behaviours.toml"), "{err}");
+    // The harness says the process ended, at once, rather than waiting for its address.
+    let started = std::time::Instant::now();
+    let refused = match shared
+        .launch("api-short", &process_config(&shared, "api", ""), &[])
+        .env("MAILPROOF_RESOURCES", &resources)
+        .start()
+    {
+        Ok(_) => panic!("started without behaviours.toml"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        refused.contains("exited (exit status: ")
+            && refused.contains("before it reported its address"),
+        "{refused}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

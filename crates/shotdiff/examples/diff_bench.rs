@@ -1,4 +1,4 @@
-//! Cost of one screenshot diff: `cargo run --release -p shotdiff --example bench -- <png>...`
+//! Cost of one screenshot diff: `cargo run --release -p shotdiff --example diff_bench -- <png>...`
 //!
 //! For each screenshot given (e.g. the corpus' largest templates rendered by the service), times
 //! `shotdiff::diff` of the screenshot against itself and against a copy with one block recoloured
@@ -12,7 +12,7 @@ const RUNS: usize = 7;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files: Vec<String> = std::env::args().skip(1).collect();
     if files.is_empty() {
-        return Err("give one or more PNG screenshots: cargo run --release -p shotdiff --example bench -- a.png b.png".into());
+        return Err("give one or more PNG screenshots: cargo run --release -p shotdiff --example diff_bench -- a.png b.png".into());
     }
     println!("| screenshot | size (px) | pair | median ms | max ms | changed share | boxes |");
     println!("|---|---|---|---|---|---|---|");

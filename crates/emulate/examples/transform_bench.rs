@@ -1,6 +1,6 @@
 //! Prints how long the transformation and the code analysis take: every corpus template through
 //! every profile.
-//! `cargo run -p emulate --example bench --release` (or without `--release` for debug figures).
+//! `cargo run -p emulate --example transform_bench --release` (or without `--release` for debug figures).
 
 use std::path::Path;
 use std::time::Instant;

@@ -1,6 +1,6 @@
 //! Prints warm per-capture times of the WebKit engine at 600@1x and 390@3x.
 //!
-//! `cargo build -p webkit && cargo run -p webkit --example bench [-- page.html [runs]]`; without a
+//! `cargo build -p webkit && cargo run -p webkit --example webkit_bench [-- page.html [runs]]`; without a
 //! page it renders the Cerberus responsive template from the shared corpus.
 
 use std::time::{Duration, Instant};
