@@ -332,7 +332,7 @@ impl InboundProcessor {
         rcpt: &str,
         test_id: &str,
     ) -> Result<(), InboxError> {
-        if self.store.sender_requirements(test_id).await?.is_some() {
+        if self.store.has_sender_requirements(test_id).await? {
             return Ok(());
         }
         let Some(method) = self
@@ -356,16 +356,9 @@ impl InboundProcessor {
         let Some(report) = self.filters.sender_requirements(&row.data, &arrival).await else {
             return Ok(());
         };
-        let json = match serde_json::to_string(&report) {
-            Ok(json) => json,
-            Err(e) => {
-                tracing::error!(test_id, error = %e, "the sender-requirements report does not serialize; the test goes without it");
-                return Ok(());
-            }
-        };
         if self
             .store
-            .record_sender_requirements(test_id, &json, unix_now())
+            .record_sender_requirements(test_id, &report, unix_now())
             .await?
         {
             let verdicts: Vec<String> = report

@@ -1,5 +1,6 @@
 //! Spam results per filter profile, and seed-list keys.
 
+use domain::requirements::Report;
 use domain::{FilterType, SpamVerdict, Spelled};
 use sqlx::Row;
 
@@ -245,14 +246,15 @@ impl Store {
 }
 
 impl Store {
-    /// Keeps the sender-requirements report of `test_id` (JSON) unless it has one: the first
-    /// message processed for a test decides it. `false` when one was there already.
+    /// Keeps the sender-requirements report of `test_id` unless it has one: the first message
+    /// processed for a test decides it. `false` when one was there already.
     pub async fn record_sender_requirements(
         &self,
         test_id: &str,
-        report: &str,
+        report: &Report,
         now: i64,
     ) -> Result<bool> {
+        let report = serde_json::to_string(report)?;
         let done = sqlx::query(
             "INSERT INTO sender_requirements (test_id, report, checked_at) VALUES ($1, $2, $3)
              ON CONFLICT (test_id) DO NOTHING",
@@ -265,14 +267,28 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
-    /// The sender-requirements report of `test_id` and when it was made, once there is one.
-    pub async fn sender_requirements(&self, test_id: &str) -> Result<Option<(String, i64)>> {
+    /// Whether `test_id` has its sender-requirements report (without reading it).
+    pub async fn has_sender_requirements(&self, test_id: &str) -> Result<bool> {
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT checked_at FROM sender_requirements WHERE test_id = $1")
+                .bind(test_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(found.is_some())
+    }
+
+    /// The sender-requirements report of `test_id` and when it was made, once there is one; a
+    /// stored report that does not read back is [`crate::StoreError::Corrupt`].
+    pub async fn sender_requirements(&self, test_id: &str) -> Result<Option<(Report, i64)>> {
         let row =
             sqlx::query("SELECT report, checked_at FROM sender_requirements WHERE test_id = $1")
                 .bind(test_id)
                 .fetch_optional(&self.pool)
                 .await?;
-        row.map(|r| Ok((r.try_get("report")?, r.try_get("checked_at")?)))
-            .transpose()
+        row.map(|r| {
+            let json: String = r.try_get("report")?;
+            Ok((serde_json::from_str(&json)?, r.try_get("checked_at")?))
+        })
+        .transpose()
     }
 }

@@ -11,30 +11,32 @@ use store::TestRow;
 use crate::date;
 use crate::WebState;
 
+/// The section of a test with spam processing, and whether it still waits for the first message.
+pub struct Section {
+    pub markup: Markup,
+    pub pending: bool,
+}
+
 /// The section for `test`, `None` for a test without spam processing.
 pub async fn section(
     state: &WebState,
     test: &TestRow,
-) -> Result<Option<Markup>, store::StoreError> {
+) -> Result<Option<Section>, store::StoreError> {
     if test.spam_method.is_none() {
         return Ok(None);
     }
-    let stored = state.app.store.sender_requirements(&test.id).await?;
-    let report = stored.and_then(|(json, at)| match serde_json::from_str::<Report>(&json) {
-        Ok(r) => Some((r, at)),
-        Err(e) => {
-            tracing::error!(test_id = test.id, error = %e, "a stored sender-requirements report does not parse; the page shows it as pending");
+    let report = match state.app.store.sender_requirements(&test.id).await {
+        Ok(found) => found,
+        Err(e @ store::StoreError::Corrupt(_)) => {
+            tracing::error!(test_id = test.id, error = %e, "a stored sender-requirements report does not read back; the page shows it as pending");
             None
         }
-    });
-    Ok(Some(markup(report.as_ref().map(|(r, at)| (r, *at)))))
-}
-
-/// Whether the section is still waiting for the first message.
-pub fn pending(section: &Option<Markup>) -> bool {
-    section
-        .as_ref()
-        .is_some_and(|m| m.0.contains(r#"data-state="pending""#))
+        Err(e) => return Err(e),
+    };
+    Ok(Some(Section {
+        pending: report.is_none(),
+        markup: markup(report.as_ref().map(|(r, at)| (r, *at))),
+    }))
 }
 
 fn verdict_label(v: ProviderVerdict) -> (&'static str, &'static str) {

@@ -637,7 +637,7 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
             @if let Some(p) = &pick { (p) }
         }
         (spam_section(&spam))
-        @if let Some(a) = &arrival { (a) }
+        @if let Some(a) = &arrival { (a.markup) }
         @if let Some(v) = scope.owner {
             section aria-labelledby="share-h" id="share" {
                 h2 id="share-h" { "Share a proof" }
@@ -758,7 +758,7 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
         Ok(a) => a,
         Err(e) => return internal("reading the sender requirements failed", e),
     };
-    let arrival_pending = crate::arrival::pending(&arrival);
+    let arrival_pending = arrival.as_ref().is_some_and(|a| a.pending);
     (
         [(header::CACHE_CONTROL, "no-store")],
         Json(json!({
@@ -767,7 +767,7 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
             "clients": list,
             "spam": verdicts,
             // The section whole once the requirements are checked, for app.js to put in place.
-            "arrival": arrival.filter(|_| !arrival_pending).map(|m| m.into_string()),
+            "arrival": arrival.filter(|a| !a.pending).map(|a| a.markup.into_string()),
             "pending": finished < clients.len() || spam_pending || arrival_pending,
         })),
     )

@@ -130,13 +130,13 @@ impl DeliveryWorker {
         };
         let clients = store.test_clients(&test.id).await?;
         let spam = store.spam_results(&test.id).await?;
-        let requirements = match store.sender_requirements(&test.id).await? {
-            Some((json, _)) => serde_json::from_str::<domain::requirements::Report>(&json)
-                .map_err(|e| {
-                    tracing::error!(test_id = %test.id, error = %e, "a stored sender-requirements report does not parse; the callback goes without it");
-                })
-                .ok(),
-            None => None,
+        let requirements = match store.sender_requirements(&test.id).await {
+            Ok(found) => found.map(|(report, _)| report),
+            Err(e @ store::StoreError::Corrupt(_)) => {
+                tracing::error!(test_id = %test.id, error = %e, "a stored sender-requirements report does not read back; the callback goes without it");
+                None
+            }
+            Err(e) => return Err(e.into()),
         };
         let body =
             Summary::build(&callback, &test, &clients, &spam, requirements.as_ref()).to_body()?;

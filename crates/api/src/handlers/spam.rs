@@ -41,8 +41,8 @@ async fn requirements_of(state: &AppState, test: &TestRow) -> ApiResult<Json<Val
             "message": "checked when the test's message reaches the first seed address",
         })));
     };
-    let mut body: Value = serde_json::from_str(&report)
-        .map_err(|e| ApiError::internal("reading a stored sender-requirements report", e))?;
+    let mut body = serde_json::to_value(&report)
+        .map_err(|e| ApiError::internal("writing a sender-requirements report", e))?;
     body["status"] = json!("complete");
     body["checked_at"] = json!(checked_at);
     Ok(Json(body))

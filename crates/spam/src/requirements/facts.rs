@@ -436,23 +436,14 @@ fn one_click(headers: &Headers<'_>, dkim: &[DkimOutput<'_>], unknown: Option<&st
     let Some(list) = headers.value("list-unsubscribe") else {
         return fail("the message has no List-Unsubscribe header");
     };
-    let https = list
-        .split(',')
-        .map(|u| {
-            u.trim()
-                .trim_start_matches('<')
-                .trim_end_matches('>')
-                .trim()
-        })
-        .find(|u| u.to_ascii_lowercase().starts_with("https://"));
-    let Some(url) = https else {
+    let Some(url) = https_uri(&list) else {
         return fail(format!(
             "List-Unsubscribe has no https URL ({})",
             shorten(&list)
         ));
     };
     match headers.value("list-unsubscribe-post") {
-        Some(v) if v.trim() == "List-Unsubscribe=One-Click" => {}
+        Some(v) if v.trim() == ONE_CLICK_BODY => {}
         Some(v) => {
             return fail(format!(
                 "List-Unsubscribe-Post is {:?}, not \"List-Unsubscribe=One-Click\"",
@@ -519,6 +510,19 @@ async fn not_blocklisted(blocklists: &UriblLookup, ip: std::net::IpAddr) -> Find
     pass(report.status)
 }
 
+/// The first https URI of a `List-Unsubscribe` value (`<https://…>, <mailto:…>`), the one RFC
+/// 8058's POST goes to.
+fn https_uri(list: &str) -> Option<&str> {
+    list.split(',')
+        .map(|u| {
+            u.trim()
+                .trim_start_matches('<')
+                .trim_end_matches('>')
+                .trim()
+        })
+        .find(|u| u.to_ascii_lowercase().starts_with("https://"))
+}
+
 /// RFC 8058 3.1: what a mailbox provider sends when the reader clicks "Unsubscribe".
 const ONE_CLICK_BODY: &str = "List-Unsubscribe=One-Click";
 
@@ -528,17 +532,9 @@ async fn one_click_works(headers: &Headers<'_>, policy: &NetPolicy) -> Finding {
     let one_click = headers
         .value("list-unsubscribe-post")
         .is_some_and(|v| v.trim() == ONE_CLICK_BODY);
-    let url = headers.value("list-unsubscribe").and_then(|list| {
-        list.split(',')
-            .map(|u| {
-                u.trim()
-                    .trim_start_matches('<')
-                    .trim_end_matches('>')
-                    .trim()
-                    .to_owned()
-            })
-            .find(|u| u.to_ascii_lowercase().starts_with("https://"))
-    });
+    let url = headers
+        .value("list-unsubscribe")
+        .and_then(|list| https_uri(&list).map(str::to_owned));
     let (Some(url), true) = (url, one_click) else {
         return finding(
             Status::NotApplicable,
