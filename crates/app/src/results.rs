@@ -59,10 +59,14 @@ pub async fn client_analysis(
     })?;
     let html = stored_content(state, test).await?;
     let rules = state.rules.clone();
-    tokio::task::spawn_blocking(move || emulate::analyze(&html, &profile, &rules))
-        .await
-        .map_err(|e| Error::internal("code analysis failed", e))?
-        .map_err(|e| Error::internal("code analysis failed", e))
+    let mut analysis =
+        tokio::task::spawn_blocking(move || emulate::analyze(&html, &profile, &rules))
+            .await
+            .map_err(|e| Error::internal("code analysis failed", e))?
+            .map_err(|e| Error::internal("code analysis failed", e))?;
+    // What depends on the laid-out page is said as the screenshot measured it.
+    analysis.measured_by_rule_set(row.rule_set.as_deref());
+    Ok(analysis)
 }
 
 /// The tips for `client` (an id or URL segment) as the caller may see them: the normalised id and

@@ -55,15 +55,65 @@ pub struct Finding {
 }
 
 /// The analysis of one email for one client.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Analysis {
     pub client: String,
     pub rule_set: String,
     /// Ordered by severity, then first line.
     pub findings: Vec<Finding>,
+    /// The ids of the client's behaviours (data/behaviours.toml) that some finding names, in file
+    /// order: what the transformation applies to this email in some screenshot variant, or may
+    /// apply once the page is measured ([`crate::transform::ZoomToFit`]).
+    pub behaviours: Vec<String>,
+    /// The client's zoom-out of a page wider than its screen, when it has one the email does not
+    /// turn off: whether it applies is measured on the drawn page ([`Analysis::measured`]).
+    zoom_out: Option<ZoomOut>,
+}
+
+/// What the analysis says of a zoom-out the source does not predict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ZoomOut {
+    behaviour: String,
+    /// The finding for a page found wider than the screen with no fixed width that explains it.
+    unexplained: Finding,
 }
 
 impl Analysis {
+    /// The id of the zoom-out behaviour whose finding waits for the drawn page's measurement.
+    pub fn zoom_out(&self) -> Option<&str> {
+        self.zoom_out.as_ref().map(|z| z.behaviour.as_str())
+    }
+
+    /// Brings the zoom-out finding into line with the drawn page: `zoomed` says whether the
+    /// screenshot's page, laid out at the screen, was wider than it (its rule set names the
+    /// zoom-out). The source alone can only guess from fixed widths (media queries may undo
+    /// them, a long word may widen a fluid page); the screenshot shows what was measured, and
+    /// the analysis must name what the screenshot applied.
+    pub fn measured(&mut self, zoomed: bool) {
+        let Some(zoom) = self.zoom_out.take() else {
+            return;
+        };
+        let named = self.behaviours.contains(&zoom.behaviour);
+        if named && !zoomed {
+            self.findings.retain(|f| f.feature != zoom.behaviour);
+            self.behaviours.retain(|b| *b != zoom.behaviour);
+        } else if zoomed && !named {
+            self.findings.push(zoom.unexplained);
+            self.findings
+                .sort_by_key(|f| (f.severity, f.lines.first().copied(), f.property.clone()));
+            self.behaviours.push(zoom.behaviour);
+        }
+    }
+
+    /// [`Analysis::measured`] from the rule set stored with the client's default screenshot
+    /// (`"<rule set> + <behaviour> + ..."`); nothing changes until there is one.
+    pub fn measured_by_rule_set(&mut self, rule_set: Option<&str>) {
+        let (Some(id), Some(rule_set)) = (self.zoom_out().map(String::from), rule_set) else {
+            return;
+        };
+        self.measured(rule_set.split(" + ").skip(1).any(|b| b == id));
+    }
+
     pub fn of(&self, severity: Severity) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(move |f| f.severity == severity)
     }
@@ -189,6 +239,13 @@ impl Judge<'_> {
             ),
             None => what.to_string(),
         }
+    }
+
+    /// The finding's feature for what `imp` implements: the client's behaviour id, as every
+    /// behaviour finding is named and the screenshot's rule set names it; `fallback` where no
+    /// behaviour of the client implements it (the rule set's policy does).
+    fn behaviour_key<'k>(&'k self, imp: Implementation, fallback: &'k str) -> &'k str {
+        self.applied.find(imp).map_or(fallback, |b| b.id.as_str())
     }
 
     /// Records a behaviour finding when the client applies `imp`.
@@ -420,12 +477,8 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
     }
 
     let word = set.policy.word_engine;
-    let version = client
-        .version
-        .as_deref()
-        .and_then(|v| v.split('.').next())
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(16);
+    let mso = Mso::of(client);
+    let version = mso.version;
     let work = if word {
         for at in conditional::openings(html) {
             found.add(
@@ -439,7 +492,7 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
                 ),
             );
         }
-        conditional::activate_keeping_lines(html, Mso { version })
+        conditional::activate_keeping_lines(html, mso)
     } else {
         html.to_string()
     };
@@ -465,10 +518,38 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
         )
         .collect();
     findings.sort_by_key(|f| (f.severity, f.lines.first().copied(), f.property.clone()));
+    let behaviours = judge
+        .applied
+        .0
+        .iter()
+        .filter(|b| findings.iter().any(|f| f.feature == b.id))
+        .map(|b| b.id.clone())
+        .collect();
+    let zoom_out = crate::transform::zoom_out(html, &judge.applied).and_then(|imp| {
+        let b = judge.applied.find(imp)?;
+        Some(ZoomOut {
+            behaviour: b.id.clone(),
+            unexplained: Finding {
+                severity: Severity::Warning,
+                property: "page width".into(),
+                feature: b.id.clone(),
+                message: judge.behaviour_message(
+                    imp,
+                    &format!(
+                        "{} zoomed this email out to its {} px screen: laid out at that width, the page is wider, though no fixed width in the source explains it (look for long words or links, wide images, preformatted text); the screenshot shows it zoomed.",
+                        client.display_name, client.viewport.width
+                    ),
+                ),
+                lines: vec![1],
+            },
+        })
+    });
     Ok(Analysis {
         client: client.id.clone(),
         rule_set: set.name.clone(),
         findings,
+        behaviours,
+        zoom_out,
     })
 }
 
@@ -605,7 +686,7 @@ fn html_pass(
             if !styles_unsupported && in_body.get() && !policy.style_in_body {
                 f.add(
                     Severity::Error,
-                    "html-style-in-body",
+                    judge.behaviour_key(Implementation::StyleInBodyStripped, "html-style-in-body"),
                     "<style> in <body>".into(),
                     line,
                     judge.behaviour_message(
@@ -811,10 +892,13 @@ fn html_pass(
             ("class", &policy.class_prefix, "class-prefix"),
             ("id", &policy.id_prefix, "id-prefix"),
         ] {
-            if !prefix.is_empty() && el.has_attribute(attr_name) {
+            let named = el
+                .get_attribute(attr_name)
+                .is_some_and(|v| !v.trim().is_empty());
+            if !prefix.is_empty() && named {
                 f.add(
                     Severity::Info,
-                    key,
+                    judge.behaviour_key(Implementation::ClassIdPrefix, key),
                     format!("{attr_name} attribute"),
                     attr_line(attr_name),
                     judge.behaviour_message(
@@ -992,11 +1076,18 @@ fn html_pass(
 /// Names what the client shows for this remote image in the images-off screenshots.
 fn images_off(f: &mut Collector, judge: &Judge<'_>, alt: Option<String>, line: u32) {
     let who = &judge.client.display_name;
-    let Some(imp) = crate::images_off::implementation(&judge.applied) else {
+    let engine_default = Implementation::BlockedImageEngineDefault;
+    let Some(imp) = crate::images_off::implementation(&judge.applied)
+        .or_else(|| judge.applied.has(engine_default).then_some(engine_default))
+    else {
         return;
     };
     let alt = alt.map(|a| decode_entities(&a)).unwrap_or_default();
     let (severity, what) = match imp {
+        Implementation::BlockedImageEngineDefault => (
+            Severity::Info,
+            format!("What {who} shows for a blocked image is not settled (its sources disagree: alt text, a grey area, or the image loads): the images-off screenshot keeps the engine's own drawing of it, so check the real client."),
+        ),
         Implementation::BlockedImagePlaceholder => (
             Severity::Warning,
             format!(

@@ -22,6 +22,20 @@ pub struct Mso {
     pub version: u32,
 }
 
+impl Mso {
+    /// The Word version a profile's conditionals are evaluated as: the major of its catalog
+    /// `version` (Outlook 2016 is "16.0"), 16 (the current Word engine) when it has none.
+    pub fn of(client: &domain::Client) -> Mso {
+        let version = client
+            .version
+            .as_deref()
+            .and_then(|v| v.split('.').next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(16);
+        Mso { version }
+    }
+}
+
 /// How a block is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {

@@ -533,15 +533,38 @@ fn filter_decl(
     Some(decl)
 }
 
-/// The Word engine's reading of one declaration block: `line-height` as a minimum unless
-/// `mso-line-height-rule: exactly`, and a first font family Windows lacks replaced by
-/// `mso-font-alt` or Times New Roman.
-fn word_block(decls: &mut [Decl], quirks: Quirks, removed: &mut Removed) {
+/// A change a documented behaviour makes to one declaration of a block, described once: the
+/// transformation applies it ([`apply_block`]) and the code analysis reports it
+/// ([`inspect_block`]), so the two cannot disagree on where it happens.
+struct BlockChange {
+    /// `None` for a change the email asked for (Word taking the `mso-font-alt` it names), which
+    /// is applied but is not the client's behaviour showing.
+    behaviour: Option<crate::Implementation>,
+    /// Index of the declaration in the block.
+    index: usize,
+    /// The construct as the analysis names it.
+    label: String,
+    value: String,
+}
+
+/// The Word engine's reading of one declaration block, as the client keeps it: `line-height` as
+/// a minimum unless `mso-line-height-rule: exactly`, and a first font family Windows lacks
+/// replaced by `mso-font-alt` or Times New Roman.
+fn block_changes(decls: &[Decl], quirks: Quirks) -> Vec<BlockChange> {
+    use crate::Implementation as I;
+    let mut out = Vec::new();
     if quirks.line_height_minimum && !is_exact_line_height(decls) {
-        for d in decls.iter_mut().filter(|d| d.name == "line-height") {
-            if let Some(v) = minimum_line_height(&d.value) {
-                d.value = v;
-                removed.note(crate::Implementation::LineHeightMinimum.note_key());
+        for (index, d) in decls.iter().enumerate() {
+            if d.name != "line-height" {
+                continue;
+            }
+            if let Some(value) = minimum_line_height(&d.value) {
+                out.push(BlockChange {
+                    behaviour: Some(I::LineHeightMinimum),
+                    index,
+                    label: format!("line-height: {}", d.value),
+                    value,
+                });
             }
         }
     }
@@ -550,11 +573,31 @@ fn word_block(decls: &mut [Decl], quirks: Quirks, removed: &mut Removed) {
             .iter()
             .find(|d| d.name == "mso-font-alt")
             .map(|d| d.value.clone());
-        for d in decls.iter_mut().filter(|d| d.name == "font-family") {
-            if missing_first_family(&d.value).is_some() {
-                d.value = alt.clone().unwrap_or_else(|| "\"Times New Roman\"".into());
-                removed.note(crate::Implementation::WebFontTimesFallback.note_key());
+        for (index, d) in decls.iter().enumerate() {
+            if d.name != "font-family" {
+                continue;
             }
+            if let Some(first) = missing_first_family(&d.value) {
+                out.push(BlockChange {
+                    behaviour: alt.is_none().then_some(I::WebFontTimesFallback),
+                    index,
+                    label: format!("font-family: {first}"),
+                    value: alt.clone().unwrap_or_else(|| "\"Times New Roman\"".into()),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Applies [`block_changes`] to a block the client keeps.
+fn apply_block(decls: &mut [Decl], quirks: Quirks, removed: &mut Removed) {
+    for change in block_changes(decls, quirks) {
+        if let Some(b) = change.behaviour {
+            removed.note(b.note_key());
+        }
+        if let Some(d) = decls.get_mut(change.index) {
+            d.value = change.value;
         }
     }
 }
@@ -591,7 +634,13 @@ fn minimum_line_height(value: &str) -> Option<String> {
 pub(crate) fn missing_first_family(value: &str) -> Option<String> {
     let first = value.split(',').next()?.trim();
     let name = first.trim_matches(['"', '\'']).trim().to_ascii_lowercase();
-    if name.is_empty() || WINDOWS_FONTS.contains(&name.as_str()) || name.starts_with("var(") {
+    // CSS-wide keywords name no font: the family is the parent's.
+    let keyword = matches!(name.as_str(), "inherit" | "initial" | "unset" | "revert");
+    if name.is_empty()
+        || keyword
+        || WINDOWS_FONTS.contains(&name.as_str())
+        || name.starts_with("var(")
+    {
         return None;
     }
     Some(first.to_string())
@@ -813,36 +862,59 @@ fn leak_known(name: &str) -> &'static str {
 /// The selector list as the client keeps it, or `None` when no selector survives.
 fn filter_selectors(list: &str, cx: &CssContext<'_>, removed: &mut Removed) -> Option<String> {
     let ranges = split_selectors(list);
-    let grouping_unsupported = cx
-        .effects
-        .iter()
-        .find(|(_, e)| *e == Effect::Selector(SelectorPart::Grouping));
-    if ranges.len() > 1 {
-        if let Some((slug, _)) = grouping_unsupported {
-            removed.note(slug);
-            return None;
-        }
+    if let Some(slug) = grouping_dropped(ranges.len(), cx.effects) {
+        removed.note(slug);
+        return None;
     }
     let mut kept = Vec::new();
     for (s, e) in ranges {
         let text = &list[s..e];
-        let info = analyse_selector(text, 0);
-        // Where only the first class of a compound gets the prefix, that is what happens to a
-        // chained selector, rather than caniemail's "unsupported".
-        let first_class_only = cx.quirks.first_class_prefixed_only;
-        let hit = selector_hits(&info, cx.effects)
-            .find(|(slug, _)| !(first_class_only && *slug == "css-selector-chaining"));
-        if let Some((slug, _)) = hit {
-            removed.note(slug);
-            continue;
-        }
-        if cx.quirks.attribute_selector_mangled && class_with_attribute(text) {
-            removed.note(crate::Implementation::AttributeSelectorMangled.note_key());
+        if let Some(why) = selector_dropped(text, cx.effects, cx.quirks) {
+            removed.note(why);
             continue;
         }
         kept.push(prefix_names(text.trim(), cx, removed));
     }
     (!kept.is_empty()).then(|| kept.join(", "))
+}
+
+/// The effect that drops a rule with a list of `count` selectors, when the client cannot read
+/// selector lists.
+fn grouping_dropped(count: usize, effects: &[(String, Effect)]) -> Option<&str> {
+    effects
+        .iter()
+        .find(|(_, e)| *e == Effect::Selector(SelectorPart::Grouping))
+        .filter(|_| count > 1)
+        .map(|(slug, _)| slug.as_str())
+}
+
+/// Why the client drops one selector of a list (an effect's slug or a behaviour's note key);
+/// `None` when it keeps it. Shared by the transformation and the analysis's behaviour hits.
+fn selector_dropped<'e>(
+    text: &str,
+    effects: &'e [(String, Effect)],
+    quirks: Quirks,
+) -> Option<&'e str> {
+    let info = analyse_selector(text, 0);
+    // Where only the first class of a compound gets the prefix, that is what happens to a
+    // chained selector, rather than caniemail's "unsupported".
+    let first_class_only = quirks.first_class_prefixed_only;
+    let hit = selector_hits(&info, effects)
+        .find(|(slug, _)| !(first_class_only && *slug == "css-selector-chaining"));
+    if let Some((slug, _)) = hit {
+        return Some(slug);
+    }
+    (quirks.attribute_selector_mangled && class_with_attribute(text))
+        .then(|| crate::Implementation::AttributeSelectorMangled.note_key())
+}
+
+/// Whether the client keeps any selector of `list`, so that the rule's declarations apply.
+fn rule_kept(list: &str, effects: &[(String, Effect)], quirks: Quirks) -> bool {
+    let ranges = split_selectors(list);
+    grouping_dropped(ranges.len(), effects).is_none()
+        && ranges
+            .into_iter()
+            .any(|(s, e)| selector_dropped(&list[s..e], effects, quirks).is_none())
 }
 
 /// Every selector effect that removes a selector, with the construct as the analysis shows it.
@@ -1023,7 +1095,7 @@ pub fn filter_inline(style: &str, cx: &CssContext<'_>, removed: &mut Removed) ->
         .into_iter()
         .filter_map(|d| filter_decl(d, cx, cx.dark, removed))
         .collect();
-    word_block(&mut kept, cx.quirks, removed);
+    apply_block(&mut kept, cx.quirks, removed);
     let mut out = String::new();
     write_decls(&kept, &mut out);
     out
@@ -1127,7 +1199,7 @@ fn write_rules(
                     .into_iter()
                     .filter_map(|d| filter_decl(d, cx, dark, removed))
                     .collect();
-                word_block(&mut decls, cx.quirks, removed);
+                apply_block(&mut decls, cx.quirks, removed);
                 out.push_str(&selectors);
                 out.push_str(" { ");
                 write_decls(&decls, out);
@@ -1264,7 +1336,13 @@ pub fn inspect_sheet(css: &str, ins: &Inspect<'_>) -> Inspected {
     let mut errors_at = Vec::new();
     for r in StyleSheetParser::new(&mut p, &mut sp) {
         match r {
-            Ok(rule) => inspect_rules(std::slice::from_ref(&rule), ins, ins.dark, &mut out.hits),
+            Ok(rule) => inspect_rules(
+                std::slice::from_ref(&rule),
+                ins,
+                ins.dark,
+                true,
+                &mut out.hits,
+            ),
             Err((e, _)) => errors_at.push(e.location.line),
         }
     }
@@ -1294,32 +1372,26 @@ pub fn inspect_inline(style: &str, ins: &Inspect<'_>) -> Inspected {
     out
 }
 
-/// Behaviours that read a whole declaration block.
+/// Behaviours that read a whole declaration block, on the declarations the client keeps of it
+/// (as the transformation applies them: a dropped declaration shows no behaviour).
 fn inspect_block(decls: &[Decl], ins: &Inspect<'_>, out: &mut Vec<Hit>) {
     use crate::Implementation as I;
-    let q = ins.quirks;
-    if q.line_height_minimum && !is_exact_line_height(decls) {
-        for d in decls.iter().filter(|d| d.name == "line-height") {
-            if minimum_line_height(&d.value).is_some() {
-                let label = format!("line-height: {}", d.value);
-                hit(out, HitKind::Behaviour(I::LineHeightMinimum), label, d.line);
-            }
+    let kept: Vec<&Decl> = decls.iter().filter(|d| kept_decl(d, ins)).collect();
+    let view: Vec<Decl> = kept
+        .iter()
+        .map(|d| Decl {
+            name: d.name.clone(),
+            value: d.value.clone(),
+            important: d.important,
+            line: d.line,
+        })
+        .collect();
+    for change in block_changes(&view, ins.quirks) {
+        if let (Some(b), Some(d)) = (change.behaviour, view.get(change.index)) {
+            hit(out, HitKind::Behaviour(b), change.label, d.line);
         }
     }
-    if q.web_font_fallback && !decls.iter().any(|d| d.name == "mso-font-alt") {
-        for d in decls.iter().filter(|d| d.name == "font-family") {
-            if let Some(first) = missing_first_family(&d.value) {
-                let label = format!("font-family: {first}");
-                hit(
-                    out,
-                    HitKind::Behaviour(I::WebFontTimesFallback),
-                    label,
-                    d.line,
-                );
-            }
-        }
-    }
-    if q.height_to_min_height {
+    if ins.quirks.height_to_min_height {
         for d in decls.iter().filter(|d| d.name == "height") {
             let label = format!("height: {}", d.value);
             hit(out, HitKind::Behaviour(I::HeightToMinHeight), label, d.line);
@@ -1327,7 +1399,25 @@ fn inspect_block(decls: &[Decl], ins: &Inspect<'_>, out: &mut Vec<Hit>) {
     }
 }
 
-fn inspect_rules(rules: &[Rule], ins: &Inspect<'_>, dark: DarkMode, out: &mut Vec<Hit>) {
+/// Whether the client keeps `d`, by the same tests as the transformation's filtering: no effect
+/// removes it and no scoped drop applies to its element.
+fn kept_decl(d: &Decl, ins: &Inspect<'_>) -> bool {
+    let info = scan_value(&d.value);
+    let dropped_here = ins
+        .element
+        .is_some_and(|element| ins.scoped.iter().any(|sd| sd.drops(&d.name, element)));
+    removing_effect(d, &info, ins.effects).is_none() && !dropped_here
+}
+
+/// `kept`: whether the client keeps the enclosing rules; the behaviours of the declarations
+/// inside a dropped rule are not reported, as the transformation never reaches them.
+fn inspect_rules(
+    rules: &[Rule],
+    ins: &Inspect<'_>,
+    dark: DarkMode,
+    kept: bool,
+    out: &mut Vec<Hit>,
+) {
     for rule in rules {
         match rule {
             Rule::Style {
@@ -1373,7 +1463,9 @@ fn inspect_rules(rules: &[Rule], ins: &Inspect<'_>, dark: DarkMode, out: &mut Ve
                 for d in decls {
                     inspect_decl(d, ins, dark, out);
                 }
-                inspect_block(decls, ins, out);
+                if kept && rule_kept(selectors, ins.effects, ins.quirks) {
+                    inspect_block(decls, ins, out);
+                }
             }
             Rule::At {
                 name,
@@ -1405,7 +1497,10 @@ fn inspect_rules(rules: &[Rule], ins: &Inspect<'_>, dark: DarkMode, out: &mut Ve
                 }
                 match body {
                     AtBody::Rules(inner) => {
-                        inspect_rules(inner, ins, inner_dark, out);
+                        let inner_kept = kept
+                            && at_rule_dropped(name, ins.effects).is_none()
+                            && (name != "media" || media_dropped(prelude, ins.effects).is_none());
+                        inspect_rules(inner, ins, inner_dark, inner_kept, out);
                     }
                     AtBody::Decls(decls) => {
                         for d in decls {

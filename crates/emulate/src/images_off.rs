@@ -47,11 +47,15 @@ pub(crate) fn apply(
     applied: &Applied<'_>,
     removed: &mut Removed,
 ) -> Result<String, lol_html::errors::RewritingError> {
-    let Some(imp) = implementation(applied) else {
-        if applied.has(Implementation::BlockedImageEngineDefault) && html.contains("<img") {
-            removed.note(Implementation::BlockedImageEngineDefault.note_key());
+    // Without a documented drawing the engine's own is kept, and the behaviour that says so is
+    // noted for each blocked image, as the analysis names it.
+    let drawing = implementation(applied);
+    let noted = match drawing {
+        Some(imp) => imp,
+        None if applied.has(Implementation::BlockedImageEngineDefault) => {
+            Implementation::BlockedImageEngineDefault
         }
-        return Ok(html.to_string());
+        None => return Ok(html.to_string()),
     };
     let count = std::cell::Cell::new(0usize);
     let out = rewrite_str(
@@ -60,17 +64,18 @@ pub(crate) fn apply(
             if !is_remote(el.get_attribute("src").as_deref()) {
                 return Ok(());
             }
-            let markup = match imp {
-                Implementation::BlockedImagePlaceholder => placeholder(el),
-                _ => alt_text_box(el),
+            count.set(count.get() + 1);
+            let markup = match drawing {
+                Some(Implementation::BlockedImagePlaceholder) => placeholder(el),
+                Some(_) => alt_text_box(el),
+                None => return Ok(()),
             };
             el.replace(&markup, ContentType::Html);
-            count.set(count.get() + 1);
             Ok(())
         })),
     )?;
     for _ in 0..count.get() {
-        removed.note(imp.note_key());
+        removed.note(noted.note_key());
     }
     Ok(out)
 }

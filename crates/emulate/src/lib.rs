@@ -3,6 +3,7 @@
 
 pub mod analyze;
 pub mod behaviours;
+pub mod branch;
 pub mod color;
 pub mod conditional;
 pub mod css;

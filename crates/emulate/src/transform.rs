@@ -27,7 +27,7 @@ pub const MAX_HTML_BYTES: usize = domain::MAX_HTML_BYTES;
 pub const CLIP_BYTES: usize = 102_400;
 
 /// Gmail's line under a clipped message.
-const CLIP_LINE: &str = "<div data-mailproof-clipped=\"\" style=\"font-family:Arial,Helvetica,sans-serif;font-size:13px;line-height:20px;color:#222222;padding:12px 0;\">[Message clipped]&nbsp;&nbsp;<a href=\"#\" style=\"color:#1a0dab;text-decoration:underline;\">View entire message</a></div>";
+pub const CLIP_LINE: &str = "<div data-mailproof-clipped=\"\" style=\"font-family:Arial,Helvetica,sans-serif;font-size:13px;line-height:20px;color:#222222;padding:12px 0;\">[Message clipped]&nbsp;&nbsp;<a href=\"#\" style=\"color:#1a0dab;text-decoration:underline;\">View entire message</a></div>";
 
 /// The layout width Samsung Email's "auto fit" gives an email wider than the screen: it injects
 /// `<meta name="viewport" content="width=686">` (data/behaviours.toml, samsung-auto-fit).
@@ -46,6 +46,9 @@ pub struct Transformed {
     /// The rule set's name, followed by the behaviours (data/behaviours.toml) that changed this
     /// email: `gmail-desktop-webmail + gmail-clipping + gmail-style-in-body`.
     pub rule_set: String,
+    /// The ids of the behaviours [`Transformed::rule_set`] names, in file order: what the code
+    /// analysis must name too ([`crate::Analysis::behaviours`]).
+    pub behaviours: Vec<String>,
     /// Short notes of what was removed or rewritten, for logs: `"<slug or reason> x<count>"`.
     pub removed: Vec<String>,
     /// CSS width the client lays the email out at when it is not the profile's viewport width:
@@ -70,6 +73,20 @@ pub struct ZoomToFit {
     pub implementation: Implementation,
     /// [`Transformed::rule_set`] once the zoom-out applies: the behaviour named in file order.
     rule_set: String,
+    /// [`Transformed::behaviours`] once the zoom-out applies.
+    behaviours: Vec<String>,
+    /// The zoom-out's own behaviour id.
+    id: String,
+}
+
+impl ZoomToFit {
+    /// The id of the behaviour that applies if the page turns out wider than the screen.
+    pub fn behaviour(&self) -> Option<&str> {
+        self.behaviours
+            .iter()
+            .find(|b| b.as_str() == self.id)
+            .map(String::as_str)
+    }
 }
 
 impl Transformed {
@@ -83,6 +100,7 @@ impl Transformed {
         if page_width > screen {
             self.layout_width = Some(page_width);
             self.rule_set = zoom.rule_set;
+            self.behaviours = zoom.behaviours;
             self.removed
                 .push(format!("{} x1", zoom.implementation.note_key()));
         }
@@ -182,13 +200,7 @@ pub fn transform_variant(
         removed.note(Implementation::MsoConditionalsAsComments.note_key());
     }
     if set.policy.word_engine {
-        let version = client
-            .version
-            .as_deref()
-            .and_then(|v| v.split('.').next())
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(16);
-        let (activated, n) = conditional::activate(&work, Mso { version });
+        let (activated, n) = conditional::activate(&work, Mso::of(client));
         work = activated;
         if n > 0 {
             removed.0.insert("mso-conditionals-evaluated".into(), n);
@@ -224,18 +236,26 @@ pub fn transform_variant(
     }
     let notes: Vec<String> = removed.0.iter().map(|(k, n)| format!("{k} x{n}")).collect();
     let named = |notes: &std::collections::BTreeMap<String, usize>| {
-        std::iter::once(set.name.as_str())
-            .chain(applied.triggered(notes))
+        let ids = applied.triggered(notes);
+        let rule_set = std::iter::once(set.name.as_str())
+            .chain(ids.iter().copied())
             .collect::<Vec<_>>()
-            .join(" + ")
+            .join(" + ");
+        (rule_set, ids.into_iter().map(String::from).collect())
     };
-    let rule_set = named(&removed.0);
+    let (rule_set, behaviours) = named(&removed.0);
     let zoom_to_fit = zoom.map(|implementation| {
         let mut zoomed = removed.0.clone();
         zoomed.insert(implementation.note_key().into(), 1);
+        let (rule_set, behaviours) = named(&zoomed);
         ZoomToFit {
             implementation,
-            rule_set: named(&zoomed),
+            rule_set,
+            behaviours,
+            id: applied
+                .find(implementation)
+                .map(|b| b.id.clone())
+                .unwrap_or_default(),
         }
     });
     tracing::debug!(client = %client.id, rules = %rule_set, changes = notes.len(), "email transformed");
@@ -243,6 +263,7 @@ pub fn transform_variant(
         html: out,
         color_scheme,
         rule_set,
+        behaviours,
         removed: notes,
         layout_width,
         zoom_to_fit,
@@ -875,12 +896,11 @@ impl MainPass<'_> {
                 }
             }
         }
-        if !policy.class_prefix.is_empty() || !policy.id_prefix.is_empty() {
-            let named = el
-                .get_attribute("class")
-                .is_some_and(|c| !c.trim().is_empty())
-                || el.get_attribute("id").is_some_and(|i| !i.is_empty());
-            if named {
+        {
+            let named = |attr: &str| el.get_attribute(attr).is_some_and(|v| !v.trim().is_empty());
+            let renamed = (!policy.class_prefix.is_empty() && named("class"))
+                || (!policy.id_prefix.is_empty() && named("id"));
+            if renamed {
                 notes.note(Implementation::ClassIdPrefix.note_key());
             }
         }

@@ -227,8 +227,7 @@ pub fn convert(
 /// would print its text ("96" of `o:PixelsPerInch`). None of those settings is modelled, so all
 /// of it goes; VML (`v:`) is converted before.
 pub fn hide_office_islands(doc: &mut Document, removed: &mut Removed) {
-    let n = doc
-        .remove_elements(|name| name == "xml" || name.starts_with("o:") || name.starts_with("w:"));
+    let n = doc.remove_elements(crate::branch::is_office_xml);
     if n > 0 {
         removed.0.insert("office-xml-hidden".into(), n);
     }

@@ -200,16 +200,15 @@ mod tests {
 
     #[test]
     fn repeated_info_findings_collapse_into_one_entry_per_behaviour() {
-        let a = Analysis {
-            client: "c".into(),
-            rule_set: "r".into(),
-            findings: vec![
-                f(Severity::Error, "css-display-flex", "display:flex", &[7]),
-                f(Severity::Info, "dark-mode", "color", &[3, 9]),
-                f(Severity::Info, "class-prefix", "class attribute", &[4]),
-                f(Severity::Info, "dark-mode", "background-color", &[3, 5]),
-            ],
-        };
+        let mut a = Analysis::default();
+        a.client = "c".into();
+        a.rule_set = "r".into();
+        a.findings = vec![
+            f(Severity::Error, "css-display-flex", "display:flex", &[7]),
+            f(Severity::Info, "dark-mode", "color", &[3, 9]),
+            f(Severity::Info, "class-prefix", "class attribute", &[4]),
+            f(Severity::Info, "dark-mode", "background-color", &[3, 5]),
+        ];
         let out = analysis_markup(&a, "/tests/x/content?view=source").into_string();
         assert_eq!(
             out.matches("data-feature=\"dark-mode\"").count(),

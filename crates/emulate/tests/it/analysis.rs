@@ -226,3 +226,42 @@ fn tips_come_from_each_clients_rule_set_most_consequential_first() {
         );
     }
 }
+
+// The zoom-out depends on the laid-out page: the source's fixed widths are a guess (a media query
+// may undo them, a long word may widen a fluid page), and the screenshot's measurement settles it.
+#[test]
+fn the_zoom_out_finding_follows_what_the_drawn_page_measured() {
+    let (catalog, book) = shipped();
+    let gmail = client(&catalog, "gmail_android");
+    let fixed = "<html><body><table width=\"600\"><tr><td>Hello</td></tr></table></body></html>";
+    let fluid = "<html><body><p>Hello</p></body></html>";
+
+    let guessed = analyze(fixed, &gmail, &book).expect("analyses");
+    let id = guessed
+        .zoom_out()
+        .expect("Gmail Android zooms out")
+        .to_string();
+    assert!(guessed.behaviours.contains(&id), "{guessed:#?}");
+
+    let mut fitted = guessed.clone();
+    fitted.measured(false);
+    assert!(!fitted.behaviours.contains(&id));
+    assert!(
+        fitted.findings.iter().all(|f| f.feature != id),
+        "{fitted:#?}"
+    );
+
+    let mut widened = analyze(fluid, &gmail, &book).expect("analyses");
+    assert!(!widened.behaviours.contains(&id));
+    widened.measured_by_rule_set(Some(&format!("gmail-android-app + {id}")));
+    assert!(widened.behaviours.contains(&id));
+    let f = widened
+        .find(Severity::Warning, "page width")
+        .unwrap_or_else(|| panic!("{widened:#?}"));
+    assert!(f.message.contains("no fixed width"), "{}", f.message);
+
+    // No screenshot yet: the guess stands.
+    let mut waiting = guessed.clone();
+    waiting.measured_by_rule_set(None);
+    assert_eq!(waiting, guessed);
+}

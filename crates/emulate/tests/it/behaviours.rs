@@ -436,9 +436,8 @@ const PROBE_LINES: &[(&str, u32)] = &[
 ];
 
 /// Every behaviour probe x every client: the code analysis names the probe's behaviour, on the
-/// probe's line, for exactly the clients data/behaviours.toml applies it to. Behaviours switched
-/// by a rule-set policy keep their long-standing finding keys (`html-style-in-body`,
-/// `class-prefix`) and name the behaviour in the message.
+/// probe's line, for exactly the clients data/behaviours.toml applies it to, by its id (the
+/// findings of behaviours a rule-set policy switches included).
 #[test]
 fn the_analysis_of_each_behaviour_probe_names_it_exactly_where_the_probe_expects_it() {
     let (catalog, book) = shipped();
@@ -460,11 +459,6 @@ fn the_analysis_of_each_behaviour_probe_names_it_exactly_where_the_probe_expects
                     probe.name
                 )
             });
-        let legacy_key = match probe.implementation {
-            Implementation::StyleInBodyStripped => Some("html-style-in-body"),
-            Implementation::ClassIdPrefix => Some("class-prefix"),
-            _ => None,
-        };
         let ids_of_imp: Vec<&str> = book
             .behaviours()
             .all()
@@ -483,18 +477,13 @@ fn the_analysis_of_each_behaviour_probe_names_it_exactly_where_the_probe_expects
             let naming: Vec<&emulate::Finding> = a
                 .findings
                 .iter()
-                .filter(|f| {
-                    ids_of_imp.contains(&f.feature.as_str())
-                        || legacy_key.is_some_and(|k| {
-                            f.feature == k && ids_of_imp.iter().any(|id| f.message.contains(id))
-                        })
-                })
+                .filter(|f| ids_of_imp.contains(&f.feature.as_str()))
                 .collect();
             match applies {
                 Some(b) => {
                     let f = naming
                         .iter()
-                        .find(|f| f.feature == b.id || f.message.contains(&b.id))
+                        .find(|f| f.feature == b.id)
                         .unwrap_or_else(|| {
                             panic!("{} should name {} for {}: {a:#?}", probe.name, b.id, c.id)
                         });

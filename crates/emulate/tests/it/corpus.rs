@@ -1,7 +1,9 @@
 //! Every real-world template of the shared corpus goes through every profile.
 
+use domain::Variant;
 use domain::{Catalog, Client};
 use emulate::document::visible_text;
+use emulate::transform::transform_variant;
 use emulate::{transform, Implementation, RuleBook};
 use regex::Regex;
 use scraper::Html;
@@ -274,4 +276,48 @@ fn a_clipped_corpus_email_ends_with_the_clip_line_outside_its_tables() {
         }
     }
     assert!(clipped >= 20, "{clipped}");
+}
+
+// The analysis and the transformation are two walks over the HTML: on every real email and every
+// profile, the analysis names exactly the behaviours some screenshot variant applies, and a
+// zoom-out only where the transformation leaves one pending for the page's measurement.
+#[test]
+fn the_analysis_names_exactly_the_behaviours_the_transformation_applies() {
+    let (catalog, book) = shipped();
+    let mut pairs = 0;
+    let mut failures = Vec::new();
+    for (name, html) in corpus() {
+        for c in catalog.clients() {
+            pairs += 1;
+            let mut applied = std::collections::BTreeSet::new();
+            let mut pending = None;
+            for variant in [Variant::Default, Variant::NoImages] {
+                let out = transform_variant(&html, c, &book, variant)
+                    .unwrap_or_else(|e| panic!("{name} through {}: {e}", c.id));
+                applied.extend(out.behaviours.iter().cloned());
+                if let Some(zoom) = &out.zoom_to_fit {
+                    pending = zoom.behaviour().map(String::from);
+                }
+            }
+            let analysis = emulate::analyze(&html, c, &book)
+                .unwrap_or_else(|e| panic!("{name} analysed for {}: {e}", c.id));
+            let named: std::collections::BTreeSet<String> =
+                analysis.behaviours.iter().cloned().collect();
+            for b in applied.difference(&named) {
+                failures.push(format!("{name} on {}: applied, not named: {b}", c.id));
+            }
+            for b in named.difference(&applied) {
+                if pending.as_deref() != Some(b.as_str()) {
+                    failures.push(format!("{name} on {}: named, not applied: {b}", c.id));
+                }
+            }
+        }
+    }
+    assert!(pairs > 1000, "{pairs}");
+    assert!(
+        failures.is_empty(),
+        "{} of {pairs} pairs disagree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
