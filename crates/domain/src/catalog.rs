@@ -248,6 +248,22 @@ impl Catalog {
         self.by_id.get(id).map(|&i| &self.entries[i])
     }
 
+    /// The clients named by `ids`, in their order, or every client for `None`: the tools'
+    /// `--clients id,id` choice. An unknown id is refused by name.
+    pub fn chosen(&self, ids: Option<&[String]>) -> Result<Vec<Client>, String> {
+        match ids {
+            None => Ok(self.clients().to_vec()),
+            Some(ids) => ids
+                .iter()
+                .map(|id| {
+                    self.get(id)
+                        .cloned()
+                        .ok_or_else(|| format!("unknown client {id}"))
+                })
+                .collect(),
+        }
+    }
+
     /// The profiles, without aliases: what the client list shows and "all clients" means.
     pub fn clients(&self) -> &[Client] {
         &self.entries[..self.profiles]

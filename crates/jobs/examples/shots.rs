@@ -54,8 +54,11 @@ async fn main() -> Result<(), BoxError> {
             .get(id)
             .ok_or_else(|| format!("unknown client {id}"))?;
         let transformed = emulate::transform(&html, client, &book)?;
-        let (req, rule_set) =
-            jobs::prepared_request(&renderer, client, Variant::Default, transformed).await?;
+        let jobs::Prepared {
+            request: req,
+            rule_set,
+            ..
+        } = jobs::prepared_request(&renderer, client, Variant::Default, transformed).await?;
         let shot = renderer.render(req).await?;
         let path = dir.join(format!("{stem}__{id}.png"));
         std::fs::write(&path, &shot.png)?;

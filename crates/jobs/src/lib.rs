@@ -13,6 +13,7 @@
 //! - `content` never sees the database either: its checks meet the store here.
 
 mod content_checks;
+pub mod corpus;
 mod engine;
 mod error;
 mod link_checks;
@@ -22,7 +23,9 @@ pub use content_checks::{contrast_request, ContentCheckWorker};
 pub use engine::RenderEngine;
 pub use error::JobError;
 pub use link_checks::LinkCheckWorker;
-pub use render_worker::{prepared_request, render_request, RenderWorker, RenderWorkerConfig};
+pub use render_worker::{
+    prepared_request, render_request, Prepared, RenderWorker, RenderWorkerConfig,
+};
 
 use std::future::Future;
 use std::sync::Arc;

@@ -98,16 +98,24 @@ pub fn render_request(
     }
 }
 
+/// What the engine is asked to draw, with what the client did to the email to get there.
+pub struct Prepared {
+    pub request: RenderRequest,
+    /// [`emulate::Transformed::rule_set`], the zoom-out named when it applies.
+    pub rule_set: String,
+    /// [`emulate::Transformed::behaviours`], likewise.
+    pub behaviours: Vec<String>,
+}
+
 /// [`render_request`], after what the client decides on the loaded page: its zoom-out of a page
 /// wider than the screen (measured laid out at the screen, in Chromium) and its dark-mode
-/// recolouring (computed on the page loaded in Chromium at the width it is drawn at). Returns the
-/// rule set with the zoom-out named when it applies.
+/// recolouring (computed on the page loaded in Chromium at the width it is drawn at).
 pub async fn prepared_request(
     renderer: &dyn RenderEngine,
     client: &domain::Client,
     variant: Variant,
     mut transformed: emulate::Transformed,
-) -> Result<(RenderRequest, String), render::RenderError> {
+) -> Result<Prepared, render::RenderError> {
     if transformed.zoom_to_fit.is_some() {
         // Laid out at the screen's width as the client does, whatever the email's viewport meta
         // says: mobile emulation lays a page without one out 980 px wide, which would zoom out
@@ -121,11 +129,16 @@ pub async fn prepared_request(
     }
     let pass = transformed.dark_pass;
     let rule_set = transformed.rule_set.clone();
-    let mut req = render_request(client, variant, transformed);
+    let behaviours = std::mem::take(&mut transformed.behaviours);
+    let mut request = render_request(client, variant, transformed);
     if let Some(pass) = pass {
-        req.html = renderer.recolour_dark(&req, pass).await?;
+        request.html = renderer.recolour_dark(&request, pass).await?;
     }
-    Ok((req, rule_set))
+    Ok(Prepared {
+        request,
+        rule_set,
+        behaviours,
+    })
 }
 
 /// How a job failed, in the words the results will show (§2.5 bounce code and message).
@@ -416,11 +429,16 @@ impl RenderWorker {
                 retryable: e.is_retryable(),
             },
         };
-        let (req, rule_set) =
-            prepared_request(self.renderer.as_ref(), client, job.variant, transformed)
-                .await
-                .map_err(render_failure)?;
-        let rendered = self.renderer.render(req).await.map_err(render_failure)?;
+        let Prepared {
+            request, rule_set, ..
+        } = prepared_request(self.renderer.as_ref(), client, job.variant, transformed)
+            .await
+            .map_err(render_failure)?;
+        let rendered = self
+            .renderer
+            .render(request)
+            .await
+            .map_err(render_failure)?;
         // A picture in the object store cannot be taken back by a refused finish: a job taken
         // over (this worker's renewals failed through a database outage) is drawn by its holder.
         match held.confirm().await {

@@ -242,18 +242,7 @@ async fn main() -> Result<(), BoxError> {
             args.caniemail.display()
         )
     })?)?;
-    let clients: Vec<Client> = match &args.clients {
-        None => catalog.clients().to_vec(),
-        Some(ids) => ids
-            .iter()
-            .map(|id| {
-                catalog
-                    .get(id)
-                    .cloned()
-                    .ok_or_else(|| format!("unknown client {id}"))
-            })
-            .collect::<Result<_, _>>()?,
-    };
+    let clients = catalog.chosen(args.clients.as_deref())?;
 
     let work = tempfile::tempdir()?;
     let mut cfg = RenderConfig::new(work.path().join("render"));
@@ -371,8 +360,11 @@ async fn shoot(
     shot: Shot,
 ) -> Result<Point, BoxError> {
     let transformed = emulate::transform_variant(&html, &client, &book, shot.variant)?;
-    let (req, rule_set) =
-        jobs::prepared_request(renderer.as_ref(), &client, shot.variant, transformed).await?;
+    let jobs::Prepared {
+        request: req,
+        rule_set,
+        ..
+    } = jobs::prepared_request(renderer.as_ref(), &client, shot.variant, transformed).await?;
     // Auto fit draws at a smaller scale than the profile's: read the sample at the one used.
     let scale = req.scale;
     let rendered = renderer.render(req).await?;

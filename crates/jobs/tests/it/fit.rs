@@ -70,10 +70,13 @@ async fn a_page_wider_than_the_screen_is_zoomed_out_to_it_and_a_responsive_one_i
         ] {
             let what = if zoomed { "wide" } else { "responsive" };
             let transformed = emulate::transform(html, client, &f.rules).expect("transforms");
-            let (req, rule_set) =
-                jobs::prepared_request(&renderer, client, Variant::Default, transformed)
-                    .await
-                    .expect("measured");
+            let jobs::Prepared {
+                request: req,
+                rule_set,
+                ..
+            } = jobs::prepared_request(&renderer, client, Variant::Default, transformed)
+                .await
+                .expect("measured");
             assert_eq!(req.engine, client.engine, "{id}: drawn in its own engine");
             assert_eq!(
                 rule_set.contains(behaviour),
