@@ -405,8 +405,10 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
     // Whether the page is wider than the screen once laid out is measured by the renderer; the
     // source tells only the widest width that stays fixed, which the page is at least as wide as.
     let rigid = crate::transform::rigid_width(html);
-    if let Some(imp) =
-        crate::transform::zoom_out(html, &judge.applied).filter(|_| rigid > client.viewport.width)
+    // Samsung's auto fit has its own finding above.
+    if let Some(imp) = crate::transform::zoom_out(html, &judge.applied)
+        .filter(|imp| *imp != Implementation::AutoFitWideLayout)
+        .filter(|_| rigid > client.viewport.width)
     {
         let at = html.find(&rigid.to_string()).map_or(1, |i| original.at(i));
         judge.add_behaviour(
@@ -536,8 +538,14 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
                 message: judge.behaviour_message(
                     imp,
                     &format!(
-                        "{} zoomed this email out to its {} px screen: laid out at that width, the page is wider, though no fixed width in the source explains it (look for long words or links, wide images, preformatted text); the screenshot shows it zoomed.",
-                        client.display_name, client.viewport.width
+                        "{} zoomed this email out to its {} px screen{}: laid out at that width, the page is wider, though no fixed width in the source explains it (look for long words or links, wide images, preformatted text); the screenshot shows it zoomed.",
+                        client.display_name,
+                        client.viewport.width,
+                        if imp == Implementation::AutoFitWideLayout {
+                            format!(" (laid out {} px wide first)", crate::transform::AUTO_FIT_LAYOUT_WIDTH)
+                        } else {
+                            String::new()
+                        }
                     ),
                 ),
                 lines: vec![1],

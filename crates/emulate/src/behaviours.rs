@@ -416,11 +416,13 @@ impl<'a> Applied<'a> {
     }
 
     /// The zoom-out to the screen this client applies to a page wider than the screen once laid
-    /// out, if it has one.
+    /// out, if it has one (Samsung's auto fit among them: it lays such a page out at a fixed
+    /// wider width first).
     pub fn zoom_out(&self) -> Option<Implementation> {
         [
             Implementation::ZoomOutWideEmail,
             Implementation::ZoomOutWideEmailUnlessReformattingDisabled,
+            Implementation::AutoFitWideLayout,
         ]
         .into_iter()
         .find(|imp| self.has(*imp))

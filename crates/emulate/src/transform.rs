@@ -52,8 +52,9 @@ pub struct Transformed {
     /// Short notes of what was removed or rewritten, for logs: `"<slug or reason> x<count>"`.
     pub removed: Vec<String>,
     /// CSS width the client lays the email out at when it is not the profile's viewport width:
-    /// the page is drawn that wide and zoomed out to the screen. Samsung's auto fit sets it here;
-    /// a [`ZoomToFit`] sets it once the page is measured ([`Transformed::measured`]).
+    /// the page is drawn that wide and zoomed out to the screen. Set only by a [`ZoomToFit`],
+    /// once the page is measured ([`Transformed::measured`]): no client's zoom is decided from the
+    /// source.
     pub layout_width: Option<u32>,
     /// The zoom-out the client decides on the laid-out page, for the renderer to measure before
     /// drawing; `None` when the client has none or the email turns it off.
@@ -91,14 +92,18 @@ impl ZoomToFit {
 
 impl Transformed {
     /// Takes the page's measured width, laid out at a screen `screen` CSS px wide: a page wider
-    /// than the screen is laid out at its own width and zoomed out to the screen, and the rule set
-    /// names the behaviour. Nothing changes when it fits or no zoom-out is pending.
+    /// than the screen is laid out at its own width (Samsung's auto fit: at
+    /// [`AUTO_FIT_LAYOUT_WIDTH`]) and zoomed out to the screen, and the rule set names the
+    /// behaviour. Nothing changes when it fits or no zoom-out is pending.
     pub fn measured(&mut self, page_width: u32, screen: u32) {
         let Some(zoom) = self.zoom_to_fit.take() else {
             return;
         };
         if page_width > screen {
-            self.layout_width = Some(page_width);
+            self.layout_width = Some(match zoom.implementation {
+                Implementation::AutoFitWideLayout => AUTO_FIT_LAYOUT_WIDTH,
+                _ => page_width,
+            });
             self.rule_set = zoom.rule_set;
             self.behaviours = zoom.behaviours;
             self.removed
@@ -172,13 +177,7 @@ pub fn transform_variant(
         (true, m @ (DarkMode::PartialInvert | DarkMode::FullInvert)) => m,
         _ => DarkMode::None,
     };
-    let layout_width = (applied.has(Implementation::AutoFitWideLayout)
-        && widest_width(html) > client.viewport.width)
-        .then(|| {
-            removed.note(Implementation::AutoFitWideLayout.note_key());
-            AUTO_FIT_LAYOUT_WIDTH
-        });
-    let zoom = zoom_out(html, &applied).filter(|_| layout_width.is_none());
+    let zoom = zoom_out(html, &applied);
 
     let clipped = if applied.has(Implementation::ClipLongMessage) {
         clip(html).map_err(|e| serialize_err(client, e))?
@@ -265,7 +264,7 @@ pub fn transform_variant(
         rule_set,
         behaviours,
         removed: notes,
-        layout_width,
+        layout_width: None,
         zoom_to_fit,
         dark_pass,
     })
