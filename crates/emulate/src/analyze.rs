@@ -780,7 +780,24 @@ fn html_pass(
                 }
             }
         }
-        if let Some(style_value) = &style_attr {
+        // Gmail strips a whole style attribute written with the space-separated rgb() syntax
+        // (the transformation removes it, so nothing else of it applies).
+        let strict_rgb = policy.on_css_error == OnCssError::DropBlock;
+        let rgb_dropped = style_attr
+            .as_deref()
+            .is_some_and(|s| strict_rgb && css::space_separated_rgb(s).is_some());
+        if rgb_dropped {
+            let base = range.start + attr_value_offset(tag, "style").unwrap_or(0);
+            judge.add_behaviour(
+                &mut f,
+                Implementation::StyleSyntaxErrorDropsBlock,
+                Severity::Error,
+                "style attribute with rgb(r g b)".into(),
+                &[lines.at(base)],
+                &format!("{who} removes this whole style attribute: its CSS uses the space-separated rgb() syntax, which its parser rejects; write rgb(r, g, b) or a hex colour."),
+            );
+        }
+        if let Some(style_value) = style_attr.as_ref().filter(|_| !rgb_dropped) {
             let base = range.start + attr_value_offset(tag, "style").unwrap_or(0);
             let base_line = lines.at(base);
             let ins = Inspect {

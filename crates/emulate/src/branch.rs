@@ -24,9 +24,20 @@ pub fn branch_text(
     } else {
         html.to_string()
     };
-    let mut doc = Document::parse(&source);
+    let mut doc = Document::parse(&self_closed(&source));
     doc.remove_elements(is_office_xml);
     Ok(doc.texts())
+}
+
+/// `html` with Office XML's self-closing tags (`<w:anchorlock/>`, `<o:lock ... />`) written open
+/// and closed: Word reads them as XML, empty, while an HTML parser ignores the `/` and would take
+/// the VML button's label after `<w:anchorlock/>` for the setting's content.
+fn self_closed(html: &str) -> String {
+    static SELF_CLOSING: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)<([ovw]:[a-z0-9_-]+)([^<>]*?)/\s*>")
+            .unwrap_or_else(|e| panic!("self-closing pattern does not compile: {e}"))
+    });
+    SELF_CLOSING.replace_all(html, "<$1$2></$1>").into_owned()
 }
 
 /// Office XML settings: an `<xml>` island, or an element of the `o:` or `w:` namespaces.
@@ -37,6 +48,18 @@ pub fn is_office_xml(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_self_closing_office_tag_holds_nothing() {
+        let html = "<v:roundrect><w:anchorlock/><center>Sign up now!</center></v:roundrect>";
+        let mut doc = Document::parse(&self_closed(html));
+        doc.remove_elements(is_office_xml);
+        assert_eq!(doc.texts(), vec!["Sign up now!"]);
+        assert_eq!(
+            self_closed("<o:lock v:ext=\"edit\" />"),
+            "<o:lock v:ext=\"edit\" ></o:lock>"
+        );
+    }
 
     #[test]
     fn office_xml_is_never_text() {

@@ -360,8 +360,10 @@ pub async fn check(
     }
     match emulate::analyze(&email.html, client, book) {
         Ok(mut analysis) => {
+            // Each drawn variant is measured on its own (blocked images change the page's
+            // width): the analysis names the zoom-out if any screenshot applied it.
             if let Some(zoom) = analysis.zoom_out().map(String::from) {
-                analysis.measured(default.behaviours.contains(&zoom));
+                analysis.measured(behaviours.contains(&zoom));
             }
             let named: BTreeSet<String> = analysis.behaviours.into_iter().collect();
             let (applied_only, named_only) = disagreement(&behaviours, &named);
