@@ -99,14 +99,14 @@ impl Analysis {
             self.behaviours.retain(|b| *b != zoom.behaviour);
         } else if zoomed && !named {
             self.findings.push(zoom.unexplained);
-            self.findings
-                .sort_by_key(|f| (f.severity, f.lines.first().copied(), f.property.clone()));
+            sort_findings(&mut self.findings);
             self.behaviours.push(zoom.behaviour);
         }
     }
 
-    /// [`Analysis::measured`] from the rule set stored with the client's default screenshot
-    /// (`"<rule set> + <behaviour> + ..."`); nothing changes until there is one.
+    /// [`Analysis::measured`] from the rule set stored with the client's screenshots (`"<rule
+    /// set> + <behaviour> + ..."`, as the last variant drawn wrote it); nothing changes until
+    /// there is one.
     pub fn measured_by_rule_set(&mut self, rule_set: Option<&str>) {
         let (Some(id), Some(rule_set)) = (self.zoom_out().map(String::from), rule_set) else {
             return;
@@ -122,6 +122,11 @@ impl Analysis {
     pub fn find(&self, severity: Severity, property: &str) -> Option<&Finding> {
         self.of(severity).find(|f| f.property == property)
     }
+}
+
+/// The order [`Analysis::findings`] are kept in: by severity, then first line.
+fn sort_findings(findings: &mut [Finding]) {
+    findings.sort_by_key(|f| (f.severity, f.lines.first().copied(), f.property.clone()));
 }
 
 type Key = (Severity, String, String);
@@ -519,7 +524,7 @@ pub fn analyze(html: &str, client: &Client, book: &RuleBook) -> Result<Analysis,
             },
         )
         .collect();
-    findings.sort_by_key(|f| (f.severity, f.lines.first().copied(), f.property.clone()));
+    sort_findings(&mut findings);
     let behaviours = judge
         .applied
         .0

@@ -550,10 +550,11 @@ struct BlockChange {
 /// The Word engine's reading of one declaration block, as the client keeps it: `line-height` as
 /// a minimum unless `mso-line-height-rule: exactly`, and a first font family Windows lacks
 /// replaced by `mso-font-alt` or Times New Roman.
-fn block_changes(decls: &[Decl], quirks: Quirks) -> Vec<BlockChange> {
+fn block_changes<D: std::borrow::Borrow<Decl>>(decls: &[D], quirks: Quirks) -> Vec<BlockChange> {
+    let decls: Vec<&Decl> = decls.iter().map(|d| d.borrow()).collect();
     use crate::Implementation as I;
     let mut out = Vec::new();
-    if quirks.line_height_minimum && !is_exact_line_height(decls) {
+    if quirks.line_height_minimum && !is_exact_line_height(decls.iter().copied()) {
         for (index, d) in decls.iter().enumerate() {
             if d.name != "line-height" {
                 continue;
@@ -602,10 +603,8 @@ fn apply_block(decls: &mut [Decl], quirks: Quirks, removed: &mut Removed) {
     }
 }
 
-fn is_exact_line_height(decls: &[Decl]) -> bool {
-    decls
-        .iter()
-        .any(|d| d.name == "mso-line-height-rule" && d.value.eq_ignore_ascii_case("exactly"))
+fn is_exact_line_height<'d>(mut decls: impl Iterator<Item = &'d Decl>) -> bool {
+    decls.any(|d| d.name == "mso-line-height-rule" && d.value.eq_ignore_ascii_case("exactly"))
 }
 
 /// `line-height: V` as "at least V": `max(V, 1.2em)`; `None` for keywords and values that are
@@ -1377,17 +1376,8 @@ pub fn inspect_inline(style: &str, ins: &Inspect<'_>) -> Inspected {
 fn inspect_block(decls: &[Decl], ins: &Inspect<'_>, out: &mut Vec<Hit>) {
     use crate::Implementation as I;
     let kept: Vec<&Decl> = decls.iter().filter(|d| kept_decl(d, ins)).collect();
-    let view: Vec<Decl> = kept
-        .iter()
-        .map(|d| Decl {
-            name: d.name.clone(),
-            value: d.value.clone(),
-            important: d.important,
-            line: d.line,
-        })
-        .collect();
-    for change in block_changes(&view, ins.quirks) {
-        if let (Some(b), Some(d)) = (change.behaviour, view.get(change.index)) {
+    for change in block_changes(&kept, ins.quirks) {
+        if let (Some(b), Some(d)) = (change.behaviour, kept.get(change.index)) {
             hit(out, HitKind::Behaviour(b), change.label, d.line);
         }
     }

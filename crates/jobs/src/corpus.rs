@@ -332,6 +332,8 @@ pub async fn check(
     }
 
     let mut behaviours: BTreeSet<String> = default.behaviours.iter().cloned().collect();
+    // Why the behaviours applied could not all be known, when they could not.
+    let mut unknown = None;
     match alt_drawing {
         Some(imp) => match draw(renderer, client, book, &email.html, Variant::NoImages).await {
             Ok(off) => {
@@ -351,14 +353,12 @@ pub async fn check(
             // Not drawn: only what the transformation applies in that variant is needed.
             match emulate::transform_variant(&email.html, client, book, Variant::NoImages) {
                 Ok(t) => behaviours.extend(t.behaviours),
-                Err(e) => verdict(
-                    Invariant::AnalysisAgrees,
-                    Some(format!("images off not transformed: {e}")),
-                ),
+                Err(e) => unknown = Some(format!("images off not transformed: {e}")),
             }
         }
     }
     match emulate::analyze(&email.html, client, book) {
+        _ if unknown.is_some() => verdict(Invariant::AnalysisAgrees, unknown),
         Ok(mut analysis) => {
             // Each drawn variant is measured on its own (blocked images change the page's
             // width): the analysis names the zoom-out if any screenshot applied it.
