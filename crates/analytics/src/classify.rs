@@ -1,5 +1,5 @@
 //! Machine or person: the class of one tracking hit, decided from what the hit itself shows (its
-//! method, user agent, client address and how soon it followed the recipient's first hit).
+//! method, user agent, client address and how soon it followed the recipient's first open).
 //!
 //! The address is an input only: nothing here keeps it, and no class carries it.
 
@@ -10,8 +10,8 @@ use std::time::Duration;
 use crate::egress::EgressSet;
 use crate::HitKind;
 
-/// A click this soon after the recipient's first hit is a link scanner's: a person cannot read an
-/// email and click in it within a few hundred milliseconds of it arriving.
+/// A click this soon after the recipient's first open is a link scanner's: a person cannot read an
+/// email and click in it within a few hundred milliseconds of it appearing.
 pub const SCANNER_WINDOW: Duration = Duration::from_millis(300);
 
 /// Who fetched a tracking URL.
@@ -28,7 +28,7 @@ pub enum Source {
     /// Yahoo's and AOL's image proxy, likewise.
     YahooProxy,
     /// A link or security scanner: a HEAD request, a headless or scripted user agent, or a click
-    /// within [`SCANNER_WINDOW`] of the first hit.
+    /// within [`SCANNER_WINDOW`] of the recipient's first open.
     Scanner,
     /// No user agent, or the bare `Mozilla/5.0` from outside Apple's relay ranges.
     Unknown,
@@ -162,9 +162,9 @@ pub struct HitFacts<'a> {
     pub user_agent: &'a str,
     /// The client's address, used only to test it against Apple's relay ranges.
     pub address: Option<IpAddr>,
-    /// How long after the same recipient's first hit of this campaign this one came, when that
-    /// first hit was seen recently.
-    pub since_first_hit: Option<Duration>,
+    /// How long after the same recipient's first open of this campaign this click came, when
+    /// that open was seen (only clicks are judged by it).
+    pub since_first_open: Option<Duration>,
 }
 
 /// The classes of one hit.
@@ -225,7 +225,7 @@ pub fn classify(facts: &HitFacts<'_>, egress: Option<&EgressSet>) -> Classified 
     let lower = ua.to_ascii_lowercase();
     let scripted = SCANNER_AGENTS.iter().any(|s| lower.contains(s));
     let hasty_click = matches!(facts.kind, HitKind::Click(_))
-        && facts.since_first_hit.is_some_and(|d| d < SCANNER_WINDOW);
+        && facts.since_first_open.is_some_and(|d| d < SCANNER_WINDOW);
     if facts.head || scripted || hasty_click {
         return Classified::of(Source::Scanner, Client::Unknown);
     }
@@ -351,7 +351,7 @@ mod tests {
             head: false,
             user_agent: ua,
             address: None,
-            since_first_hit: None,
+            since_first_open: None,
         }
     }
 
@@ -444,14 +444,14 @@ mod tests {
         }
         let click = |ms| HitFacts {
             kind: HitKind::Click(1),
-            since_first_hit: Some(Duration::from_millis(ms)),
+            since_first_open: Some(Duration::from_millis(ms)),
             ..facts(CHROME_DESKTOP)
         };
         assert_eq!(classify(&click(120), None).source, Source::Scanner);
         assert_eq!(classify(&click(4_000), None).source, Source::Direct);
         // An open is fetched together with the other images of the email: haste says nothing.
         let open = HitFacts {
-            since_first_hit: Some(Duration::from_millis(5)),
+            since_first_open: Some(Duration::from_millis(5)),
             ..facts(CHROME_DESKTOP)
         };
         assert_eq!(classify(&open, None).source, Source::Direct);

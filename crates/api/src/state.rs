@@ -30,7 +30,7 @@ pub struct AppState {
     pub(crate) hits: Arc<crate::hits::Hits>,
     /// What `GET /healthz` reports; the service wiring keeps it current.
     pub health: Arc<crate::health::Health>,
-    /// Analytics hits: Apple's relay ranges, held-open responses, recent first hits.
+    /// Analytics hits: Apple's relay ranges, held-open responses, recipients' first opens.
     pub analytics: Arc<crate::handlers::analytics::HitRuntime>,
 }
 

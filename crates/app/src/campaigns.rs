@@ -110,13 +110,45 @@ pub fn out_of_range(field: &str) -> Error {
     }
 }
 
-/// A whole-number field given as text (a form, a JSON string): blank is absent.
+/// A whole-number field given as text (a form, a JSON string): blank is absent; digits may be
+/// grouped by three as people write them ("2,500", "2 500", "2.500", "2'500", "2_500").
 pub fn whole_from_text(field: &str, text: &str) -> Result<Option<i64>> {
     let text = text.trim();
     if text.is_empty() {
         return Ok(None);
     }
-    text.parse().map(Some).map_err(|_| out_of_range(field))
+    grouped_digits(text)
+        .and_then(|digits| digits.parse().ok())
+        .map(Some)
+        .ok_or_else(|| out_of_range(field))
+}
+
+/// Separators people put between groups of three digits (the space ones included: U+00A0 and
+/// U+202F are what locales write).
+const GROUP_SEPARATORS: [char; 7] = [',', '.', ' ', '\u{a0}', '\u{202f}', '\'', '_'];
+
+/// `text`'s digits when it is a whole number, plain or grouped by three with one kind of
+/// separator; `None` otherwise ("2,5" is not a whole number, whatever the locale).
+fn grouped_digits(text: &str) -> Option<String> {
+    let (sign, body) = match text.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", text.strip_prefix('+').unwrap_or(text)),
+    };
+    if body.chars().all(|c| c.is_ascii_digit()) && !body.is_empty() {
+        return Some(format!("{sign}{body}"));
+    }
+    let sep = body.chars().find(|c| !c.is_ascii_digit())?;
+    if !GROUP_SEPARATORS.contains(&sep) {
+        return None;
+    }
+    let mut groups = body.split(sep);
+    let first = groups.next()?;
+    let rest: Vec<&str> = groups.collect();
+    let digits = |g: &str| g.chars().all(|c| c.is_ascii_digit());
+    let well_grouped = (1..=3).contains(&first.len())
+        && digits(first)
+        && rest.iter().all(|g| g.len() == 3 && digits(g));
+    well_grouped.then(|| format!("{sign}{first}{}", rest.concat()))
 }
 
 fn in_range(field: &str, n: Option<i64>, min: i64, max: i64) -> Result<Option<i64>> {
@@ -197,16 +229,144 @@ async fn click_source(
     Ok(Some(fetched.body))
 }
 
-/// The checks and the storing of a new campaign; the API's `createcampaign` and the web's form
-/// both call it, so that both word every refusal the same way.
-pub async fn create_campaign(
-    state: &AppState,
-    caller: &Caller,
-    req: CampaignRequest,
-) -> Result<CreatedCampaign> {
-    if req.is_empty() {
-        return Err(no_content());
+/// A field of a campaign request, as the interface names it: what a refusal is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum CampaignField {
+    Name,
+    TotalSubscribers,
+    ReadThreshold,
+    SkimThreshold,
+    DeleteThreshold,
+    MergeTag,
+    CustomerId,
+    ClickTracking,
+}
+
+/// One refusal and the field it is about.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub field: CampaignField,
+    pub error: Error,
+}
+
+/// A request's fields once checked.
+struct Checked {
+    name: String,
+    total_subscribers: i64,
+    read: i64,
+    skim: i64,
+    delete: i64,
+    merge_tag: Option<String>,
+    customer_id: Option<String>,
+}
+
+/// Every problem of `req` that can be told without storing or fetching anything, in the order the
+/// API answers them (it sends the first; the web's form shows them all at once).
+pub fn problems(req: &CampaignRequest, enterprise: bool) -> Vec<Problem> {
+    check(req, enterprise).err().unwrap_or_default()
+}
+
+fn check(req: &CampaignRequest, enterprise: bool) -> std::result::Result<Checked, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let mut note = |field, r: Result<()>| {
+        if let Err(error) = r {
+            problems.push(Problem { field, error });
+        }
+    };
+    let name = check_name(req);
+    note(
+        CampaignField::Name,
+        name.as_ref().map(|_| ()).map_err(Clone::clone),
+    );
+    let total_subscribers = in_range(
+        "total_subscribers",
+        req.total_subscribers,
+        1,
+        i64::from(i32::MAX),
+    )
+    .and_then(|n| {
+        n.ok_or_else(|| {
+            invalid(
+                "the `total_subscribers` field is required: the number of recipients the email goes to",
+            )
+        })
+    });
+    note(
+        CampaignField::TotalSubscribers,
+        total_subscribers.as_ref().map(|_| ()).map_err(Clone::clone),
+    );
+    let mut threshold = |field, name: &str, n: Option<i64>, default: i64| {
+        let r = in_range(name, n, 0, MAX_THRESHOLD).map(|n| n.unwrap_or(default));
+        note(field, r.as_ref().map(|_| ()).map_err(Clone::clone));
+        r.ok()
+    };
+    let read = threshold(
+        CampaignField::ReadThreshold,
+        "read_threshold",
+        req.read_threshold,
+        DEFAULT_READ,
+    );
+    let skim = threshold(
+        CampaignField::SkimThreshold,
+        "skim_threshold",
+        req.skim_threshold,
+        DEFAULT_SKIM,
+    );
+    let delete = threshold(
+        CampaignField::DeleteThreshold,
+        "delete_threshold",
+        req.delete_threshold,
+        DEFAULT_DELETE,
+    );
+    if let (Some(read), Some(skim), Some(delete)) = (read, skim, delete) {
+        // The rule ties the three; the field shown is the first one given that breaks it.
+        let field = if req.read_threshold.is_some() && skim > read {
+            CampaignField::ReadThreshold
+        } else if req.delete_threshold.is_some() && delete > skim {
+            CampaignField::DeleteThreshold
+        } else {
+            CampaignField::SkimThreshold
+        };
+        note(field, check_thresholds(read, skim, delete));
     }
+    let merge_tag = req.merge_tag.clone().filter(|t| !t.trim().is_empty());
+    if let Some(tag) = &merge_tag {
+        note(
+            CampaignField::MergeTag,
+            ::analytics::check_merge_tag(tag).map_err(|e| invalid(e.to_string())),
+        );
+    }
+    let customer_id = req.customer_id.clone().filter(|c| !c.trim().is_empty());
+    if customer_id.is_some() && !enterprise {
+        note(
+            CampaignField::CustomerId,
+            Err(Error::new(
+                ErrorName::PermissionError,
+                "`customer_id` is an enterprise feature; your plan does not include it: remove it or upgrade the plan",
+            )),
+        );
+    }
+    match (name, total_subscribers, read, skim, delete) {
+        (Ok(name), Ok(total_subscribers), Some(read), Some(skim), Some(delete))
+            if problems.is_empty() =>
+        {
+            Ok(Checked {
+                name,
+                total_subscribers,
+                read,
+                skim,
+                delete,
+                merge_tag,
+                customer_id,
+            })
+        }
+        _ => Err(problems),
+    }
+}
+
+/// The campaign's name, decoded as the request says it is encoded.
+fn check_name(req: &CampaignRequest) -> Result<String> {
     let name = req
         .name
         .clone()
@@ -229,36 +389,26 @@ pub async fn create_campaign(
             "`name` is longer than {MAX_NAME_CHARS} characters"
         )));
     }
-    let total_subscribers = in_range(
-        "total_subscribers",
-        req.total_subscribers,
-        1,
-        i64::from(i32::MAX),
-    )?
-    .ok_or_else(|| {
-        invalid(
-            "the `total_subscribers` field is required: the number of recipients the email goes to",
+    Ok(name)
+}
+
+/// The checks and the storing of a new campaign; the API's `createcampaign` and the web's form
+/// both call it, so that both word every refusal the same way.
+pub async fn create_campaign(
+    state: &AppState,
+    caller: &Caller,
+    req: CampaignRequest,
+) -> Result<CreatedCampaign> {
+    if req.is_empty() {
+        return Err(no_content());
+    }
+    let plan_enterprise = caller.account().is_none_or(|a| a.plan.is_enterprise());
+    let checked = check(&req, plan_enterprise).map_err(|problems| {
+        problems.into_iter().next().map_or_else(
+            || Error::internal("checking a campaign", "refused without a reason"),
+            |p| p.error,
         )
     })?;
-    let read =
-        in_range("read_threshold", req.read_threshold, 0, MAX_THRESHOLD)?.unwrap_or(DEFAULT_READ);
-    let skim =
-        in_range("skim_threshold", req.skim_threshold, 0, MAX_THRESHOLD)?.unwrap_or(DEFAULT_SKIM);
-    let delete = in_range("delete_threshold", req.delete_threshold, 0, MAX_THRESHOLD)?
-        .unwrap_or(DEFAULT_DELETE);
-    check_thresholds(read, skim, delete)?;
-    let merge_tag = req.merge_tag.clone().filter(|t| !t.trim().is_empty());
-    if let Some(tag) = &merge_tag {
-        ::analytics::check_merge_tag(tag).map_err(|e| invalid(e.to_string()))?;
-    }
-    let customer_id = req.customer_id.clone().filter(|c| !c.trim().is_empty());
-    let plan_enterprise = caller.account().is_none_or(|a| a.plan.is_enterprise());
-    if customer_id.is_some() && !plan_enterprise {
-        return Err(Error::new(
-            ErrorName::PermissionError,
-            "`customer_id` is an enterprise feature; your plan does not include it: remove it or upgrade the plan",
-        ));
-    }
     let click_html = click_source(state, &req, caller.account().is_none()).await?;
     let guid = ::analytics::guid_from(rand::random());
     let (rewritten, links) = match &click_html {
@@ -267,7 +417,7 @@ pub async fn create_campaign(
                 html,
                 &tracking_base(&state.settings),
                 &guid,
-                merge_tag.as_deref(),
+                checked.merge_tag.as_deref(),
             )
             .map_err(|e| invalid(format!("`click_tracking.html`: {e}")))?;
             (Some(out), links)
@@ -277,13 +427,13 @@ pub async fn create_campaign(
     let campaign = NewCampaign {
         guid,
         account_id: caller.account().map_or(0, |a| a.id),
-        name,
-        customer_id,
-        total_subscribers,
-        merge_tag,
-        read_threshold: read,
-        skim_threshold: skim,
-        delete_threshold: delete,
+        name: checked.name,
+        customer_id: checked.customer_id,
+        total_subscribers: checked.total_subscribers,
+        merge_tag: checked.merge_tag,
+        read_threshold: checked.read,
+        skim_threshold: checked.skim,
+        delete_threshold: checked.delete,
         google_analytics: req.google_analytics,
         click_html,
         click_links: links,
@@ -356,4 +506,90 @@ pub async fn campaign_report(
             "reading the campaign's report",
         ))?;
     Ok((row, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_numbers_may_be_grouped_by_three_as_people_write_them() {
+        let n = |t: &str| whole_from_text("total_subscribers", t).ok().flatten();
+        for t in [
+            "2500",
+            "2,500",
+            "2 500",
+            "2.500",
+            "2'500",
+            "2_500",
+            "2\u{a0}500",
+            " 2,500 ",
+        ] {
+            assert_eq!(n(t), Some(2_500), "{t:?}");
+        }
+        assert_eq!(n("1,234,567"), Some(1_234_567));
+        assert_eq!(n("-5"), Some(-5));
+        assert_eq!(n(""), None);
+        for t in [
+            "2,5",
+            "2,50",
+            "25,00",
+            "2,500.5",
+            "2,500 000",
+            "1,2345",
+            ",500",
+            "2,",
+            "ten",
+            "2e3",
+        ] {
+            assert!(
+                whole_from_text("total_subscribers", t).is_err(),
+                "{t:?} is not a whole number"
+            );
+        }
+    }
+
+    fn req(f: impl FnOnce(&mut CampaignRequest)) -> CampaignRequest {
+        let mut r = CampaignRequest {
+            name: Some("Spring".into()),
+            total_subscribers: Some(10),
+            ..CampaignRequest::default()
+        };
+        f(&mut r);
+        r
+    }
+
+    #[test]
+    fn every_problem_is_told_at_once_each_with_its_field() {
+        assert!(problems(&req(|_| ()), false).is_empty());
+        let all = problems(
+            &req(|r| {
+                r.name = None;
+                r.total_subscribers = Some(0);
+                r.read_threshold = Some(9_999);
+                r.merge_tag = Some("<id>".into());
+                r.customer_id = Some("c".into());
+            }),
+            false,
+        );
+        let fields: Vec<&str> = all.iter().map(|p| p.field.into()).collect();
+        assert_eq!(
+            fields,
+            [
+                "name",
+                "total_subscribers",
+                "read_threshold",
+                "merge_tag",
+                "customer_id"
+            ]
+        );
+        // The order rule is told once, on the field given that breaks it.
+        let order = problems(&req(|r| r.read_threshold = Some(3)), true);
+        assert_eq!(order.len(), 1);
+        assert_eq!(order[0].field, CampaignField::ReadThreshold);
+        assert!(order[0]
+            .error
+            .message
+            .contains("delete_threshold ≤ skim_threshold"));
+    }
 }

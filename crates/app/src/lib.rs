@@ -10,6 +10,7 @@
 //!   another account's campaign guid is `NoCampaigns`.
 
 pub mod auth;
+pub mod campaign_changes;
 pub mod campaigns;
 pub mod checks;
 pub mod create;

@@ -534,6 +534,16 @@ impl Store {
         Ok(out)
     }
 
+    /// How many hits a campaign has stored.
+    pub async fn campaign_hit_count(&self, guid: &str) -> Result<i64> {
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM analytics_hits WHERE guid = $1")
+                .bind(guid)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
     /// A campaign's hits in the order they were recorded.
     pub async fn campaign_hits(&self, guid: &str) -> Result<Vec<HitRow>> {
         Ok(self

@@ -88,6 +88,19 @@ pub fn router(app: app::AppState, options: WebOptions) -> Router {
             get(campaigns::new_form).post(campaigns::create),
         )
         .route("/campaigns/{guid}", get(campaigns::campaign_page))
+        .route(
+            "/campaigns/{guid}/activate",
+            get(campaigns::activate_form).post(campaigns::activate),
+        )
+        .route(
+            "/campaigns/{guid}/clear",
+            get(campaigns::clear_form).post(campaigns::clear),
+        )
+        .route(
+            "/campaigns/{guid}/delete",
+            get(campaigns::delete_form).post(campaigns::delete),
+        )
+        .route("/campaigns/{guid}/end", post(campaigns::set_end))
         .route("/campaigns/{guid}/clickmap", post(clickmap::draw))
         .route("/analytics/clients", get(campaigns::matrix_page))
         .route("/static/app.js", get(app_js))

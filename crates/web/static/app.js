@@ -185,12 +185,13 @@
   function copyButtons() {
     document.querySelectorAll("[data-copy]").forEach(function (b) {
       var field = document.getElementById(b.dataset.copy);
-      var done = document.getElementById("copy-done");
+      // Each copy button says so in the status line beside it.
+      var done = b.parentNode.querySelector("[role=status]") || document.getElementById("copy-done");
       if (!field) return;
       b.hidden = false;
       b.addEventListener("click", function () {
         field.select();
-        var said = function (ok) { if (done) done.textContent = ok ? "Copied." : "Select the link and copy it."; };
+        var said = function (ok) { if (done) done.textContent = ok ? "Copied." : "Select the text and copy it."; };
         if (navigator.clipboard && window.isSecureContext) {
           navigator.clipboard.writeText(field.value).then(function () { said(true); }, function () { said(false); });
         } else {

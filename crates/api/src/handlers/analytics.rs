@@ -16,7 +16,7 @@ use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Version};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use chrono::{DateTime, Months, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use store::{CampaignRow, CampaignUpdate, NewHit};
 
@@ -26,24 +26,13 @@ use crate::hits::{HitUnrecorded, Lookup};
 use crate::params::{self, Body};
 use crate::state::AppState;
 
-use app::campaigns::{
-    check_thresholds, out_of_range, status, tracked_html, tracking_code, MAX_THRESHOLD,
-};
+use app::campaign_changes as changes;
+use app::campaigns::{out_of_range, status, tracked_html, tracking_code, MAX_THRESHOLD};
 
-/// A campaign runs at least this long (spec §8)…
-const MIN_RUN_DAYS: i64 = 30;
-/// …at most this long from its start…
-const MAX_RUN_MONTHS: u32 = 36;
-/// …and this long when activated without a date (the retention of tests, §8).
-const DEFAULT_RUN_DAYS: i64 = 90;
 const DAY: i64 = 86_400;
 
 fn invalid(msg: impl Into<String>) -> ApiError {
     ApiError::new(ErrorName::InvalidData, msg)
-}
-
-fn no_campaign(guid: &str) -> ApiError {
-    app::owned::no_campaign(guid).into()
 }
 
 /// A storage failure as the §7.2 name of what was being done; the cause goes to the log.
@@ -219,38 +208,14 @@ pub async fn activate(
     caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let row = owned(&state, &caller, &guid).await?;
-    let already = || {
-        ApiError::new(
-            ErrorName::CampaignAlreadyActive,
-            format!(
-                "campaign {guid:?} is already active; it was activated at {}",
-                datetime(row.activated_at)
-            ),
-        )
-    };
-    if row.activated_at.is_some() {
-        return Err(already());
-    }
-    let now = Utc::now().timestamp();
-    let end = now + DEFAULT_RUN_DAYS * DAY;
-    let done = state
-        .store
-        .activate_campaign(row.campaign.account_id, &guid, now, end)
-        .await
-        .map_err(failed(
-            ErrorName::ErrorActivatingCampaign,
-            "activating the campaign",
-        ))?;
-    if !done {
-        return Err(already());
-    }
+    let run = changes::activate(&state, &caller, &guid).await?;
+    state.hits.forget(&guid);
     Ok(Json(json!({
         "success": true,
         "guid": guid,
         "status": "current",
-        "start_date": datetime(Some(now)),
-        "end_date": datetime(Some(end)),
+        "start_date": datetime(Some(run.start)),
+        "end_date": datetime(Some(run.end)),
     })))
 }
 
@@ -267,73 +232,11 @@ pub async fn set_expiration(
     if m.is_empty() {
         return Err(no_content());
     }
-    let date = params::string(&m, "date")?
-        .filter(|d| !d.trim().is_empty())
-        .ok_or_else(|| {
-            invalid("the `date` field is required: the campaign's last day, YYYY-MM-DD")
-        })?;
-    let day = NaiveDate::parse_from_str(date.trim(), "%Y-%m-%d").map_err(|_| {
-        invalid(format!(
-            "expiration date {date:?} is invalid: the date must be YYYY-MM-DD"
-        ))
-    })?;
-    let row = owned(&state, &caller, &guid).await?;
-    let Some(start) = row
-        .activated_at
-        .and_then(|t| DateTime::<Utc>::from_timestamp(t, 0))
-    else {
-        return Err(ApiError::new(
-            ErrorName::CampaignNotActive,
-            format!(
-                "campaign {guid:?} is still in test mode; activate it before setting when it ends"
-            ),
-        ));
-    };
-    let end = day
-        .and_hms_opt(23, 59, 59)
-        .map(|d| d.and_utc())
-        .ok_or_else(|| {
-            invalid(format!(
-                "expiration date {date:?} is invalid: the date must be YYYY-MM-DD"
-            ))
-        })?;
-    if end.timestamp() - start.timestamp() < MIN_RUN_DAYS * DAY {
-        return Err(ApiError::new(
-            ErrorName::ExpirationLessThanMinimum,
-            format!(
-                "a campaign must run at least {MIN_RUN_DAYS} days; this one started {}, so choose {} or later",
-                start.format("%Y-%m-%d %H:%M:%S"),
-                (start + chrono::Duration::days(MIN_RUN_DAYS)).format("%Y-%m-%d")
-            ),
-        ));
-    }
-    let latest = start
-        .checked_add_months(Months::new(MAX_RUN_MONTHS))
-        .unwrap_or(start);
-    if end.date_naive() > latest.date_naive() {
-        return Err(ApiError::new(
-            ErrorName::ExpirationMaximumExceeded,
-            format!(
-                "a campaign can run at most 3 years; this one started {}, so choose {} or earlier",
-                start.format("%Y-%m-%d %H:%M:%S"),
-                latest.format("%Y-%m-%d")
-            ),
-        ));
-    }
-    let done = state
-        .store
-        .set_campaign_expiration(row.campaign.account_id, &guid, end.timestamp())
-        .await
-        .map_err(failed(
-            ErrorName::ErrorUpdateCampaign,
-            "setting the campaign's expiration",
-        ))?;
+    let date = params::string(&m, "date")?.unwrap_or_default();
+    let end = changes::set_expiration(&state, &caller, &guid, &date).await;
     state.hits.forget(&guid);
-    if !done {
-        return Err(no_campaign(&guid));
-    }
     Ok(Json(
-        json!({"success": true, "guid": guid, "end_date": datetime(Some(end.timestamp()))}),
+        json!({"success": true, "guid": guid, "end_date": datetime(Some(end?))}),
     ))
 }
 
@@ -344,25 +247,7 @@ pub async fn clear(
     caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let row = owned(&state, &caller, &guid).await?;
-    let active = || {
-        ApiError::new(
-            ErrorName::CannotClearData,
-            format!("campaign {guid:?} is active: its data can no longer be cleared (only a campaign in test mode can be)"),
-        )
-    };
-    if row.activated_at.is_some() {
-        return Err(active());
-    }
-    let cleared = state
-        .store
-        .clear_campaign_data(row.campaign.account_id, &guid)
-        .await
-        .map_err(failed(
-            ErrorName::ErrorUpdateCampaign,
-            "clearing the campaign's data",
-        ))?
-        .ok_or_else(active)?;
+    let cleared = changes::clear_data(&state, &caller, &guid).await?;
     Ok(Json(
         json!({"success": true, "guid": guid, "cleared": cleared}),
     ))
@@ -381,36 +266,13 @@ pub async fn update(
         return Err(no_content());
     }
     let u = CampaignUpdate {
-        total_subscribers: whole(&m, "total_subscribers", 1, i64::from(i32::MAX)).map_err(|_| {
-            invalid("total subscribers must be an integer: `total_subscribers` is the number of recipients, at least 1")
-        })?,
+        total_subscribers: whole(&m, "total_subscribers", 1, i64::from(i32::MAX))
+            .map_err(|_| ApiError::from(out_of_range("total_subscribers")))?,
         read_threshold: whole(&m, "read_threshold", 0, MAX_THRESHOLD)?,
         skim_threshold: whole(&m, "skim_threshold", 0, MAX_THRESHOLD)?,
         delete_threshold: whole(&m, "delete_threshold", 0, MAX_THRESHOLD)?,
     };
-    if u == CampaignUpdate::default() {
-        return Err(invalid(
-            "nothing to update: send total_subscribers, read_threshold, skim_threshold or delete_threshold",
-        ));
-    }
-    let row = owned(&state, &caller, &guid).await?;
-    let c = &row.campaign;
-    check_thresholds(
-        u.read_threshold.unwrap_or(c.read_threshold),
-        u.skim_threshold.unwrap_or(c.skim_threshold),
-        u.delete_threshold.unwrap_or(c.delete_threshold),
-    )?;
-    let done = state
-        .store
-        .update_campaign(c.account_id, &guid, &u)
-        .await
-        .map_err(failed(
-            ErrorName::ErrorUpdateCampaign,
-            "updating the campaign",
-        ))?;
-    if !done {
-        return Err(no_campaign(&guid));
-    }
+    changes::update(&state, &caller, &guid, &u).await?;
     get_campaign_info(State(state), caller, Path((v, guid))).await
 }
 
@@ -420,19 +282,9 @@ pub async fn delete(
     caller: Authed,
     Path((_, guid)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let row = owned(&state, &caller, &guid).await?;
-    let done = state
-        .store
-        .delete_campaign(row.campaign.account_id, &guid)
-        .await
-        .map_err(failed(
-            ErrorName::ErrorUpdateCampaign,
-            "deleting the campaign",
-        ))?;
+    let deleted = changes::delete(&state, &caller, &guid).await;
     state.hits.forget(&guid);
-    if !done {
-        return Err(no_campaign(&guid));
-    }
+    deleted?;
     Ok(Json(json!({"success": true})))
 }
 
@@ -623,12 +475,14 @@ const PIXEL: &[u8] = &[
 /// Longest merge value kept from a hit; longer ones are cut.
 const MAX_MERGE_VALUE_CHARS: usize = 320;
 
-/// A recipient's first hit is remembered this long, for the scanner rule (a click within
-/// `analytics::classify::SCANNER_WINDOW` of it); older entries are forgotten.
-const RECENT_FIRST_HIT: Duration = Duration::from_secs(2);
-/// Remembered first hits before stale ones are swept; past twice this, all are dropped (a flood
-/// must not grow the map without bound).
-const RECENT_SWEEP_AT: usize = 20_000;
+/// A recipient's first open is remembered this long, for the scanner rule (a click within
+/// `analytics::classify::SCANNER_WINDOW` of it). Only an open starts the clock, so forgetting it
+/// can at worst make a later open count as the first, and no person clicks within the window of
+/// an email appearing.
+const FIRST_OPEN_KEPT: Duration = Duration::from_secs(3_600);
+/// Remembered first opens before older ones are swept; past twice this, only those still inside
+/// the scanner window are kept (a flood must not grow the map without bound).
+const FIRST_OPEN_SWEEP_AT: usize = 20_000;
 
 /// Longest a held-open response is held: the reading-time scale ends there.
 const HOLD_MAX: Duration = Duration::from_secs(::analytics::READ_MAX_SECS as u64);
@@ -739,12 +593,12 @@ impl Default for HoldLimits {
     }
 }
 
-/// What the hit handler keeps between hits: Apple's relay ranges, recipients' recent first hits
-/// (for the scanner rule) and the held-open responses in flight. Per process: with several api
+/// What the hit handler keeps between hits: Apple's relay ranges, recipients' first opens (for
+/// the scanner rule) and the held-open responses in flight. Per process: with several api
 /// processes each judges the hits it answers.
 pub struct HitRuntime {
     pub egress: AppleEgress,
-    recent: Mutex<HashMap<(String, String), Instant>>,
+    first_opens: Mutex<HashMap<(String, String), Instant>>,
     limits: HoldLimits,
     held: Mutex<HeldCount>,
     /// Set on shutdown: held responses finish at once (and are recorded), none are held anew.
@@ -755,7 +609,7 @@ impl Default for HitRuntime {
     fn default() -> Self {
         HitRuntime {
             egress: AppleEgress::default(),
-            recent: Mutex::default(),
+            first_opens: Mutex::default(),
             limits: HoldLimits::default(),
             held: Mutex::default(),
             release: tokio::sync::watch::channel(false).0,
@@ -807,27 +661,35 @@ impl HitRuntime {
         }
     }
 
-    /// How long ago this recipient's first recent hit of the campaign was; `None` (and this hit
-    /// remembered as the first) when there was none in the last [`RECENT_FIRST_HIT`].
-    fn since_first_hit(&self, guid: &str, merge_value: &str) -> Option<Duration> {
-        let mut recent = self.recent.lock().ok()?;
+    /// For a click, how long after this recipient's first open of the campaign it came (`None`
+    /// when no open was seen); an open is remembered as the first when it is. Reading steps,
+    /// held-open and dark-mode images never start the clock: a person clicking 100 ms after a
+    /// reading step, seconds after opening, is a person.
+    fn since_first_open(&self, guid: &str, merge_value: &str, kind: HitKind) -> Option<Duration> {
+        if !matches!(kind, HitKind::Open | HitKind::Click(_)) {
+            return None;
+        }
+        let mut first_opens = self.first_opens.lock().ok()?;
         let now = Instant::now();
-        if recent.len() >= RECENT_SWEEP_AT {
-            recent.retain(|_, at| now.duration_since(*at) < RECENT_FIRST_HIT);
-            if recent.len() >= 2 * RECENT_SWEEP_AT {
-                recent.clear();
+        let key = (guid.to_string(), merge_value.to_string());
+        if kind != HitKind::Open {
+            return first_opens.get(&key).map(|at| now.duration_since(*at));
+        }
+        if first_opens.len() >= FIRST_OPEN_SWEEP_AT && !first_opens.contains_key(&key) {
+            first_opens.retain(|_, at| now.duration_since(*at) < FIRST_OPEN_KEPT);
+            if first_opens.len() >= 2 * FIRST_OPEN_SWEEP_AT {
+                first_opens.retain(|_, at| {
+                    now.duration_since(*at) < ::analytics::classify::SCANNER_WINDOW
+                });
             }
         }
-        let first = recent
-            .entry((guid.to_string(), merge_value.to_string()))
-            .or_insert(now);
-        let since = now.duration_since(*first);
-        if since < RECENT_FIRST_HIT {
-            Some(since).filter(|d| !d.is_zero())
-        } else {
-            *first = now;
-            None
+        match first_opens.get(&key) {
+            Some(at) if now.duration_since(*at) < FIRST_OPEN_KEPT => {}
+            _ => {
+                first_opens.insert(key, now);
+            }
         }
+        None
     }
 
     /// Ends every held-open response now (each is recorded with the time it was held) and holds
@@ -1005,9 +867,9 @@ pub async fn hit(
         .filter(|v| !v.is_empty());
     let runtime = state.analytics.clone();
     let egress = runtime.egress.set();
-    let since_first_hit = merge_value
+    let since_first_open = merge_value
         .as_deref()
-        .and_then(|m| runtime.since_first_hit(&guid, m));
+        .and_then(|m| runtime.since_first_open(&guid, m, kind));
     let classes = ::analytics::classify(
         &HitFacts {
             kind,
@@ -1017,7 +879,7 @@ pub async fn hit(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or(""),
             address,
-            since_first_hit,
+            since_first_open,
         },
         egress.as_deref(),
     );
@@ -1192,13 +1054,28 @@ mod tests {
     }
 
     #[test]
-    fn a_first_hit_is_remembered_briefly_per_recipient() {
+    fn a_click_is_timed_from_the_recipients_first_open_only() {
         let runtime = HitRuntime::default();
-        assert_eq!(runtime.since_first_hit("g", "a"), None);
-        std::thread::sleep(Duration::from_millis(20));
-        let since = runtime.since_first_hit("g", "a").expect("seen");
-        assert!(since >= Duration::from_millis(20) && since < RECENT_FIRST_HIT);
-        assert_eq!(runtime.since_first_hit("g", "b"), None, "another recipient");
+        assert_eq!(
+            runtime.since_first_open("g", "a", HitKind::Click(1)),
+            None,
+            "no open seen"
+        );
+        assert_eq!(runtime.since_first_open("g", "a", HitKind::Open), None);
+        std::thread::sleep(Duration::from_millis(30));
+        // A reading step, a later open and the dark-mode image do not move the clock.
+        assert_eq!(runtime.since_first_open("g", "a", HitKind::Read(2)), None);
+        assert_eq!(runtime.since_first_open("g", "a", HitKind::Open), None);
+        assert_eq!(runtime.since_first_open("g", "a", HitKind::Dark), None);
+        let since = runtime
+            .since_first_open("g", "a", HitKind::Click(1))
+            .expect("opened before");
+        assert!(since >= Duration::from_millis(30), "{since:?}");
+        assert_eq!(
+            runtime.since_first_open("g", "b", HitKind::Click(1)),
+            None,
+            "another recipient"
+        );
     }
 
     #[test]

@@ -1009,6 +1009,49 @@ async fn without_relay_ranges_the_report_says_mpp_was_judged_on_the_agent() {
     );
 }
 
+/// Issue 29 scope 2: the scanner rule times a click from the recipient's first open, not from
+/// its latest hit. A reader who opens, reads for a while and clicks 100 ms after a reading step is
+/// a person (the rule used to forget the open after 2 s and time the click from the step); a
+/// click 100 ms after the open is a scanner's.
+#[tokio::test]
+async fn a_click_right_after_a_reading_step_is_a_persons_and_right_after_the_open_a_scanners() {
+    let s = Server::start().await;
+    let created = create(
+        &s,
+        json!({"name": "Clicks", "total_subscribers": 5, "merge_tag": "[id]",
+               "click_tracking": {"html": CLICK_HTML}}),
+    )
+    .await;
+    let guid = text(&created, "guid").to_string();
+    let code = text(&created, "tracking_code").to_string();
+    let http = hit_client();
+    let at = |file: &str, who: &str| url_in(&code, file).replace("[id]", who);
+    let click = |n: u32, who: &str| s.url(&format!("/t/{guid}/{n}?d={who}"));
+    let pause = |ms| tokio::time::sleep(std::time::Duration::from_millis(ms));
+
+    hit_as(&http, &at("o.gif", "reader"), THUNDERBIRD).await;
+    pause(2_500).await;
+    hit_as(&http, &at("r2.gif", "reader"), THUNDERBIRD).await;
+    pause(100).await;
+    hit_as(&http, &click(1, "reader"), THUNDERBIRD).await;
+
+    hit_as(&http, &at("o.gif", "scanned"), THUNDERBIRD).await;
+    pause(100).await;
+    hit_as(&http, &click(2, "scanned"), THUNDERBIRD).await;
+
+    let r = stats(&s, &guid).await;
+    assert_eq!(
+        r["clicks"],
+        json!([
+            {"number": 1, "url": "https://shop.example/sale?x=1&y=2",
+             "clicks": {"hits": 1, "unique": 1}, "machine": 0},
+            {"number": 2, "url": "https://shop.example/about",
+             "clicks": {"hits": 0, "unique": 0}, "machine": 1},
+        ]),
+        "{r}"
+    );
+}
+
 /// The held-open image (scope 2): held for a reader's own client and timed until it lets go; a
 /// proxy, or a client past the per-address cap, gets the whole image at once.
 #[tokio::test]

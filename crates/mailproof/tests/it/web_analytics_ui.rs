@@ -10,6 +10,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
+use crate::analytics::{text, url_in};
 use crate::support::*;
 use crate::web_pages_ui::{assert_fits, sign_in, window};
 use crate::web_ui::{Browser, AXE};
@@ -41,65 +42,105 @@ async fn check_page(b: &mut Browser, axe: &str, what: &str) {
     window(b, 1280, 900).await;
 }
 
-/// The message the API's `createcampaign` answers to `body`.
-async fn api_refusal(s: &Server, body: Value) -> String {
-    let r = s.post("/v5/analytics/createcampaign", &body).await;
-    let v = r.body.clone();
-    let name = v["error"]["name"].as_str().expect("an error").to_string();
-    let message = v["error"]["message"]
-        .as_str()
-        .expect("message")
-        .replace('`', "");
-    format!("{name}: {message}")
+fn axe() -> String {
+    std::fs::read_to_string(AXE).unwrap_or_else(|e| {
+        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
+    })
 }
 
-/// Submits the new-campaign form with `fields` (id → value) and returns the error shown.
-async fn submit(b: &mut Browser, s: &Server, fields: &[(&str, &str)]) -> String {
+/// The message the API's `createcampaign` answers to `body`, without its backticks.
+async fn api_refusal(s: &Server, body: Value) -> String {
+    let r = s.post("/v5/analytics/createcampaign", &body).await;
+    r.body["error"]["message"]
+        .as_str()
+        .expect("an error message")
+        .replace('`', "")
+}
+
+/// Submits the new-campaign form with `fields` (id → value) and returns the problems listed in
+/// its summary, each with the id of the field it is shown beside (`None`: on no field).
+async fn submit(b: &mut Browser, s: &Server, fields: &[(&str, &str)]) -> Vec<(String, String)> {
     b.goto(&s.url("/campaigns/new")).await;
     for (id, v) in fields {
         b.set_value(&format!("#{id}"), v).await;
     }
     b.click_and_wait("form[action='/campaigns/new'] button[type=submit]")
         .await;
-    b.text(".error-summary p").await
+    let listed = b
+        .eval("[...document.querySelectorAll('.error-summary li a')].map(a => { const id = a.getAttribute('href').slice(1); const beside = document.getElementById('err-' + id); return [beside ? id : '', a.textContent, beside ? beside.textContent : '']; })")
+        .await;
+    listed
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .map(|x| {
+                    let (field, summary, beside) = (x[0].as_str(), x[1].as_str(), x[2].as_str());
+                    assert_eq!(summary, beside, "the summary and the field say the same");
+                    (
+                        field.unwrap_or("").to_string(),
+                        summary.unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[tokio::test]
 async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
-    let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
-        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
-    });
+    let axe = axe();
     let s = Server::start().await;
     let mut b = Browser::start().await;
     sign_in(&mut b, &s).await;
 
-    // Refusals, worded as the API words them for the same body.
+    // Every problem at once, each beside its field, in words rather than the API's names.
     let shown = submit(&mut b, &s, &[]).await;
-    assert_eq!(shown, api_refusal(&s, json!({})).await);
-    let shown = submit(&mut b, &s, &[("name", "Spring")]).await;
-    assert_eq!(shown, api_refusal(&s, json!({"name": "Spring"})).await);
+    assert_eq!(
+        shown,
+        [
+            ("name".to_string(), "Give the campaign a name.".to_string()),
+            (
+                "total_subscribers".to_string(),
+                "Say how many recipients the email goes to, e.g. 2,500.".to_string()
+            ),
+        ]
+    );
+    let shown = submit(
+        &mut b,
+        &s,
+        &[("total_subscribers", "ten"), ("skim_threshold", "4000")],
+    )
+    .await;
+    let fields: Vec<&str> = shown.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(fields, ["name", "total_subscribers", "skim_threshold"]);
+    assert!(shown[1].1.contains("you typed “ten”"), "{shown:?}");
+    // A refusal of the rules is the API's for the same body, with the form's labels.
     let shown = submit(
         &mut b,
         &s,
         &[
             ("name", "Spring"),
-            ("total_subscribers", "10"),
+            ("total_subscribers", "2,500"),
             ("read_threshold", "3"),
         ],
     )
     .await;
-    assert_eq!(
-        shown,
-        api_refusal(
-            &s,
-            json!({"name": "Spring", "total_subscribers": "10", "read_threshold": "3"})
-        )
-        .await
+    let api = api_refusal(
+        &s,
+        json!({"name": "Spring", "total_subscribers": 2500, "read_threshold": 3}),
+    )
+    .await;
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0].0, "read_threshold");
+    assert!(
+        api.ends_with("got 2, 7, 3") && shown[0].1.ends_with("got 2, 7, 3."),
+        "{api} / {shown:?}"
     );
+    assert!(!shown[0].1.contains("InvalidData") && !shown[0].1.contains('_'));
     // What was typed is kept.
     assert_eq!(
-        b.eval("document.querySelector('#name').value").await,
-        json!("Spring")
+        b.eval("[document.querySelector('#name').value, document.querySelector('#total_subscribers').value]").await,
+        json!(["Spring", "2,500"])
     );
     check_page(&mut b, &axe, "new campaign with an error").await;
 
@@ -109,7 +150,7 @@ async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
         &s,
         &[
             ("name", "Spring sale"),
-            ("total_subscribers", "250"),
+            ("total_subscribers", "1 250"),
             ("merge_tag", "*|EMAIL|*"),
         ],
     )
@@ -120,6 +161,15 @@ async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
         .and_then(|p| p.strip_prefix("/campaigns/"))
         .expect("on the campaign's page")
         .to_string();
+    let info = s
+        .get(&format!("/v5/analytics/getcampaigninfo/{guid}"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(
+        info["total_subscribers"], 1250,
+        "\"1 250\" read as a number"
+    );
     let code = s
         .get(&format!("/v5/analytics/gettrackingcode/{guid}"))
         .await
@@ -313,9 +363,7 @@ const CLICK_HTML: &str = r#"<!doctype html><html lang="en"><head><meta charset="
 
 #[tokio::test]
 async fn the_click_map_places_each_links_clicks_on_its_box_in_a_real_render() {
-    let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
-        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
-    });
+    let axe = axe();
     let s = Server::start_with(Options {
         config: "[render]\nengines = [\"blink\"]\nslots_per_engine = 1\n".into(),
     })
@@ -424,4 +472,150 @@ async fn the_click_map_places_each_links_clicks_on_its_box_in_a_real_render() {
             ["https://shop.example/shoes", 1]
         ])
     );
+}
+
+/// Issue 29 scope 1: a campaign is run from the pages alone. Its page gives the click-tracked
+/// HTML the API gives; clearing test data, activating, setting the last day and deleting each say
+/// first what is lost (with the count of hits), and afterwards the API says what the pages did.
+#[tokio::test]
+async fn a_campaign_is_run_from_the_pages_and_the_api_agrees_at_each_step() {
+    let axe = axe();
+    let s = Server::start().await;
+    let mut b = Browser::start().await;
+    sign_in(&mut b, &s).await;
+    b.goto(&s.url("/campaigns/new")).await;
+    b.set_value("#name", "Autumn").await;
+    b.set_value("#total_subscribers", "2,500").await;
+    b.set_value("#merge_tag", "[id]").await;
+    b.set_value(
+        "#click_html",
+        r#"<p><a href="https://shop.example/autumn">Autumn</a> <a href="{{unsubscribe}}">Leave</a></p>"#,
+    )
+    .await;
+    b.click_and_wait("form[action='/campaigns/new'] button[type=submit]")
+        .await;
+    let guid = b
+        .eval("location.pathname")
+        .await
+        .as_str()
+        .and_then(|p| p.strip_prefix("/campaigns/"))
+        .expect("on the campaign's page")
+        .to_string();
+    let api = |path: &str| format!("/v5/analytics/{path}/{guid}");
+    let info = s.get(&api("getcampaigninfo")).await.ok().clone();
+    assert_eq!(info["total_subscribers"], 2500);
+
+    // The click-tracked HTML, as the API gives it, with its own copy button.
+    let code = s.get(&api("gettrackingcode")).await.ok().clone();
+    assert_eq!(
+        b.eval("document.querySelector('#tracked-html').value")
+            .await,
+        code["click_tracking"]["html"]
+    );
+    assert_eq!(
+        b.eval("document.querySelector('[data-copy=tracked-html]') !== null")
+            .await,
+        json!(true)
+    );
+    check_page(&mut b, &axe, "campaign in test mode").await;
+
+    let open = url_in(text(&code, "tracking_code"), "o.gif");
+    let http = reqwest::Client::new();
+    let hit = |who: &'static str| {
+        let (http, url) = (http.clone(), open.replace("[id]", who));
+        async move {
+            let r = crate::analytics::hit_as(
+                &http,
+                &url,
+                "Mozilla/5.0 (Windows NT 10.0) Thunderbird/128.0",
+            )
+            .await;
+            assert_eq!(r.status(), 200);
+        }
+    };
+    let stats_path = api("getcampaignstats");
+    let opens =
+        || async { s.get(&stats_path).await.ok().clone()["opens"]["total"]["hits"].clone() };
+
+    // Clear test data: the page says how many hits go, and they are gone.
+    hit("a").await;
+    hit("b").await;
+    b.goto(&s.url(&format!("/campaigns/{guid}"))).await;
+    b.click_and_wait("#clear").await;
+    assert_eq!(b.text("h1").await, "Clear the test data of “Autumn”?");
+    assert!(b
+        .text("#lost")
+        .await
+        .contains("The 2 hits recorded so far are removed"));
+    check_page(&mut b, &axe, "clear test data").await;
+    b.click_and_wait("main form button[type=submit]").await;
+    assert!(b.text("#notice").await.starts_with("Test data cleared"));
+    assert_eq!(opens().await, 0);
+
+    // Activate: the test hit goes, the status is the API's.
+    hit("c").await;
+    b.click_and_wait("#activate").await;
+    assert!(b
+        .text("#lost")
+        .await
+        .contains("The 1 hit recorded in test mode is removed"));
+    b.click_and_wait("main form button[type=submit]").await;
+    let info = s.get(&api("getcampaigninfo")).await.ok().clone();
+    assert_eq!(info["status"], "current");
+    assert_eq!(
+        b.eval("document.querySelector('#status').dataset.status")
+            .await,
+        info["status"]
+    );
+    assert!(b.text("#notice").await.starts_with("Activated"));
+    assert_eq!(opens().await, 0);
+    assert_eq!(
+        b.eval("document.querySelector('#clear')").await,
+        Value::Null,
+        "an active campaign's data cannot be cleared"
+    );
+    check_page(&mut b, &axe, "active campaign").await;
+
+    // The last day: too early is refused beside the field in the API's words; then set.
+    let today = chrono::Utc::now().date_naive();
+    let early = (today + chrono::Duration::days(3))
+        .format("%Y-%m-%d")
+        .to_string();
+    b.set_value("#end-date", &early).await;
+    b.click_and_wait("form.end-date button[type=submit]").await;
+    let refused = s
+        .post(&api("setcampaignexpiration"), &json!({"date": early}))
+        .await;
+    refused.expect_error("ExpirationLessThanMinimum", 400);
+    let said = refused.body["error"]["message"].as_str().expect("message");
+    let shown = b.text("#err-end-date").await;
+    assert_eq!(
+        shown.trim_end_matches('.').to_lowercase(),
+        said.replace('`', "").to_lowercase()
+    );
+    assert_eq!(
+        b.eval("document.querySelector('#end-date').value").await,
+        json!(early),
+        "what was typed is kept"
+    );
+    check_page(&mut b, &axe, "campaign end refused").await;
+    let last = (today + chrono::Duration::days(60))
+        .format("%Y-%m-%d")
+        .to_string();
+    b.set_value("#end-date", &last).await;
+    b.click_and_wait("form.end-date button[type=submit]").await;
+    let info = s.get(&api("getcampaigninfo")).await.ok().clone();
+    assert_eq!(info["end_date"], json!(format!("{last} 23:59:59")));
+    assert_eq!(b.text("#notice").await, "End date saved.");
+
+    // Delete: the count of real hits is said first; then the API knows no such campaign.
+    hit("d").await;
+    b.click_and_wait("#delete").await;
+    assert!(b.text("#lost").await.contains("its 1 hit are removed"));
+    check_page(&mut b, &axe, "delete campaign").await;
+    b.click_and_wait("main form button[type=submit]").await;
+    assert_eq!(b.text("h1").await, "Campaign deleted");
+    s.get(&api("getcampaigninfo"))
+        .await
+        .expect_error("NoCampaigns", 404);
 }
