@@ -78,6 +78,14 @@ fn form_errors(d: &Draft, has_upload: bool, clients_ticked: bool) -> Vec<FieldEr
             "Paste the email's HTML, upload an .eml or .html file, or give a URL to fetch."
                 .to_string(),
         ));
+    } else if has_url && app::create::check_source_url(d.url.trim()).is_err() {
+        errs.push((
+            "source",
+            format!(
+                "“{}” is not a web address: give a full http:// or https:// URL, e.g. https://example.com/email.html.",
+                d.url.trim()
+            ),
+        ));
     }
     if !clients_ticked {
         errs.push(("clients", "Pick at least one client.".to_string()));
@@ -196,10 +204,49 @@ pub async fn form(State(state): State<WebState>, viewer: Viewer) -> Response {
     )
 }
 
+/// What an upload that is not an email looks like, from its first bytes: a person who picked the
+/// wrong file is told which file they picked.
+fn binary_kind(bytes: &[u8]) -> Option<&'static str> {
+    const MAGIC: [(&[u8], &str); 8] = [
+        (b"%PDF-", "a PDF document"),
+        (b"\x89PNG", "a PNG image"),
+        (b"\xff\xd8\xff", "a JPEG image"),
+        (b"GIF8", "a GIF image"),
+        (b"PK\x03\x04", "a ZIP archive (or a Word or Excel file)"),
+        (b"\xd0\xcf\x11\xe0", "an Outlook .msg or old Office file"),
+        (b"RIFF", "a media file"),
+        (b"\x1f\x8b", "a gzip archive"),
+    ];
+    MAGIC
+        .iter()
+        .find(|(magic, _)| bytes.starts_with(magic))
+        .map(|(_, kind)| *kind)
+        .or_else(|| {
+            bytes
+                .iter()
+                .take(8_192)
+                .any(|b| *b == 0)
+                .then_some("a binary file")
+        })
+}
+
 /// Subject and HTML of an uploaded file: an `.eml` is parsed as MIME (its first HTML part, or its
-/// text wrapped in HTML); anything else is taken as HTML.
+/// text wrapped in HTML); an `.html` or `.htm` file is taken as HTML; anything else is refused, with
+/// what it looks like.
 fn from_upload(name: &str, bytes: &[u8]) -> Result<(Option<String>, String), String> {
     let lower = name.to_ascii_lowercase();
+    let shown = if name.is_empty() { "The file" } else { name };
+    if let Some(kind) = binary_kind(bytes) {
+        return Err(format!(
+            "{shown} is {kind}, not an email: upload the email as an .eml message or an .html file, or paste its HTML."
+        ));
+    }
+    let extension = lower.rsplit_once('.').map(|(_, e)| e);
+    if !matches!(extension, None | Some("eml" | "html" | "htm")) {
+        return Err(format!(
+            "{shown} is not an .eml or .html file: upload the email as an .eml message or an .html file, or paste its HTML."
+        ));
+    }
     if lower.ends_with(".eml") {
         let msg = mail_parser::MessageParser::default()
             .parse(bytes)
@@ -294,6 +341,7 @@ pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multi
     };
     let mut subject = d.subject.trim().to_string();
     let mut html_src = (!d.html.trim().is_empty()).then(|| d.html.clone());
+    let mut upload_error = None;
     if let Some((file_name, bytes)) = &upload {
         d.file_name = file_name.clone();
         match from_upload(file_name, bytes) {
@@ -304,10 +352,15 @@ pub async fn submit(State(state): State<WebState>, viewer: Viewer, mut mp: Multi
                 }
                 html_src = html_src.or(Some(h));
             }
-            Err(m) => return show(&d, vec![("source", m)]),
+            Err(m) => upload_error = Some(m),
         }
     }
-    let errs = form_errors(&d, upload.is_some(), !client_order.is_empty());
+    let mut errs = form_errors(&d, upload.is_some(), !client_order.is_empty());
+    if let Some(m) = upload_error {
+        // The file's problem is the source's problem; the others are told with it.
+        errs.retain(|(f, _)| *f != "source");
+        errs.push(("source", m));
+    }
     if !errs.is_empty() {
         return show(&d, errs);
     }
@@ -375,6 +428,35 @@ mod tests {
         let (subject, html) = from_upload("page.html", b"<p>x</p>").expect("html");
         assert_eq!((subject, html.as_str()), (None, "<p>x</p>"));
         assert!(from_upload("bad.html", &[0xff, 0xfe]).is_err());
+    }
+
+    #[test]
+    fn a_file_that_is_not_an_email_is_refused_saying_what_it_is() {
+        let pdf = from_upload("invoice.pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj").unwrap_err();
+        assert!(
+            pdf.starts_with("invoice.pdf is a PDF document, not an email"),
+            "{pdf}"
+        );
+        // The name does not hide what the file is.
+        let renamed = from_upload("email.html", b"%PDF-1.4 ...").unwrap_err();
+        assert!(renamed.contains("a PDF document"), "{renamed}");
+        let png = from_upload("shot.png", b"\x89PNG\r\n\x1a\n....").unwrap_err();
+        assert!(png.contains("a PNG image"), "{png}");
+        let text = from_upload("notes.txt", b"hello").unwrap_err();
+        assert!(text.contains("not an .eml or .html file"), "{text}");
+        assert!(from_upload("email.htm", b"<p>x</p>").is_ok());
+    }
+
+    #[test]
+    fn a_bad_url_is_told_with_the_other_problems() {
+        let d = Draft {
+            url: "example.com/email".into(),
+            ..Draft::default()
+        };
+        let errs = form_errors(&d, false, false);
+        let fields: Vec<&str> = errs.iter().map(|(f, _)| *f).collect();
+        assert_eq!(fields, ["subject", "source", "clients"]);
+        assert!(errs[1].1.contains("is not a web address"), "{errs:?}");
     }
 
     #[test]

@@ -183,6 +183,40 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
         json!("subject"),
         "the first error has the focus"
     );
+    // A PDF chosen by mistake is refused, saying what it is, and nothing is created.
+    let dir = tempfile::tempdir().expect("dir");
+    let pdf = dir.path().join("invoice.pdf");
+    std::fs::write(
+        &pdf,
+        b"%PDF-1.7\n1 0 obj << /Type /Catalog >> endobj\n%%EOF\n",
+    )
+    .expect("pdf");
+    b.goto(&s.url("/tests/new")).await;
+    b.set_value("#subject", "Invoice").await;
+    let doc = b.call("DOM.getDocument", json!({})).await;
+    let node = b
+        .call(
+            "DOM.querySelector",
+            json!({"nodeId": doc["root"]["nodeId"], "selector": "#file"}),
+        )
+        .await;
+    b.call(
+        "DOM.setFileInputFiles",
+        json!({"nodeId": node["nodeId"], "files": [pdf.to_string_lossy()]}),
+    )
+    .await;
+    let before = s.get("/v5/email/tests").await.ok().clone();
+    b.click_and_wait("form[action='/tests/new'] button[type=submit]")
+        .await;
+    assert_eq!(
+        b.text("#err-source").await,
+        "invoice.pdf is a PDF document, not an email: upload the email as an .eml message or an .html file, or paste its HTML."
+    );
+    assert_eq!(
+        s.get("/v5/email/tests").await.ok().clone(),
+        before,
+        "no test created"
+    );
     // Select all / none, with a live count.
     let total = b
         .eval("document.querySelectorAll('input[name=clients]').length")
