@@ -432,17 +432,18 @@ mod tests {
 
     #[test]
     fn a_file_that_is_not_an_email_is_refused_saying_what_it_is() {
-        let pdf = from_upload("invoice.pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj").unwrap_err();
+        let pdf =
+            from_upload("invoice.pdf", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj").expect_err("a PDF");
         assert!(
             pdf.starts_with("invoice.pdf is a PDF document, not an email"),
             "{pdf}"
         );
         // The name does not hide what the file is.
-        let renamed = from_upload("email.html", b"%PDF-1.4 ...").unwrap_err();
+        let renamed = from_upload("email.html", b"%PDF-1.4 ...").expect_err("a PDF");
         assert!(renamed.contains("a PDF document"), "{renamed}");
-        let png = from_upload("shot.png", b"\x89PNG\r\n\x1a\n....").unwrap_err();
+        let png = from_upload("shot.png", b"\x89PNG\r\n\x1a\n....").expect_err("a PNG");
         assert!(png.contains("a PNG image"), "{png}");
-        let text = from_upload("notes.txt", b"hello").unwrap_err();
+        let text = from_upload("notes.txt", b"hello").expect_err("a text file");
         assert!(text.contains("not an .eml or .html file"), "{text}");
         assert!(from_upload("email.htm", b"<p>x</p>").is_ok());
     }
