@@ -144,6 +144,11 @@ async fn boxes(state: &WebState, test: &str) -> Result<(Vec<LinkBox>, u32, u32),
     Ok((find_boxes(picture.as_raw(), w), w, h))
 }
 
+/// `part` of `whole` clicks, as the report shows shares.
+fn share_text(part: i64, whole: i64) -> String {
+    crate::report::percent(part, whole)
+}
+
 fn pct(part: u32, whole: u32) -> String {
     format!("{:.3}%", f64::from(part) * 100.0 / f64::from(whole.max(1)))
 }
@@ -170,6 +175,13 @@ pub async fn section(
     let plain = test_for(state, account.id, &plain_subject(&c.guid)).await?;
     let painted = test_for(state, account.id, &boxes_subject(&c.guid)).await?;
     let now = chrono::Utc::now().timestamp();
+    let total: i64 = clicks.values().sum();
+    let drawing = matches!(
+        (&plain, &painted),
+        (Some((_, a)), Some((_, b)))
+            if [a, b].iter().all(|s| **s != ScreenshotStatus::Bounced)
+                && [a, b].iter().any(|s| **s != ScreenshotStatus::Complete)
+    );
     let body = match (plain, painted) {
         (
             Some((plain, ScreenshotStatus::Complete)),
@@ -183,9 +195,14 @@ pub async fn section(
                             img src=(src) alt="The campaign's email as drawn by mailproof, with the clicks of each link over it" width=(w) height=(h);
                             @for b in &boxes {
                                 @let n = clicks.get(&b.number).copied().unwrap_or(0);
+                                // The badge is the link's number, as in the table below; its
+                                // clicks and share of all clicks stand beside it.
                                 span.click-box data-link=(b.number) data-clicks=(n)
                                     style={ "left:" (pct(b.x, w)) ";top:" (pct(b.y, h)) ";width:" (pct(b.width, w)) ";height:" (pct(b.height, h)) } {
-                                    span.click-count { (n) span.vh { " clicks on link " (b.number) } }
+                                    span.click-count {
+                                        span.link-no { span.vh { "Link " } (b.number) }
+                                        span.click-n { (n) " " @if n == 1 { "click" } @else { "clicks" } " · " (share_text(n, total)) }
+                                    }
                                 }
                             }
                         }
@@ -199,7 +216,7 @@ pub async fn section(
             html! { p.error { "mailproof could not draw the email; see the click map's tests." } }
         }
         (Some(_), Some(_)) => {
-            html! { p role="status" { "The click map is being drawn; reload in a moment." } }
+            html! { p role="status" { "The click map is being drawn; it appears here when it is ready." } }
         }
         _ => html! {
             form.inline method="post" action={ "/campaigns/" (c.guid) "/clickmap" } {
@@ -210,16 +227,18 @@ pub async fn section(
         },
     };
     Ok(html! {
-        section aria-labelledby="clickmap-h" {
+        // While it is being drawn, the section updates itself.
+        section #clickmap aria-labelledby="clickmap-h" data-reload-after=[drawing.then_some("2000")] {
             h2 #clickmap-h { "Click map" }
             (body)
             table.list #clicks {
-                caption { "Clicks per link" }
-                thead { tr { th scope="col" { "Link" } th scope="col" { "URL" } th scope="col" { "Clicks" } } }
+                caption { "Clicks per link (people; scanners' clicks are counted apart in the report)" }
+                thead { tr { th scope="col" { "Link" } th scope="col" { "URL" } th scope="col" { "Clicks" } th scope="col" { "Share" } } }
                 tbody {
                     @for (i, url) in c.click_links.iter().enumerate() {
                         @let n = i as u32 + 1;
-                        tr data-link=(n) { td { (n) } td.url { (url) } td.clicks { (clicks.get(&n).copied().unwrap_or(0)) } }
+                        @let k = clicks.get(&n).copied().unwrap_or(0);
+                        tr data-link=(n) { td { (n) } td.url { (url) } td.clicks { (k) } td.share { (share_text(k, total)) } }
                     }
                 }
             }

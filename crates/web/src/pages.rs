@@ -500,7 +500,9 @@ fn client_card(state: &WebState, scope: &Scope<'_>, r: &ClientRow, now: i64) -> 
 
 fn spam_section(rows: &[store::SpamRow]) -> Markup {
     html! {
-        section aria-labelledby="spam-h" id="spam" {
+        // While a filter has not answered, the section updates itself, details included.
+        section aria-labelledby="spam-h" id="spam"
+            data-reload-after=[rows.iter().any(|r| r.spam.is_none()).then_some("3000")] {
             h2 id="spam-h" { "Spam filters" }
             @if rows.is_empty() {
                 p { "This test has no spam test." }
@@ -901,9 +903,20 @@ async fn client_markup(
         Some(v) => Some(crate::why::panel(state, v, &scope.test, client).await),
         None => None,
     };
+    let unfinished = matches!(
+        row.status,
+        ScreenshotStatus::Pending | ScreenshotStatus::Processing
+    );
+    // j and k keep the variant; a client without it shows its default.
+    let keep_variant = match current {
+        Variant::Default => String::new(),
+        v => format!("?variant={}", v.as_str()),
+    };
     Ok(html! {
         p { a href=(scope.base) { "← All clients of “" (scope.test.subject) "”" } }
         h1 { (name) }
+        // Until the screenshot is drawn (after a reprocess too), this part updates itself.
+        div #client-live data-reload-after=[unfinished.then_some("1500")] {
         dl.meta {
             dt { "Status" } dd id="client-status" { (row.status.as_str()) @if let Some(m) = &row.bounce_message { " — " (m) } }
             dt { "Engine" } dd { (engine) }
@@ -920,13 +933,16 @@ async fn client_markup(
         }
         nav.clients aria-label="Clients" {
             @if let Some(p) = &prev {
-                a id="prev-client" rel="prev" href={ (scope.base) "/clients/" (p) } { "← " (display_name(state, p)) " " kbd { "k" } }
+                a id="prev-client" rel="prev" href={ (scope.base) "/clients/" (p) (keep_variant) } { "← " (display_name(state, p)) " " kbd { "k" } }
             }
             @if let Some(n) = &next {
-                a id="next-client" rel="next" href={ (scope.base) "/clients/" (n) } { (display_name(state, n)) " → " kbd { "j" } }
+                a id="next-client" rel="next" href={ (scope.base) "/clients/" (n) (keep_variant) } { (display_name(state, n)) " → " kbd { "j" } }
             }
         }
-        p.help { "Keys 1–" (row.variants.len()) " or ← → switch variants; j and k move to the next and previous client." }
+        p.help {
+            @if row.variants.len() > 1 { "Keys 1–" (row.variants.len()) " or ← → switch variants; " }
+            "j and k move to the next and previous client" @if current != Variant::Default { ", in the same variant where it has one" } "."
+        }
         @if let Some(v) = scope.owner {
             form.inline method="post" action={ (scope.base) "/reprocess" } {
                 input type="hidden" name="csrf" value=(v.csrf);
@@ -952,6 +968,7 @@ async fn client_markup(
                 }
             }
             @if let Some(w) = &why { (w) }
+        }
         }
     })
 }

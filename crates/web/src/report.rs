@@ -45,8 +45,17 @@ fn device_label(d: Device) -> &'static str {
     }
 }
 
-fn percent(part: i64, whole: i64) -> String {
-    share(part, whole).map_or_else(|| "—".to_string(), |s| format!("{:.1} %", s * 100.0))
+pub(crate) fn percent(part: i64, whole: i64) -> String {
+    shown_share(share(part, whole), part)
+}
+
+/// A share to one decimal; one that is not nothing never reads "0.0 %".
+fn shown_share(s: Option<f64>, part: i64) -> String {
+    match s {
+        None => "—".to_string(),
+        Some(s) if part > 0 && s * 100.0 < 0.05 => "< 0.1 %".to_string(),
+        Some(s) => format!("{:.1} %", s * 100.0),
+    }
 }
 
 /// A bar `value / max` of the cell's width; the number beside it is what is read.
@@ -175,7 +184,21 @@ pub fn section(r: &CampaignReport) -> Markup {
                     tr data-key="dark" { th scope="row" { "Read in dark mode" } (tally_cells(&r.dark)) }
                 }
             }
-            p #dark-share { "Dark mode: " (r.dark_share.map_or_else(|| "—".to_string(), |s| format!("{:.1} %", s * 100.0))) " of recipients who opened (Apple's relays included: they fetch with the device's scheme)." }
+            p #dark-share { "Dark mode: " (shown_share(r.dark_share, r.dark.unique)) " of recipients who opened (Apple's relays included: they fetch with the device's scheme)." }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_that_is_not_nothing_never_reads_zero() {
+        assert_eq!(percent(1, 5_000), "< 0.1 %");
+        assert_eq!(percent(3, 5_000), "0.1 %");
+        assert_eq!(percent(0, 5_000), "0.0 %");
+        assert_eq!(percent(1, 0), "—");
+        assert_eq!(percent(1, 4), "25.0 %");
     }
 }

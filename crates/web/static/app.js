@@ -65,11 +65,14 @@
       .catch(function () { setTimeout(function () { poll(url, 5000); }, 5000); });
   }
 
+  // Bound once, reading the links at each key: a client page that updates itself in place gets
+  // its variants after load.
   function variantKeys() {
-    var links = Array.prototype.slice.call(document.querySelectorAll(".variants a[data-key]"));
-    if (!links.length) return;
+    if (!document.querySelector(".variants")) return;
     document.addEventListener("keydown", function (e) {
       if (typing(e)) return;
+      var links = Array.prototype.slice.call(document.querySelectorAll(".variants a[data-key]"));
+      if (!links.length) return;
       var cur = links.findIndex(function (a) { return a.getAttribute("aria-current") === "page"; });
       var next = -1;
       if (/^[1-9]$/.test(e.key)) next = parseInt(e.key, 10) - 1;
@@ -121,7 +124,8 @@
     var fig = document.querySelector("figure.full");
     var box = document.querySelector(".zoom");
     var img = document.getElementById("full-shot");
-    if (!fig || !box || !img) return;
+    if (!fig || !box || !img || box.dataset.bound) return;
+    box.dataset.bound = "1";
     box.hidden = false;
     var scale = parseFloat(fig.dataset.scale) || 1;
     function set(mode) {
@@ -148,11 +152,11 @@
 
   // j / k: next and previous client in the full view (the arrows belong to the variants).
   function clientKeys() {
-    var next = document.getElementById("next-client");
-    var prev = document.getElementById("prev-client");
-    if (!next && !prev) return;
+    if (!document.getElementById("next-client") && !document.getElementById("prev-client")) return;
     document.addEventListener("keydown", function (e) {
       if (typing(e)) return;
+      var next = document.getElementById("next-client");
+      var prev = document.getElementById("prev-client");
       var to = e.key === "j" ? next : e.key === "k" ? prev : null;
       if (to) { e.preventDefault(); window.location.href = to.href; }
     });
@@ -184,6 +188,8 @@
   // Copy a read-only field (the share link) to the clipboard, saying so.
   function copyButtons() {
     document.querySelectorAll("[data-copy]").forEach(function (b) {
+      if (b.dataset.bound) return;
+      b.dataset.bound = "1";
       var field = document.getElementById(b.dataset.copy);
       // Each copy button says so in the status line beside it.
       var done = b.parentNode.querySelector("[role=status]") || document.getElementById("copy-done");
@@ -201,19 +207,47 @@
     });
   }
 
+  // A page waiting on background work fetches itself until the work is done. A waiting part with
+  // an id (a client's screenshot, the spam verdicts, the click map) is replaced in place each
+  // time it changes, the rest of the page untouched; a waiting note without one (a link or
+  // content check) is replaced, with the whole report, once the work is done. The pause grows
+  // while nothing changes, so a seed-list spam test left waiting for hours costs little.
   function refreshWhenDone(pause) {
     setTimeout(function () {
       fetch(window.location.href, { credentials: "same-origin" })
         .then(function (r) { return r.ok ? r.text() : null; })
         .then(function (text) {
-          if (text === null) { refreshWhenDone(pause * 2); return; }
-          var fresh = new DOMParser().parseFromString(text, "text/html").getElementById("main");
+          if (text === null) { refreshWhenDone(Math.min(pause * 2, 30000)); return; }
+          var doc = new DOMParser().parseFromString(text, "text/html");
+          var parts = document.querySelectorAll("[data-reload-after][id]");
+          if (parts.length) {
+            var still = false, changed = false;
+            parts.forEach(function (el) {
+              var fresh = doc.getElementById(el.id);
+              if (!fresh) return;
+              if (fresh.outerHTML !== el.outerHTML) { el.replaceWith(document.adoptNode(fresh)); changed = true; }
+              if (fresh.hasAttribute("data-reload-after")) still = true;
+            });
+            if (changed) afterRefresh();
+            if (still) refreshWhenDone(changed ? 1500 : Math.min(pause * 1.5, 30000));
+            else document.body.dataset.refreshed = "1";
+            return;
+          }
+          var fresh = doc.getElementById("main");
           if (!fresh || fresh.querySelector("[data-reload-after]")) { refreshWhenDone(pause); return; }
           document.getElementById("main").replaceChildren.apply(document.getElementById("main"), Array.prototype.slice.call(fresh.childNodes));
+          afterRefresh();
           document.body.dataset.refreshed = "1";
         })
-        .catch(function () { refreshWhenDone(pause * 2); });
+        .catch(function () { refreshWhenDone(Math.min(pause * 2, 30000)); });
     }, pause);
+  }
+
+  // What a part brought in by refreshWhenDone needs wired.
+  function afterRefresh() {
+    copyButtons();
+    swipes();
+    zoom();
   }
 
   // The visual diff's slider: the "after" screenshot over the "before" one, uncovered from the
@@ -222,7 +256,8 @@
     document.querySelectorAll(".swipe").forEach(function (box) {
       var range = box.querySelector(".swipe-range");
       var after = box.querySelector(".swipe-after");
-      if (!range || !after) return;
+      if (!range || !after || box.dataset.bound) return;
+      box.dataset.bound = "1";
       box.hidden = false;
       function apply() { after.style.clipPath = "inset(0 0 0 " + range.value + "%)"; }
       range.addEventListener("input", apply);

@@ -407,15 +407,30 @@ async fn the_click_map_places_each_links_clicks_on_its_box_in_a_real_render() {
         .map(|t| t["id"].as_str().expect("id").to_string())
         .collect();
     assert_eq!(ids.len(), 2, "{listed}");
+    // The page says the map is being drawn and shows it when it is, without a reload.
+    assert!(b
+        .text("#clickmap [role=status]")
+        .await
+        .contains("appears here when it is ready"));
+    b.eval("window.__not_reloaded = 1").await;
     for id in &ids {
         s.wait_processed(id, Duration::from_secs(120)).await;
     }
-    b.goto(&s.url(&format!("/campaigns/{guid}"))).await;
     b.wait_for(
-        "[...document.querySelectorAll('.clickmap img')].every(i => i.complete && i.naturalWidth > 0)",
+        "document.querySelectorAll('.clickmap img').length > 0 && [...document.querySelectorAll('.clickmap img')].every(i => i.complete && i.naturalWidth > 0)",
         Duration::from_secs(30),
     )
     .await;
+    assert_eq!(
+        b.eval("window.__not_reloaded").await,
+        json!(1),
+        "drawn in place"
+    );
+    // Each badge is its link's number, with its clicks and share beside it.
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('.click-count')].map(c => [c.querySelector('.link-no').textContent, c.querySelector('.click-n').textContent])").await,
+        json!([["Link 1", "2 clicks · 66.7 %"], ["Link 2", "1 click · 33.3 %"]])
+    );
     check_page(&mut b, &axe, "campaign with click map").await;
     // One box per link, each showing that link's clicks as recorded.
     let boxes = b

@@ -269,6 +269,29 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
         labels.iter().all(|l| l != "Spam"),
         "a clean email is not spam to any filter: {labels:?}"
     );
+    // Each filter's details arrive with its verdict, on the same page.
+    let spam = s
+        .get(&format!("/v5/email/tests/{id}/spam/results"))
+        .await
+        .ok()
+        .clone();
+    let with_details = spam
+        .as_array()
+        .expect("spam results")
+        .iter()
+        .filter(|r| r["details"].as_str().is_some_and(|d| !d.trim().is_empty()))
+        .count();
+    assert!(with_details > 0, "filters explain their verdicts: {spam}");
+    b.wait_for(
+        &format!("!document.querySelector('#spam[data-reload-after]') && document.querySelectorAll('#spam tbody tr details').length === {with_details}"),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(
+        b.eval("window.__same_page").await,
+        json!(1),
+        "the page reloaded"
+    );
     // A card takes its client's shape.
     assert_eq!(
         b.eval("[...document.querySelectorAll('.card')].map(c => c.dataset.client + ':' + c.dataset.shape).sort()").await,
@@ -308,6 +331,32 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
     );
     b.eval("document.querySelector('.zoom [data-zoom=fit]').click()")
         .await;
+
+    // Reprocess from the client page: it shows the client waiting, then its new screenshot, in
+    // place.
+    b.click_and_wait("form[action$='/reprocess'] button").await;
+    let waiting = b.text("#client-status").await;
+    b.eval("window.__same_page = 3").await;
+    b.wait_for(
+        "document.getElementById('client-status').textContent === 'Complete' && !document.querySelector('[data-reload-after]') && document.getElementById('full-shot') && document.getElementById('full-shot').naturalWidth > 0",
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(
+        b.eval("window.__same_page").await,
+        json!(3),
+        "drawn in place"
+    );
+    let one = s
+        .get(&format!("/v5/email/tests/{id}/results/{}", CLIENTS[0]))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(one[CLIENTS[0]]["status"], "Complete");
+    assert!(
+        ["Pending", "Processing"].contains(&waiting.as_str()),
+        "the page after Reprocess shows the client waiting, not the old picture: {waiting}"
+    );
 
     // Links and checks, so that their pages have reports to lay out.
     s.put(&format!("/v5/email/tests/{id}/links"), &json!({}))
