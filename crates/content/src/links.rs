@@ -187,6 +187,35 @@ const TRACKING_PARAMS: &[&str] = &[
     "oly_anon_id",
 ];
 
+/// Placeholders that mail services fill in when they send, as (opening, closing) delimiters:
+/// Handlebars/Liquid/Jinja (Mailgun, SendGrid, Postmark, Customer.io), Mailchimp's merge tags,
+/// ExactTarget's and Campaign Monitor's, SendGrid's legacy substitutions and ERB-style tags.
+const MERGE_TAGS: [(&str, &str); 7] = [
+    ("{{", "}}"),
+    ("{%", "%}"),
+    ("*|", "|*"),
+    ("%%", "%%"),
+    ("[", "]"),
+    ("<%", "%>"),
+    ("-", "-"),
+];
+
+/// The merge tag a URL starts with (`{{unsubscribe_url}}`, `*|ARCHIVE|*`, `%%view_email_url%%`),
+/// if it does. A `-` pair counts only around a name of letters and underscores (`-unsubscribe-`).
+fn merge_tag(url: &str) -> Option<&str> {
+    let url = url.trim();
+    MERGE_TAGS.iter().find_map(|(open, close)| {
+        let rest = url.strip_prefix(open)?;
+        let end = rest.find(close)?;
+        let name = &rest[..end];
+        let plausible = !name.trim().is_empty()
+            && name.len() <= 100
+            && (*open != "-" && *open != "["
+                || name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+        plausible.then(|| &url[..open.len() + end + close.len()])
+    })
+}
+
 /// What is wrong with a link's form, without any network access.
 pub fn warnings(link: &FoundLink) -> Vec<String> {
     let mut out = Vec::new();
@@ -198,6 +227,14 @@ pub fn warnings(link: &FoundLink) -> Vec<String> {
         );
     }
     let url = link.url.as_str();
+    if let Some(tag) = merge_tag(url) {
+        out.push(format!(
+            "the {} starts with the merge tag {tag}: your mail service puts the real address there \
+             when it sends, so it is not followed here; send yourself the email to check it",
+            noun(link.kind)
+        ));
+        return out;
+    }
     if url.is_empty() || url == "#" {
         let what = if url.is_empty() { "empty" } else { "'#'" };
         out.push(format!(
@@ -372,6 +409,7 @@ pub async fn check_link(link: &FoundLink, policy: &NetPolicy) -> LinkReport {
             ));
         }
     } else if !(link.url.is_empty()
+        || merge_tag(&link.url).is_some()
         || link.url == "#"
         || strip_scheme(&link.url, "mailto:").is_some()
         || strip_scheme(&link.url, "tel:").is_some()
@@ -620,5 +658,31 @@ mod tests {
             .is_some_and(|e| e.contains("javascript: scheme")));
         let mail = check_link(&link("mailto:a@example.com"), &policy).await;
         assert_eq!((mail.error, mail.warning), (None, None));
+    }
+
+    #[tokio::test]
+    async fn a_merge_tag_link_is_the_mail_services_to_fill_not_a_broken_link() {
+        for url in [
+            "{{unsubscribe}}",
+            "{{ base_url }}/account",
+            "*|ARCHIVE|*",
+            "%%view_email_url%%",
+            "[unsubscribe]",
+            "<%asm_group_unsubscribe_raw_url%>",
+            "-unsubscribe-",
+            "{% unsubscribe_link %}",
+        ] {
+            let report = check_link(&link(url), &NetPolicy::default()).await;
+            assert_eq!(report.error, None, "{url}");
+            assert!(
+                report.warnings.len() == 1 && report.warnings[0].contains("merge tag"),
+                "{url}: {:?}",
+                report.warnings
+            );
+        }
+        for url in ["[]", "-", "relative/path", "-not a tag-"] {
+            assert!(merge_tag(url).is_none(), "{url}");
+        }
+        assert_eq!(merge_tag("{{ base_url }}/account"), Some("{{ base_url }}"));
     }
 }

@@ -34,7 +34,8 @@ use tokio::sync::{Mutex, Semaphore};
 use engine::{EngineSetup, Instance, ShotRequest};
 pub use error::RenderError;
 pub use thumb::{
-    FULL_THUMBNAIL_MAX_HEIGHT, FULL_THUMBNAIL_WIDTH, THUMBNAIL_HEIGHT, THUMBNAIL_WIDTH,
+    thumbnail_size, FULL_THUMBNAIL_MAX_HEIGHT, FULL_THUMBNAIL_WIDTH, THUMBNAIL_HEIGHT,
+    THUMBNAIL_WIDTH, WIDE_CROP_CSS, WIDE_PAGE_CSS, WIDE_THUMBNAIL_HEIGHT, WIDE_THUMBNAIL_WIDTH,
 };
 
 /// Widest and tallest viewport accepted, in CSS px.
@@ -152,7 +153,8 @@ pub struct Rendered {
     pub png: Vec<u8>,
     pub width: u32,
     pub height: u32,
-    /// The top of the page, [`THUMBNAIL_WIDTH`] x [`THUMBNAIL_HEIGHT`].
+    /// The top of the page, [`thumbnail_size`]: a phone's whole width, a wider window's email
+    /// column.
     pub thumbnail: Vec<u8>,
     /// The whole page, [`FULL_THUMBNAIL_WIDTH`] wide.
     pub full_thumbnail: Vec<u8>,
@@ -398,9 +400,11 @@ impl Renderer {
             } else {
                 shot.png
             };
-            let thumbs = tokio::task::spawn_blocking(move || thumb::make(&png).map(|t| (t, png)))
-                .await
-                .map_err(|e| RenderError::Image(format!("thumbnail task failed: {e}")))?;
+            let scale = req.scale;
+            let thumbs =
+                tokio::task::spawn_blocking(move || thumb::make(&png, scale).map(|t| (t, png)))
+                    .await
+                    .map_err(|e| RenderError::Image(format!("thumbnail task failed: {e}")))?;
             let (thumbs, png) = thumbs?;
             if thumbs.blank && shot.visible_text {
                 telemetry::global().drawn_refused(req.engine.as_str(), "blank");

@@ -740,7 +740,7 @@ fn matrix_table(state: &WebState) -> Markup {
                                 td data-dark=(row.dark) { (yes_no(row.dark)) }
                                 td {
                                     @if let Some(p) = proxy {
-                                        a href={ "#proxy-" (client.family) } { (p.name) }
+                                        a href={ "#" (proxy_anchor(p.name)) } { (p.name) }
                                     } @else { "None known" }
                                 }
                             }
@@ -753,7 +753,7 @@ fn matrix_table(state: &WebState) -> Markup {
         dl.details #proxies {
             @for family in proxy_families(state) {
                 @if let Some(p) = proxy_fact(&family) {
-                    dt id={ "proxy-" (family) } { (p.name) }
+                    dt id=(proxy_anchor(p.name)) { (p.name) }
                     dd {
                         (p.summary) " ("
                         @for (i, s) in p.sources.iter().enumerate() {
@@ -768,15 +768,35 @@ fn matrix_table(state: &WebState) -> Markup {
     }
 }
 
-/// The catalog's families that have a proxy fact, once each, in catalog order.
+/// The catalog's families that have a proxy fact, one per proxy (Yahoo's serves AOL too), in
+/// catalog order.
 fn proxy_families(state: &WebState) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut proxies: Vec<&str> = Vec::new();
     for c in state.app.catalog.clients() {
-        if proxy_fact(&c.family).is_some() && !out.contains(&c.family) {
-            out.push(c.family.clone());
+        if let Some(p) = proxy_fact(&c.family) {
+            if !proxies.contains(&p.name) {
+                proxies.push(p.name);
+                out.push(c.family.clone());
+            }
         }
     }
     out
+}
+
+/// The id of a proxy's entry in the list below the matrix.
+fn proxy_anchor(name: &str) -> String {
+    let slug: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("proxy-{slug}")
 }
 
 pub async fn matrix_page(State(state): State<WebState>, viewer: Viewer) -> Response {

@@ -193,7 +193,7 @@ pub(crate) fn layout(
                                 a href="/tests/new" { "New test" }
                                 a href="/campaigns" { "Campaigns" }
                             }
-                            span.who { "Signed in as " strong { (who) } }
+                            span.who { "Signed in as " strong { (masked_key(who)) } }
                             form method="post" action="/signout" {
                                 input type="hidden" name="csrf" value=(csrf);
                                 button type="submit" { "Sign out" }
@@ -210,6 +210,21 @@ pub(crate) fn layout(
                 main id="main" tabindex="-1" { (main) }
             }
         }
+    }
+}
+
+/// An account's API key as the header shows it: enough to tell accounts apart, not enough to
+/// read it off a screen share or a screenshot (it is half of the API's credentials).
+fn masked_key(key: &str) -> String {
+    let chars: Vec<char> = key.chars().collect();
+    match chars.len() {
+        0..=4 => key.to_string(),
+        n if n <= 8 => format!("{}…", chars[..2].iter().collect::<String>()),
+        n => format!(
+            "{}…{}",
+            chars[..4].iter().collect::<String>(),
+            chars[n - 2..].iter().collect::<String>()
+        ),
     }
 }
 
@@ -237,7 +252,9 @@ pub(crate) fn page_error(status: StatusCode, title: &str, message: &str) -> Resp
             html! {
                 h1 { (title) }
                 p { (message) }
-                p { a href="/tests" { "Back to your tests" } }
+                // Shown to strangers too (a revoked proof): the start page sends a signed-in
+                // person to their tests and anyone else to sign in.
+                p { a href="/" { "Go to mailproof's start page" } }
             },
         ),
     )

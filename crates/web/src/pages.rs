@@ -464,14 +464,29 @@ fn picture_url(
     }
 }
 
-/// The card's picture: the whole page narrowed (its proportions kept), cropped to the card by
-/// CSS from the top, so the first screen of the email is what one sees.
-const CARD_PICTURE: Picture = Picture::FullThumbnail;
+/// The card's picture. A phone's: the whole page narrowed (its proportions kept), cut to the card
+/// by CSS from the top, so the first screen of the email is what one sees. A desktop or web
+/// client's window narrowed so far would leave its text 3 px high: its card is the render's top
+/// card, the email's column at 80% of its size (`render::thumbnail_size`); the full picture is
+/// one click away.
+fn card_picture(state: &WebState, id: &str) -> Picture {
+    match shape(state, id) {
+        "portrait" => Picture::FullThumbnail,
+        _ => Picture::Thumbnail,
+    }
+}
 
 fn client_card(state: &WebState, scope: &Scope<'_>, r: &ClientRow, now: i64) -> Markup {
     let name = display_name(state, &r.client_id);
-    let thumb = (r.status == ScreenshotStatus::Complete)
-        .then(|| picture_url(state, scope, &r.client_id, &CARD_PICTURE, now));
+    let thumb = (r.status == ScreenshotStatus::Complete).then(|| {
+        picture_url(
+            state,
+            scope,
+            &r.client_id,
+            &card_picture(state, &r.client_id),
+            now,
+        )
+    });
     let cb = format!("cmp-{}", r.client_id);
     html! {
         li.card data-client=(r.client_id) data-status=(r.status.as_str())
@@ -743,7 +758,7 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
                 "name": display_name(state, &c.client_id),
                 "status": c.status.as_str(),
                 "thumbnail": (c.status == ScreenshotStatus::Complete)
-                    .then(|| picture_url(state, scope, &c.client_id, &CARD_PICTURE, now)),
+                    .then(|| picture_url(state, scope, &c.client_id, &card_picture(state, &c.client_id), now)),
                 "message": c.bounce_message,
             })
         })
@@ -822,7 +837,7 @@ pub async fn shared_picture(
     let Some(picture) = file
         .strip_suffix(".png")
         .and_then(Picture::parse)
-        .filter(|p| matches!(p, Picture::Shot(_)) || *p == CARD_PICTURE)
+        .filter(|p| matches!(p, Picture::Shot(_)) || *p == card_picture(&state, &client))
     else {
         return not_found();
     };

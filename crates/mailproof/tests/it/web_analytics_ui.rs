@@ -7,12 +7,11 @@
 
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::analytics::{text, url_in};
 use crate::support::*;
-use crate::web_pages_ui::{assert_fits, sign_in, window};
+use crate::web_pages_ui::{assert_fits, shot_for_people, sign_in, window};
 use crate::web_ui::{Browser, AXE};
 
 const WIDTHS: [(u32, u32); 2] = [(1440, 900), (390, 844)];
@@ -25,19 +24,7 @@ async fn check_page(b: &mut Browser, axe: &str, what: &str) {
         assert_fits(b, what, w).await;
         b.check_accessibility(axe, &format!("{what} ({w} px)"))
             .await;
-        if let Some(dir) = std::env::var_os("MAILPROOF_SHOTS_DIR") {
-            let shot = b
-                .call(
-                    "Page.captureScreenshot",
-                    json!({"format": "png", "captureBeyondViewport": true}),
-                )
-                .await;
-            let png = base64::engine::general_purpose::STANDARD
-                .decode(shot["data"].as_str().expect("png"))
-                .expect("base64");
-            let name = format!("{}-{w}.png", what.replace(' ', "-"));
-            std::fs::write(std::path::Path::new(&dir).join(name), png).expect("write shot");
-        }
+        shot_for_people(b, what, w).await;
     }
     window(b, 1280, 900).await;
 }
@@ -332,6 +319,21 @@ async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
         let proxied = ["gmail", "yahoo", "aol", "fastmail"].contains(&family);
         assert_eq!(r[5], json!((want.read && !proxied).to_string()), "{id}");
     }
+    // Each image proxy is described once, and every row's link reaches its description.
+    let proxies = b
+        .eval("[[...document.querySelectorAll('#proxies dt')].map(d => d.textContent), [...document.querySelectorAll('#analytics-matrix a[href^=\"#\"]')].every(a => document.getElementById(a.getAttribute('href').slice(1)))]")
+        .await;
+    let names: Vec<&str> = proxies[0]
+        .as_array()
+        .expect("proxies")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    assert_eq!(proxies[1], json!(true), "a proxy link goes nowhere");
     check_page(&mut b, &axe, "campaign").await;
 
     // The list shows the campaign with the API's status.

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -71,6 +72,25 @@ async fn shown_verdicts(b: &mut Browser) -> Vec<(String, String)> {
             )
         })
         .collect()
+}
+
+/// A screenshot of the whole page into `$MAILPROOF_SHOTS_DIR`, when it is set, for a person to
+/// look at (`what` and the width name the file).
+pub(crate) async fn shot_for_people(b: &mut Browser, what: &str, width: u32) {
+    let Some(dir) = std::env::var_os("MAILPROOF_SHOTS_DIR") else {
+        return;
+    };
+    let shot = b
+        .call(
+            "Page.captureScreenshot",
+            json!({"format": "png", "captureBeyondViewport": true}),
+        )
+        .await;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(shot["data"].as_str().expect("png"))
+        .expect("base64");
+    let name = format!("{}-{width}.png", what.replace(' ', "-"));
+    std::fs::write(std::path::Path::new(&dir).join(name), png).expect("write shot");
 }
 
 pub(crate) async fn sign_in(b: &mut Browser, s: &Server) {
@@ -498,6 +518,15 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
         .await;
     assert_eq!(fetch_status(&mut b, &picture).await, json!(404));
     assert_eq!(fetch_status(&mut b, &s.url(&share_path)).await, json!(404));
+    // A stranger who opens the revoked link is not told about "your tests".
+    b.goto(&s.url(&share_path)).await;
+    let said = b.text("main").await;
+    assert!(!said.contains("your tests"), "{said}");
+    assert_eq!(
+        b.eval("document.querySelector('main a').getAttribute('href')")
+            .await,
+        json!("/")
+    );
 
     // The visual diff picker preselects nothing when no earlier test has this subject.
     let unrelated = s
@@ -520,9 +549,10 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
     );
 }
 
-/// Every client of the catalog, drawn by the three engines: each card's picture keeps the
-/// proportions of the client's own screenshot (within 2 %), in a card of the client's shape, and a
-/// desktop window shows more than three clients per row.
+/// Every client of the catalog, drawn by the three engines: a phone's card keeps the proportions
+/// of its screenshot (within 2 %); a desktop or web client's is a 4:3 crop of its email's column
+/// whose text is at 60% of its size or more at 1440 and 390 px; each card has its client's shape,
+/// and a desktop window has more than three gallery columns.
 #[tokio::test]
 async fn a_full_gallery_keeps_each_screenshots_proportions() {
     let s = Server::start_with(Options {
@@ -585,13 +615,41 @@ async fn a_full_gallery_keeps_each_screenshots_proportions() {
         .await;
     b.wait_for(IMAGES_LOADED, Duration::from_secs(120)).await;
 
-    let per_row = b
-        .eval("(() => { const t = document.querySelector('.card').getBoundingClientRect().top; return [...document.querySelectorAll('.card')].filter(c => c.getBoundingClientRect().top === t).length })()")
+    let columns = b
+        .eval("getComputedStyle(document.querySelector('ul.grid')).gridTemplateColumns.split(' ').length")
         .await;
     assert!(
-        per_row.as_u64().unwrap_or(0) > 3,
-        "{per_row} clients per row at 1440 px"
+        columns.as_u64().unwrap_or(0) > 3,
+        "{columns} gallery columns at 1440 px"
     );
+    for (w, h) in [(1440, 900), (390, 844)] {
+        window(&mut b, w, h).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_fits(&mut b, "full gallery", w).await;
+        shot_for_people(&mut b, "full gallery", w).await;
+        // A desktop or web client's card is its email's column, its text at 60% of its CSS size
+        // or more (the card's picture is WIDE_CROP_CSS px of the page).
+        let scales = b
+            .eval("[...document.querySelectorAll('.card[data-shape=landscape] img')].map(i => [i.closest('.card').dataset.client, i.naturalWidth, i.getBoundingClientRect().width, i.closest('.card').getBoundingClientRect().width, getComputedStyle(i.closest('ul.grid')).gridTemplateColumns, innerWidth])")
+            .await;
+        let scales = scales.as_array().expect("cards");
+        assert!(!scales.is_empty());
+        for c in scales {
+            assert_eq!(
+                c[1].as_u64(),
+                Some(u64::from(render::WIDE_THUMBNAIL_WIDTH)),
+                "{c}"
+            );
+            let text = c[2].as_f64().unwrap_or(0.0) / f64::from(render::WIDE_CROP_CSS);
+            assert!(
+                text >= 0.6,
+                "{}: text at {:.0}% of its size at {w} px ({c})",
+                c[0],
+                text * 100.0
+            );
+        }
+    }
+    window(&mut b, 1440, 900).await;
     for (client, url) in &complete {
         let expr = format!(
             "new Promise(ok => {{ const full = new Image(); full.onload = () => {{ \
@@ -605,12 +663,14 @@ async fn a_full_gallery_keeps_each_screenshots_proportions() {
             v[0].as_f64().expect("screenshot ratio"),
             v[1].as_f64().expect("thumbnail ratio"),
         );
-        assert!(
-            (shown / shot - 1.0).abs() <= 0.02,
-            "{client}: the thumbnail is {shown:.3} wide per high, its screenshot {shot:.3}"
-        );
         let viewport = &clients[client.as_str()]["viewport"];
         let portrait = viewport["width"].as_u64() < viewport["height"].as_u64();
+        // A phone's card is its whole page narrowed; a wider client's a 4:3 crop of its column.
+        let want = if portrait { shot } else { 4.0 / 3.0 };
+        assert!(
+            (shown / want - 1.0).abs() <= 0.02,
+            "{client}: the thumbnail is {shown:.3} wide per high, want {want:.3} (screenshot {shot:.3})"
+        );
         assert_eq!(
             v[2],
             json!(if portrait { "portrait" } else { "landscape" }),

@@ -23,10 +23,7 @@ fn every_engine_draws_600_wide_at_1x_and_390_wide_at_3x() {
                 shot.height
             );
             let card = image::load_from_memory(&shot.thumbnail).expect("thumbnail PNG");
-            assert_eq!(
-                (card.width(), card.height()),
-                (render::THUMBNAIL_WIDTH, render::THUMBNAIL_HEIGHT)
-            );
+            assert_eq!((card.width(), card.height()), render::thumbnail_size(390));
             let full = image::load_from_memory(&shot.full_thumbnail).expect("full thumbnail PNG");
             assert_eq!(full.width(), render::FULL_THUMBNAIL_WIDTH);
         }
