@@ -1055,6 +1055,43 @@ async fn compare_markup(
         .iter()
         .filter_map(|p| rows.iter().find(|r| &r.client_id == p))
         .collect();
+    // The variants every chosen client has, to show them all in the same one.
+    let common: Vec<Variant> = chosen.first().map_or_else(Vec::new, |first| {
+        first
+            .variants
+            .iter()
+            .copied()
+            .filter(|v| chosen.iter().all(|r| r.variants.contains(v)))
+            .collect()
+    });
+    let variant = url::form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "variant")
+        .and_then(|(_, v)| Variant::parse(&v))
+        .filter(|v| common.contains(v))
+        .unwrap_or(Variant::Default);
+    // One scale for all: each picture as wide as its client's window in CSS px, all narrowed by
+    // the same factor to fit the row (down to 30%, then the row scrolls sideways).
+    let css_width = |id: &str| {
+        state
+            .app
+            .catalog
+            .get(id)
+            .map_or(600, |c| c.viewport.width.max(1))
+    };
+    let total: u32 = chosen
+        .iter()
+        .map(|r| css_width(&r.client_id))
+        .sum::<u32>()
+        .max(1);
+    let gaps = chosen.len().saturating_sub(1);
+    let width_style = |id: &str| {
+        let w = css_width(id);
+        format!(
+            "width:max(calc((100% - {gaps}rem) * {:.5}), {:.0}px)",
+            f64::from(w) / f64::from(total),
+            f64::from(w) * 0.3
+        )
+    };
     let now = chrono::Utc::now().timestamp();
     Ok(html! {
         p { a href=(scope.base) { "← All clients of “" (scope.test.subject) "”" } }
@@ -1062,18 +1099,28 @@ async fn compare_markup(
         @if chosen.len() < 2 {
             p.error role="alert" { "Pick two or more clients on the test's page, then choose “Compare selected side by side”." }
         } @else {
-            p.help { "The screenshots are scaled to one common width so that all fit the window; scroll the page to move through them together." }
-            div.compare tabindex="0" role="region" aria-label="Screenshots side by side" {
+            @if common.len() > 1 {
+                form.inline method="get" {
+                    @for r in &chosen { input type="hidden" name="c" value=(r.client_id); }
+                    label for="compare-variant" { "Variant" }
+                    select #compare-variant name="variant" {
+                        @for v in &common { option value=(v.as_str()) selected[*v == variant] { (v.label()) } }
+                    }
+                    button type="submit" { "Show" }
+                }
+            }
+            p.help { "All at one scale: a CSS pixel of the email is the same size in every picture, so a phone's screenshot stands beside a desktop window as it would on a desk. Their tops are aligned; scroll the page to move through them together (on a narrow screen the row also scrolls sideways)." }
+            div.compare.one-scale tabindex="0" role="region" aria-label="Screenshots side by side" {
                 @for r in &chosen {
                     @let name = display_name(state, &r.client_id);
-                    figure data-client=(r.client_id) {
-                        figcaption { (name) " — " (r.status.as_str()) }
+                    figure data-client=(r.client_id) data-css-width=(css_width(&r.client_id)) style=(width_style(&r.client_id)) {
                         @if r.status == ScreenshotStatus::Complete {
-                            img src=(picture_url(state, scope, &r.client_id, &Picture::Shot(Variant::Default), now))
-                                alt={ "Screenshot of the email in " (name) };
+                            img src=(picture_url(state, scope, &r.client_id, &Picture::Shot(variant), now))
+                                alt={ "Screenshot of the email in " (name) ", " (variant.label()) };
                         } @else {
                             p { "No screenshot yet." }
                         }
+                        figcaption { (name) " — " (r.status.as_str()) }
                     }
                 }
             }

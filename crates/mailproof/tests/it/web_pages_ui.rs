@@ -468,8 +468,26 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
             b.goto(&s.url(path)).await;
             b.wait_for(IMAGES_LOADED, Duration::from_secs(30)).await;
             assert_fits(&mut b, what, width).await;
+            shot_for_people(&mut b, what, width).await;
             b.check_accessibility(&axe, &format!("{what} ({width} px)"))
                 .await;
+            if what.ends_with("side by side") {
+                // One scale for all, tops aligned: a CSS px of each email is drawn the same size.
+                let shown = b
+                    .eval("[...document.querySelectorAll('.compare figure')].map(f => { const r = f.querySelector('img').getBoundingClientRect(); return [r.top, r.width / +f.dataset.cssWidth]; })")
+                    .await;
+                let shown = shown.as_array().expect("figures");
+                assert_eq!(shown.len(), 2, "{what}");
+                let (top, scale) = (shown[0][0].as_f64(), shown[0][1].as_f64().unwrap_or(0.0));
+                for f in shown {
+                    assert_eq!(f[0].as_f64(), top, "{what} ({width} px): tops aligned");
+                    let other = f[1].as_f64().unwrap_or(0.0);
+                    assert!(
+                        scale > 0.0 && (other / scale - 1.0).abs() < 0.02,
+                        "{what} ({width} px): scales {shown:?}"
+                    );
+                }
+            }
             if matches!(*what, "test" | "shared proof") {
                 // The labels a person reads, at this width too.
                 assert_test_page_matches_api(&mut b, &s, &id, &format!("{what} ({width} px)"))
