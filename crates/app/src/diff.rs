@@ -149,13 +149,28 @@ pub async fn compare(
     new: &TestRow,
     which: Variants,
 ) -> Result<Comparison> {
+    compare_clients(state, base, new, which, None).await
+}
+
+/// [`compare`] for one client only when `only` names one (the web's diff page computes each
+/// client's diff when the reader gets to it); the other clients are left out of `clients`.
+pub async fn compare_clients(
+    state: &AppState,
+    base: &TestRow,
+    new: &TestRow,
+    which: Variants,
+    only: Option<&str>,
+) -> Result<Comparison> {
     let base_rows = state.store.test_clients(&base.id).await?;
     let new_rows = state.store.test_clients(&new.id).await?;
     let new_by_id: BTreeMap<&str, &ClientRow> =
         new_rows.iter().map(|r| (r.client_id.as_str(), r)).collect();
     let now = chrono::Utc::now().timestamp();
     let mut clients = Vec::new();
-    for b in &base_rows {
+    for b in base_rows
+        .iter()
+        .filter(|b| only.is_none_or(|c| c == b.client_id))
+    {
         let Some(n) = new_by_id.get(b.client_id.as_str()) else {
             continue;
         };

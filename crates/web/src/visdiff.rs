@@ -7,7 +7,7 @@ use app::screenshots as shots;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use domain::{Picture, TestKind, Variant};
+use domain::{Picture, ScreenshotStatus, TestKind, Variant};
 use maud::{html, Markup};
 use serde::Deserialize;
 use store::{ClientRow, ListFilter, TestRow};
@@ -22,6 +22,8 @@ const PICKER_SIZE: i64 = 20;
 #[derive(Deserialize, Default)]
 pub struct DiffQuery {
     with: Option<String>,
+    /// One client's comparison only: what the page fetches for each client as it goes.
+    client: Option<String>,
 }
 
 /// One test offered in the picker.
@@ -193,7 +195,7 @@ pub async fn diff_page(
     };
     let body = match &other {
         None => html! { p { "Pick a test above to see what changed between the two." } },
-        Some(other) => match comparison(&state, &test, other).await {
+        Some(other) => match comparison(&state, &test, other, q.client.as_deref()).await {
             Ok(m) => m,
             Err(r) => return r,
         },
@@ -212,7 +214,17 @@ pub async fn diff_page(
 
 /// The comparison of `other` (before) with `test` (after): the highlights are drawn over `test`'s
 /// screenshots, and extra height is `test`'s minus `other`'s.
-async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result<Markup, Response> {
+///
+/// The page is sent before any screenshot is compared: each client screenshotted in both tests
+/// is a placeholder that the page fills by fetching that client's comparison (`?client=`), one
+/// after another, the summary's figures arriving with them and the pictures loading as they are
+/// scrolled to. Without script, each placeholder links to its client's comparison.
+async fn comparison(
+    state: &WebState,
+    test: &TestRow,
+    other: &TestRow,
+    only: Option<&str>,
+) -> Result<Markup, Response> {
     let store = &state.app.store;
     let (rows, other_rows) = match (
         store.test_clients(&test.id).await,
@@ -221,27 +233,60 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => return Err(internal("reading the tests' clients failed", e)),
     };
-    let c: Comparison =
-        match diff::compare(&state.app, other, test, Variants::Only(Variant::Default)).await {
-            Ok(c) => c,
+    // What is computed now: one client's diff when asked for; nothing otherwise.
+    let computed: Option<Comparison> = match only {
+        Some(client) => match diff::compare_clients(
+            &state.app,
+            other,
+            test,
+            Variants::Only(Variant::Default),
+            Some(client),
+        )
+        .await
+        {
+            Ok(c) => Some(c),
             Err(e) => return Err(crate::app_error(&e)),
-        };
+        },
+        None => None,
+    };
     let now = chrono::Utc::now().timestamp();
-    // The summary atop the page: every compared client, the most changed first.
-    let mut changed: Vec<(&str, f64, i64)> = c
-        .clients
+    let in_test = |id: &str| rows.iter().find(|r| r.client_id == id);
+    // Both tests' clients in the order of the earlier one, as `diff::compare` lists them.
+    let common: Vec<(&ClientRow, &ClientRow)> = other_rows
         .iter()
-        .filter_map(|cc| match &cc.outcome {
-            ClientOutcome::Compared(variants) => variants.iter().find_map(|(_, out)| match out {
-                VariantOutcome::Diffed { diff: d, .. } => {
-                    Some((cc.client.as_str(), d.changed_share(), d.extra_height))
-                }
-                VariantOutcome::Failed(_) => None,
-            }),
-            ClientOutcome::NotCompared { .. } => None,
-        })
+        .filter(|o| only.is_none_or(|c| c == o.client_id))
+        .filter_map(|o| in_test(&o.client_id).map(|t| (o, t)))
         .collect();
-    changed.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let only_in = |a: &[ClientRow], b: &[ClientRow]| -> Vec<String> {
+        a.iter()
+            .filter(|r| !b.iter().any(|o| o.client_id == r.client_id))
+            .map(|r| r.client_id.clone())
+            .collect()
+    };
+    let (only_in_before, only_in_after) =
+        (only_in(&other_rows, &rows), only_in(&rows, &other_rows));
+    let both_complete = |(o, t): &(&ClientRow, &ClientRow)| {
+        o.status == ScreenshotStatus::Complete && t.status == ScreenshotStatus::Complete
+    };
+    let figures = |client: &str| -> Option<(f64, i64)> {
+        computed
+            .as_ref()?
+            .clients
+            .iter()
+            .find(|c| c.client == client)
+            .and_then(|cc| match &cc.outcome {
+                ClientOutcome::Compared(variants) => {
+                    variants.iter().find_map(|(_, out)| match out {
+                        VariantOutcome::Diffed { diff: d, .. } => {
+                            Some((d.changed_share(), d.extra_height))
+                        }
+                        VariantOutcome::Failed(_) => None,
+                    })
+                }
+                ClientOutcome::NotCompared { .. } => None,
+            })
+    };
+    let base = format!("/tests/{}/diff?with={}", test.id, other.id);
     // A test compared with itself is said to be processing once.
     let sides: &[(&TestRow, &[ClientRow])] = if test.id == other.id {
         &[(test, &rows)]
@@ -253,11 +298,16 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
         .map(|(t, r)| (*t, unfinished(r), r.len()))
         .filter(|(_, n, _)| *n > 0)
         .collect();
+    let summarised: Vec<&(&ClientRow, &ClientRow)> =
+        common.iter().filter(|p| both_complete(p)).collect();
     Ok(html! {
         p.meta {
             "Before: " a href={ "/tests/" (other.id) } { "“" (other.subject) "”" } ", " (date(other.created_at))
             ". After: this test, " (date(test.created_at)) "."
             @if test.id == other.id { " (The same test on both sides: nothing can differ.)" }
+        }
+        @if only.is_some() {
+            p { a href=(base) { "← Every client of the comparison" } }
         }
         @for (t, left, total) in &processing {
             p.note role="status" {
@@ -265,77 +315,126 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
                 (total - left) " of " (total) " screenshots finished. Clients not finished in both tests are listed without figures; reload this page once processing ends."
             }
         }
-        @if c.clients.is_empty() {
+        @if common.is_empty() && only.is_none() {
             p.error role="alert" {
                 "These two tests have no client in common, so there is nothing to compare. "
-                "“" (other.subject) "” has " (names(state, &c.only_in_test)) "; this test has "
-                (names(state, &c.only_in_other)) ". Pick a test made for some of the same clients."
+                "“" (other.subject) "” has " (names(state, &only_in_before)) "; this test has "
+                (names(state, &only_in_after)) ". Pick a test made for some of the same clients."
             }
         }
-        @if !changed.is_empty() {
+        @if !summarised.is_empty() {
             table.list.diff-summary {
-                caption { "Most changed first" }
+                caption { "Most changed first" @if only.is_none() && summarised.len() > 1 { span.help #diff-progress role="status" {} } }
                 thead { tr { th scope="col" { "Client" } th scope="col" { "Changed" } th scope="col" { "Extra height" } } }
                 tbody {
-                    @for (client, share, extra) in &changed {
-                        tr {
-                            td { a href={ "#d-" (client) } { (display_name(state, client)) } }
-                            td { (percent(*share)) }
-                            td { (extra_height(*extra)) }
+                    @for (o, _) in &summarised {
+                        @let client = o.client_id.as_str();
+                        @match figures(client) {
+                            Some((share, extra)) => tr data-client=(client) data-share=(share) {
+                                td { a href={ "#d-" (client) } { (display_name(state, client)) } }
+                                td { (percent(share)) }
+                                td { (extra_height(extra)) }
+                            },
+                            None => tr data-client=(client) data-pending="1" {
+                                td { a href={ "#d-" (client) } { (display_name(state, client)) } }
+                                td { "…" }
+                                td { "…" }
+                            },
                         }
                     }
                 }
             }
         }
-        @for cc in &c.clients {
-            @let name = display_name(state, &cc.client);
-            section.diff-client data-client=(cc.client) aria-labelledby={ "d-" (cc.client) } {
-                h2 id={ "d-" (cc.client) } { (name) }
-                @match &cc.outcome {
-                    ClientOutcome::NotCompared { test_status, other_status } => {
-                        p.status data-state="not-compared" {
-                            "Not compared: only screenshots Complete in both tests are. Before: "
-                            (test_status.as_str()) "; after: " (other_status.as_str()) "."
-                        }
+        @for pair in &common {
+            @let client = pair.0.client_id.as_str();
+            @let name = display_name(state, client);
+            @if !both_complete(pair) {
+                section.diff-client data-client=(client) aria-labelledby={ "d-" (client) } {
+                    h2 id={ "d-" (client) } { (name) }
+                    p.status data-state="not-compared" {
+                        "Not compared: only screenshots Complete in both tests are. Before: "
+                        (pair.0.status.as_str()) "; after: " (pair.1.status.as_str()) "."
                     }
-                    ClientOutcome::Compared(variants) => {
-                        @if variants.is_empty() {
-                            p.status { "The default screenshot is missing from one of the tests." }
-                        }
-                        @for (_, out) in variants {
-                            @match out {
-                                VariantOutcome::Failed(why) => p.error { "Not compared: " (why) },
-                                VariantOutcome::Diffed { diff: d, diff_image } => {
-                                    dl.meta.diff-figures {
-                                        dt { "Changed" } dd.changed data-share=(d.changed_share()) { (percent(d.changed_share())) }
-                                        dt { "Changed regions" } dd.regions { (d.boxes.len()) }
-                                        dt { "Extra height" } dd.extra { (extra_height(d.extra_height)) }
+                }
+            } @else if let Some(cc) = computed.as_ref().and_then(|c| c.clients.iter().find(|cc| cc.client == client)) {
+                (client_section(state, test, other, cc, now))
+            } @else {
+                section.diff-client data-client=(client) aria-labelledby={ "d-" (client) }
+                    data-diff-src={ (base) "&client=" (client) } {
+                    h2 id={ "d-" (client) } { (name) }
+                    p.status data-state="pending" {
+                        a href={ (base) "&client=" (client) } { "Compare " (name) }
+                        " (the page compares each client in turn)"
+                    }
+                }
+            }
+        }
+        @if only.is_none() && !common.is_empty() && !only_in_before.is_empty() {
+            p.help { "Only in “" (other.subject) "”: " (names(state, &only_in_before)) "." }
+        }
+        @if only.is_none() && !common.is_empty() && !only_in_after.is_empty() {
+            p.help { "Only in this test: " (names(state, &only_in_after)) "." }
+        }
+    })
+}
+
+/// One client's compared screenshots: figures, the slider and the three pictures (loaded as they
+/// are scrolled to).
+fn client_section(
+    state: &WebState,
+    test: &TestRow,
+    other: &TestRow,
+    cc: &diff::ClientComparison,
+    now: i64,
+) -> Markup {
+    let name = display_name(state, &cc.client);
+    html! {
+        section.diff-client data-client=(cc.client) aria-labelledby={ "d-" (cc.client) } {
+            h2 id={ "d-" (cc.client) } { (name) }
+            @match &cc.outcome {
+                ClientOutcome::NotCompared { test_status, other_status } => {
+                    p.status data-state="not-compared" {
+                        "Not compared: only screenshots Complete in both tests are. Before: "
+                        (test_status.as_str()) "; after: " (other_status.as_str()) "."
+                    }
+                }
+                ClientOutcome::Compared(variants) => {
+                    @if variants.is_empty() {
+                        p.status { "The default screenshot is missing from one of the tests." }
+                    }
+                    @for (_, out) in variants {
+                        @match out {
+                            VariantOutcome::Failed(why) => p.error { "Not compared: " (why) },
+                            VariantOutcome::Diffed { diff: d, diff_image } => {
+                                dl.meta.diff-figures {
+                                    dt { "Changed" } dd.changed data-share=(d.changed_share()) { (percent(d.changed_share())) }
+                                    dt { "Changed regions" } dd.regions { (d.boxes.len()) }
+                                    dt { "Extra height" } dd.extra { (extra_height(d.extra_height)) }
+                                }
+                                @let before_src = shots::url(&state.app.settings, &other.id, &cc.client, &Picture::Shot(Variant::Default), now);
+                                @let after_src = shots::url(&state.app.settings, &test.id, &cc.client, &Picture::Shot(Variant::Default), now);
+                                div.swipe hidden {
+                                    label { "Before " input.swipe-range type="range" min="0" max="100" value="50" aria-label={ "Slide between before and after in " (name) }; " after" }
+                                    div.swipe-stage {
+                                        img.swipe-before src=(before_src) alt={ "Before, in " (name) } loading="lazy";
+                                        img.swipe-after src=(after_src) alt={ "After, in " (name) } loading="lazy";
                                     }
-                                    @let before_src = shots::url(&state.app.settings, &other.id, &cc.client, &Picture::Shot(Variant::Default), now);
-                                    @let after_src = shots::url(&state.app.settings, &test.id, &cc.client, &Picture::Shot(Variant::Default), now);
-                                    div.swipe hidden {
-                                        label { "Before " input.swipe-range type="range" min="0" max="100" value="50" aria-label={ "Slide between before and after in " (name) }; " after" }
-                                        div.swipe-stage {
-                                            img.swipe-before src=(before_src) alt={ "Before, in " (name) };
-                                            img.swipe-after src=(after_src) alt={ "After, in " (name) };
-                                        }
+                                }
+                                div.compare.diff-shots tabindex="0" role="region" aria-label={ "Screenshots of " (name) ": changes, before and after" } {
+                                    figure {
+                                        figcaption { "Changes highlighted" }
+                                        img.highlight src=(diff_image) loading="lazy"
+                                            alt={ "The email in " (name) " with the changes since “" (other.subject) "” highlighted" };
                                     }
-                                    div.compare.diff-shots tabindex="0" role="region" aria-label={ "Screenshots of " (name) ": changes, before and after" } {
-                                        figure {
-                                            figcaption { "Changes highlighted" }
-                                            img.highlight src=(diff_image)
-                                                alt={ "The email in " (name) " with the changes since “" (other.subject) "” highlighted" };
-                                        }
-                                        figure {
-                                            figcaption { "Before" }
-                                            img.before src=(before_src)
-                                                alt={ "Screenshot of “" (other.subject) "” in " (name) };
-                                        }
-                                        figure {
-                                            figcaption { "After" }
-                                            img.after src=(after_src)
-                                                alt={ "Screenshot of this test in " (name) };
-                                        }
+                                    figure {
+                                        figcaption { "Before" }
+                                        img.before src=(before_src) loading="lazy"
+                                            alt={ "Screenshot of “" (other.subject) "” in " (name) };
+                                    }
+                                    figure {
+                                        figcaption { "After" }
+                                        img.after src=(after_src) loading="lazy"
+                                            alt={ "Screenshot of this test in " (name) };
                                     }
                                 }
                             }
@@ -344,13 +443,7 @@ async fn comparison(state: &WebState, test: &TestRow, other: &TestRow) -> Result
                 }
             }
         }
-        @if !c.clients.is_empty() && !c.only_in_test.is_empty() {
-            p.help { "Only in “" (other.subject) "”: " (names(state, &c.only_in_test)) "." }
-        }
-        @if !c.clients.is_empty() && !c.only_in_other.is_empty() {
-            p.help { "Only in this test: " (names(state, &c.only_in_other)) "." }
-        }
-    })
+    }
 }
 
 #[cfg(test)]

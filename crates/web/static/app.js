@@ -250,6 +250,48 @@
     zoom();
   }
 
+  // The visual diff page comes without figures: each client's comparison is fetched in turn
+  // (the server compares one account's screenshots one pair at a time anyway), put in place
+  // with its row of the summary, and the summary is sorted, most changed first, at the end.
+  function diffOnDemand() {
+    var pending = Array.prototype.slice.call(document.querySelectorAll("section.diff-client[data-diff-src]"));
+    if (!pending.length) return;
+    var total = pending.length, done = 0;
+    var progress = document.getElementById("diff-progress");
+    function said() { if (progress) progress.textContent = " (" + done + " of " + total + " compared)"; }
+    function sortSummary() {
+      var body = document.querySelector(".diff-summary tbody");
+      if (!body) return;
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) { return (parseFloat(b.dataset.share) || 0) - (parseFloat(a.dataset.share) || 0); });
+      rows.forEach(function (r) { body.appendChild(r); });
+    }
+    function next() {
+      var sec = pending.shift();
+      if (!sec) { sortSummary(); if (progress) progress.textContent = ""; document.body.dataset.diffDone = "1"; return; }
+      var client = sec.dataset.client;
+      fetch(sec.dataset.diffSrc, { credentials: "same-origin" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (text) {
+          if (text) {
+            var doc = new DOMParser().parseFromString(text, "text/html");
+            var fresh = doc.querySelector('section.diff-client[data-client="' + client + '"]');
+            if (fresh) sec.replaceWith(document.adoptNode(fresh));
+            var row = doc.querySelector('.diff-summary tr[data-client="' + client + '"]');
+            var mine = document.querySelector('.diff-summary tr[data-client="' + client + '"]');
+            if (row && mine) mine.replaceWith(document.adoptNode(row));
+            swipes();
+          }
+          done++;
+          said();
+          next();
+        })
+        .catch(function () { done++; said(); next(); });
+    }
+    said();
+    next();
+  }
+
   // The visual diff's slider: the "after" screenshot over the "before" one, uncovered from the
   // left as far as the slider says.
   function swipes() {
@@ -272,6 +314,7 @@
     zoom();
     clientKeys();
     clientPicker();
+    diffOnDemand();
     var firstError = document.querySelector("[aria-invalid=true]");
     if (firstError) firstError.focus();
     var url = document.body.dataset.statusUrl;

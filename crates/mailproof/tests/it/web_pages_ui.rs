@@ -668,6 +668,7 @@ async fn a_full_gallery_keeps_each_screenshots_proportions() {
         }
     }
     window(&mut b, 1440, 900).await;
+
     for (client, url) in &complete {
         let expr = format!(
             "new Promise(ok => {{ const full = new Image(); full.onload = () => {{ \
@@ -695,4 +696,50 @@ async fn a_full_gallery_keeps_each_screenshots_proportions() {
             "{client}'s card shape"
         );
     }
+    // The visual diff of 57 clients: the page is sent before any comparison, then fills itself,
+    // each client's figures and pictures arriving in turn, the summary sorted at the end.
+    let again = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "Gallery", "html": HTML.replace("November", "December"), "clients": profiles}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    s.wait_processed(&again, Duration::from_secs(900)).await;
+    b.goto(&s.url(&format!("/tests/{again}/diff?with={id}")))
+        .await;
+    let first = b
+        .eval("fetch(location.href).then(r => r.text()).then(t => [performance.getEntriesByType('navigation')[0].responseEnd - performance.getEntriesByType('navigation')[0].requestStart, (t.match(/data-diff-src=/g) || []).length, (t.match(/<img/g) || []).length])")
+        .await;
+    assert_eq!(
+        (first[1].as_u64(), first[2].as_u64()),
+        (Some(profiles.len() as u64), Some(0)),
+        "the first load compares nothing and loads no picture: {first}"
+    );
+    println!(
+        "diff page of {} clients: first load {:.0} ms",
+        profiles.len(),
+        first[0].as_f64().unwrap_or(0.0)
+    );
+    b.wait_for(
+        "document.body.dataset.diffDone === '1'",
+        Duration::from_secs(300),
+    )
+    .await;
+    let filled = b
+        .eval("[document.querySelectorAll('section.diff-client dd.changed').length, document.querySelectorAll('.diff-summary tr[data-pending]').length, [...document.querySelectorAll('.diff-summary tbody tr')].map(r => parseFloat(r.dataset.share)).every((v, i, a) => i === 0 || a[i - 1] >= v)]")
+        .await;
+    assert_eq!(
+        filled,
+        json!([profiles.len(), 0, true]),
+        "every client compared, the summary most changed first"
+    );
+    println!(
+        "diff page of {} clients: all compared after {:.1} s",
+        profiles.len(),
+        b.eval("performance.now()").await.as_f64().unwrap_or(0.0) / 1000.0
+    );
 }

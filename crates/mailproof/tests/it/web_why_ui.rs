@@ -141,6 +141,20 @@ async fn the_why_panel_and_the_visual_diff_in_chromium() {
         json!(before)
     );
     b.click_and_wait("form[action$='/diff'] button").await;
+    // The page came before any comparison: each client a placeholder the page fills in turn.
+    let first = b
+        .eval("fetch(location.href).then(r => r.text()).then(t => [(t.match(/data-diff-src=/g) || []).length, t.includes('diff-shots')])")
+        .await;
+    assert_eq!(
+        first,
+        json!([CLIENTS.len(), false]),
+        "nothing compared before the page is sent"
+    );
+    b.wait_for(
+        "document.body.dataset.diffDone === '1'",
+        Duration::from_secs(60),
+    )
+    .await;
     b.wait_for(IMAGES_LOADED, Duration::from_secs(60)).await;
     let changed = shares(&mut b).await;
     assert_eq!(changed.len(), CLIENTS.len(), "{changed:?}");
