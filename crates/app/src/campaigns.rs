@@ -110,14 +110,20 @@ pub fn out_of_range(field: &str) -> Error {
     }
 }
 
-/// A whole-number field given as text (a form, a JSON string): blank is absent; digits may be
-/// grouped by three as people write them ("2,500", "2 500", "2.500", "2'500", "2_500").
+/// A whole-number field given as text (a form, a JSON string): blank is absent. A count of
+/// subscribers may have its digits grouped by three as people write them ("2,500", "2 500",
+/// "2.500", "2'500", "2_500"); seconds may not, as "2.500" there is more likely two and a half.
 pub fn whole_from_text(field: &str, text: &str) -> Result<Option<i64>> {
     let text = text.trim();
     if text.is_empty() {
         return Ok(None);
     }
-    grouped_digits(text)
+    let digits = if field == "total_subscribers" {
+        grouped_digits(text)
+    } else {
+        Some(text.to_string())
+    };
+    digits
         .and_then(|digits| digits.parse().ok())
         .map(Some)
         .ok_or_else(|| out_of_range(field))
@@ -528,6 +534,14 @@ mod tests {
             assert_eq!(n(t), Some(2_500), "{t:?}");
         }
         assert_eq!(n("1,234,567"), Some(1_234_567));
+        assert!(
+            whole_from_text("skim_threshold", "2.500").is_err(),
+            "seconds are not grouped"
+        );
+        assert_eq!(
+            whole_from_text("skim_threshold", "12").ok().flatten(),
+            Some(12)
+        );
         assert_eq!(n("-5"), Some(-5));
         assert_eq!(n(""), None);
         for t in [

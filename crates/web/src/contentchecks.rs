@@ -1,5 +1,5 @@
-//! A test's accessibility and content checks in the web interface, through the API's own function
-//! (`api::handlers::checks::check_state`), so the page shows exactly what
+//! A test's accessibility and content checks in the web interface, through the operation the API
+//! calls too (`app::checks::check_state`), so the page shows exactly what
 //! `GET /v5/email/tests/<id>/checks` answers: the static findings at once, contrast and image
 //! weights when the worker beside the engines is done.
 

@@ -1,5 +1,5 @@
 //! A test's link check in the web interface: a button that queues it and a page that shows the
-//! report, both through the API's own functions (`api::handlers::links::{request_check,
+//! report, both through the operations the API calls too (`app::links::{request_check,
 //! link_state}`), so the worker, the network policy and the report are those of
 //! `PUT`/`GET /v5/email/tests/<id>/links`.
 

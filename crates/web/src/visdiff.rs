@@ -1,6 +1,7 @@
 //! The visual diff page: a test's screenshots against another test's of the same account, per
-//! client present in both, through the API's own comparison (`api::handlers::diff::compare`), so
-//! the figures and highlight images are those of `GET /v5/email/tests/<id>/diff/<other>`.
+//! client present in both, through the comparison the API runs too (`app::diff`), so the figures
+//! and highlight images are those of `GET /v5/email/tests/<id>/diff/<other>`. The page is sent
+//! before any comparison; it fetches each client's (`?client=`) in turn.
 
 use app::diff::{self, ClientOutcome, Comparison, VariantOutcome, Variants};
 use app::screenshots as shots;

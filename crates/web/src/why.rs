@@ -1,5 +1,5 @@
 //! The "why" panel beside a client's screenshot: that client's code analysis and tips, computed by
-//! the API's own functions (`api::handlers::analysis::{client_analysis, client_tips}`), with each
+//! the operations the API calls too (`app::results::{client_analysis, client_tips}`), with each
 //! line number linking to the line in the test's source view.
 
 use std::collections::BTreeMap;

@@ -480,8 +480,9 @@ const MAX_MERGE_VALUE_CHARS: usize = 320;
 /// can at worst make a later open count as the first, and no person clicks within the window of
 /// an email appearing.
 const FIRST_OPEN_KEPT: Duration = Duration::from_secs(3_600);
-/// Remembered first opens before older ones are swept; past twice this, only those still inside
-/// the scanner window are kept (a flood must not grow the map without bound).
+/// Remembered first opens before those older than [`FIRST_OPEN_KEPT`] are swept; if that is not
+/// enough, only those still inside the scanner window are kept (a flood must not grow the map
+/// without bound, nor make each hit sweep it).
 const FIRST_OPEN_SWEEP_AT: usize = 20_000;
 
 /// Longest a held-open response is held: the reading-time scale ends there.
@@ -676,11 +677,17 @@ impl HitRuntime {
             return first_opens.get(&key).map(|at| now.duration_since(*at));
         }
         if first_opens.len() >= FIRST_OPEN_SWEEP_AT && !first_opens.contains_key(&key) {
+            // Forgetting a first open can at worst make a later open the first: no person clicks
+            // within the scanner window of an email appearing. So under pressure only the opens
+            // still inside that window are kept, and past that, none.
             first_opens.retain(|_, at| now.duration_since(*at) < FIRST_OPEN_KEPT);
-            if first_opens.len() >= 2 * FIRST_OPEN_SWEEP_AT {
+            if first_opens.len() >= FIRST_OPEN_SWEEP_AT {
                 first_opens.retain(|_, at| {
                     now.duration_since(*at) < ::analytics::classify::SCANNER_WINDOW
                 });
+            }
+            if first_opens.len() >= FIRST_OPEN_SWEEP_AT {
+                first_opens.clear();
             }
         }
         match first_opens.get(&key) {
