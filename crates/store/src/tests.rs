@@ -89,6 +89,9 @@ pub struct ListFilter {
     pub headers: Vec<(String, String)>,
     pub customer_id: Option<String>,
     pub reference_id: Option<String>,
+    /// Tests whose subject starts with one of these (any case) are left out: the tests the web
+    /// interface makes for itself, such as a click map's.
+    pub hide_subject_prefixes: Vec<String>,
     pub limit: i64,
     pub offset: i64,
 }
@@ -367,6 +370,11 @@ impl Store {
             // escaped.
             q.push(" AND lower(t.subject) LIKE '%' || lower(")
                 .bind(like_literal(s))
+                .push(") || '%' ESCAPE '\\'");
+        }
+        for prefix in &filter.hide_subject_prefixes {
+            q.push(" AND lower(t.subject) NOT LIKE lower(")
+                .bind(like_literal(prefix))
                 .push(") || '%' ESCAPE '\\'");
         }
         if let Some(c) = &filter.customer_id {

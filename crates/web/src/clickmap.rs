@@ -29,12 +29,24 @@ pub const CLIENT: &str = "hey_chrome_web";
 /// The picture the click map is drawn over.
 const DEFAULT_SHOT: Picture = Picture::Shot(Variant::Default);
 
+/// The subjects of a click map's two tests start with these: the tests list and the diff
+/// picker leave them out, as they are the page's own, not the person's.
+pub(crate) const HELPER_SUBJECT_PREFIXES: [&str; 2] = ["Click map: ", "Click map boxes: "];
+
 fn plain_subject(guid: &str) -> String {
-    format!("Click map: {guid}")
+    format!("{}{guid}", HELPER_SUBJECT_PREFIXES[0])
 }
 
 fn boxes_subject(guid: &str) -> String {
-    format!("Click map boxes: {guid}")
+    format!("{}{guid}", HELPER_SUBJECT_PREFIXES[1])
+}
+
+/// What a list of the person's tests leaves out.
+pub(crate) fn helper_prefixes() -> Vec<String> {
+    HELPER_SUBJECT_PREFIXES
+        .iter()
+        .map(|p| p.to_string())
+        .collect()
 }
 
 #[derive(Deserialize)]

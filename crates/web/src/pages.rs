@@ -288,7 +288,11 @@ pub async fn tests_list(
         (Err(e), _) => (Some(e.message.clone()), Vec::new(), HashMap::new()),
         (Ok(_), None) => (None, Vec::new(), HashMap::new()),
         (Ok(f), Some(a)) => {
-            let rows = match state.app.store.list_tests(a.id, f).await {
+            let f = store::ListFilter {
+                hide_subject_prefixes: crate::clickmap::helper_prefixes(),
+                ..f.clone()
+            };
+            let rows = match state.app.store.list_tests(a.id, &f).await {
                 Ok(r) => r,
                 Err(e) => return internal("listing tests failed", e),
             };

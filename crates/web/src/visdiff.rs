@@ -42,11 +42,13 @@ async fn choices(
 ) -> Result<(Vec<Choice>, Option<String>), Response> {
     let recent = ListFilter {
         kind: Some(TestKind::Email),
+        hide_subject_prefixes: crate::clickmap::helper_prefixes(),
         limit: PICKER_SIZE,
         ..ListFilter::default()
     };
     let same_subject = ListFilter {
         kind: Some(TestKind::Email),
+        hide_subject_prefixes: crate::clickmap::helper_prefixes(),
         subject: Some(test.subject.clone()),
         to: Some(test.created_at),
         limit: PICKER_SIZE,

@@ -409,6 +409,7 @@ async fn the_click_map_places_each_links_clicks_on_its_box_in_a_real_render() {
         .map(|t| t["id"].as_str().expect("id").to_string())
         .collect();
     assert_eq!(ids.len(), 2, "{listed}");
+
     // The page says the map is being drawn and shows it when it is, without a reload.
     assert!(b
         .text("#clickmap [role=status]")
@@ -488,6 +489,32 @@ async fn the_click_map_places_each_links_clicks_on_its_box_in_a_real_render() {
             ["https://shop.example/sale", 2],
             ["https://shop.example/shoes", 1]
         ])
+    );
+    // They are the page's own: the person's tests list and diff picker leave them out (the API
+    // still lists them, as the account's tests).
+    let mine = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "My email", "html": "<p>mine</p>", "clients": ["hey_chrome_web"]}),
+        )
+        .await
+        .ok()["id"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    b.goto(&s.url("/tests")).await;
+    let listed_here = b
+        .eval("document.body.innerText.includes('Click map') || document.body.innerHTML.includes('Click map')")
+        .await;
+    assert_eq!(listed_here, json!(false), "helper tests in the tests list");
+    assert!(b.text("main").await.contains("My email"));
+    b.goto(&s.url(&format!("/tests/{mine}"))).await;
+    let offered = b
+        .eval("[...document.querySelectorAll('#diff-with option')].map(o => o.textContent).join(' | ')")
+        .await;
+    assert!(
+        !offered.as_str().unwrap_or("").contains("Click map"),
+        "helper tests in the diff picker: {offered}"
     );
 }
 
