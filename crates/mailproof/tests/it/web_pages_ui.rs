@@ -14,6 +14,9 @@ use crate::support::*;
 use crate::web_ui::{Browser, AXE};
 
 /// A desktop client and a phone, both drawn by Chromium (the one engine the first test starts).
+/// The visual diff page has compared every client it waits on (it does so after loading).
+const DIFF_DONE: &str = "document.body.dataset.diffDone === '1'";
+
 const CLIENTS: [&str; 2] = ["outlook365_win", "gmail_android"];
 
 const HTML: &str = "<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>Acme monthly</title></head>\n\
@@ -466,6 +469,12 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
         window(&mut b, width, height).await;
         for (what, path) in &pages {
             b.goto(&s.url(path)).await;
+            if *what == "visual diff" {
+                b.wait_for(DIFF_DONE, Duration::from_secs(60)).await;
+                // Its pictures load as they are scrolled to: load them all to lay them out.
+                b.eval("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
+                    .await;
+            }
             b.wait_for(IMAGES_LOADED, Duration::from_secs(30)).await;
             assert_fits(&mut b, what, width).await;
             shot_for_people(&mut b, what, width).await;
@@ -501,6 +510,8 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
 
     // The visual diff's slider uncovers the "after" screenshot as far as it is moved.
     b.goto(&s.url(&format!("{test_path}/diff?with={id}"))).await;
+    // The page compares each client after it has loaded.
+    b.wait_for(DIFF_DONE, Duration::from_secs(60)).await;
     let clip = b
         .eval("(() => { const r = document.querySelector('.swipe-range'); r.value = 80; r.dispatchEvent(new Event('input')); return document.querySelector('.swipe-after').style.clipPath })()")
         .await;
