@@ -6,7 +6,7 @@
 //! hits within that second, or at once in the process whose caller also forgets its copy.
 
 use chrono::{DateTime, Months, NaiveDate, Utc};
-use store::CampaignUpdate;
+use store::{CampaignRow, CampaignUpdate};
 
 use crate::auth::Caller;
 use crate::campaigns::check_thresholds;
@@ -207,8 +207,8 @@ pub async fn update(
     }
 }
 
-/// Deletes the campaign and all its hits.
-pub async fn delete(state: &AppState, caller: &Caller, guid: &str) -> Result<()> {
+/// Deletes the campaign and all its hits; the campaign as it was, to say what was deleted.
+pub async fn delete(state: &AppState, caller: &Caller, guid: &str) -> Result<CampaignRow> {
     let row = owned_campaign(state, caller, guid).await?;
     let done = state
         .store
@@ -219,18 +219,23 @@ pub async fn delete(state: &AppState, caller: &Caller, guid: &str) -> Result<()>
             "deleting the campaign",
         ))?;
     if done {
-        Ok(())
+        Ok(row)
     } else {
         Err(no_campaign(guid))
     }
 }
 
-/// How many hits the campaign has stored (test data while in test mode), for a confirmation that
-/// says what a change removes.
-pub async fn hit_count(state: &AppState, caller: &Caller, guid: &str) -> Result<i64> {
-    owned_campaign(state, caller, guid).await?;
-    state.store.campaign_hit_count(guid).await.map_err(failed(
+/// The caller's campaign with how many hits it has stored (test data while in test mode), for a
+/// confirmation that says what a change removes.
+pub async fn with_hit_count(
+    state: &AppState,
+    caller: &Caller,
+    guid: &str,
+) -> Result<(CampaignRow, i64)> {
+    let row = owned_campaign(state, caller, guid).await?;
+    let hits = state.store.campaign_hit_count(guid).await.map_err(failed(
         ErrorName::ErrorGetCampaign,
         "counting the campaign's hits",
-    ))
+    ))?;
+    Ok((row, hits))
 }

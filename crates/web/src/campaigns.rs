@@ -523,12 +523,8 @@ impl Change {
 
 /// The page that says what a change does and loses, with the button that makes it.
 async fn confirm(state: &WebState, viewer: &Viewer, guid: &str, change: Change) -> Response {
-    let row = match owned(state, viewer, guid).await {
+    let (row, hits) = match changes::with_hit_count(&state.app, &viewer.caller, guid).await {
         Ok(r) => r,
-        Err(resp) => return resp,
-    };
-    let hits = match changes::hit_count(&state.app, &viewer.caller, guid).await {
-        Ok(n) => n,
         Err(e) => return not_found_or_failed(e),
     };
     let c = &row.campaign;
@@ -616,26 +612,21 @@ async fn change(
             Ok(_) => back("cleared"),
             Err(e) => refused(e).await,
         },
-        Change::Delete => {
-            let name = match owned(state, viewer, guid).await {
-                Ok(r) => r.campaign.name,
-                Err(resp) => return resp,
-            };
-            match changes::delete(&state.app, &viewer.caller, guid).await {
-                Ok(()) => {
-                    let main = html! {
-                        h1 { "Campaign deleted" }
-                        p.note #notice role="status" { "“" (name) "” and its hits are deleted." }
-                        p { a href="/campaigns" { "Back to your campaigns" } }
-                    };
-                    page(
-                        StatusCode::OK,
-                        layout("Campaign deleted", chrome(viewer), None, main),
-                    )
-                }
-                Err(e) => refused(e).await,
+        Change::Delete => match changes::delete(&state.app, &viewer.caller, guid).await {
+            Ok(deleted) => {
+                let name = deleted.campaign.name;
+                let main = html! {
+                    h1 { "Campaign deleted" }
+                    p.note #notice role="status" { "“" (name) "” and its hits are deleted." }
+                    p { a href="/campaigns" { "Back to your campaigns" } }
+                };
+                page(
+                    StatusCode::OK,
+                    layout("Campaign deleted", chrome(viewer), None, main),
+                )
             }
-        }
+            Err(e) => refused(e).await,
+        },
     }
 }
 
