@@ -284,7 +284,7 @@ impl RenderWorker {
     async fn work(&self, slot: Slot, held: Held, job: ClaimedJob) -> Result<(), store::StoreError> {
         let started = std::time::Instant::now();
         let outcome = match self.render(&job, &held).await {
-            Ok((engine, rule_set)) => JobOutcome::Done { engine, rule_set },
+            Ok(done) => done,
             Err(Failure {
                 cause: Cause::LeaseLost,
                 ..
@@ -380,7 +380,7 @@ impl RenderWorker {
         }
     }
 
-    async fn render(&self, job: &ClaimedJob, held: &Held) -> Result<(String, String), Failure> {
+    async fn render(&self, job: &ClaimedJob, held: &Held) -> Result<JobOutcome, Failure> {
         let Some(client) = self.catalog.get(&job.client_id) else {
             return Err(Failure {
                 code: "unknown_client",
@@ -486,7 +486,11 @@ impl RenderWorker {
                 .await
                 .map_err(store_err)?;
         }
-        Ok((client.engine.as_str().to_string(), rule_set))
+        Ok(JobOutcome::Done {
+            engine: client.engine.as_str().to_string(),
+            rule_set,
+            failed: rendered.failed,
+        })
     }
 
     /// Runs `concurrency` loops until `cancel`. Each loop drains due jobs, then sleeps until woken

@@ -19,8 +19,9 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use crate::engine::{
-    accept_dialog, answer_every, checked_capture, command_failed, launch, screenshot_png,
-    wait_for_load, EngineSetup, LoadEvent, PageFacts, Pages, Running, Shot, ShotRequest,
+    accept_dialog, answer_every, checked_capture, command_failed, launch, page_resources,
+    screenshot_png, wait_for_load, EngineSetup, LoadEvent, PageFacts, Pages, Running, Shot,
+    ShotRequest,
 };
 use crate::error::RenderError;
 use crate::ws::Connection;
@@ -289,6 +290,12 @@ impl Chromium {
                 )
                 .await?;
                 screenshot_png(Engine::Blink, &shot)
+            },
+            || async {
+                let text = self
+                    .isolated(session, webkit::protocol::RESOURCES_SCRIPT)
+                    .await?;
+                page_resources(Engine::Blink, text.as_str().unwrap_or_default())
             },
         )
         .await

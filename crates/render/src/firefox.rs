@@ -17,8 +17,9 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::chromium::tempdir;
 use crate::engine::{
-    accept_dialog, answer_every, checked_capture, command_failed, launch, screenshot_png,
-    wait_for_load, EngineSetup, LoadEvent, PageFacts, Pages, Running, Shot, ShotRequest,
+    accept_dialog, answer_every, checked_capture, command_failed, launch, page_resources,
+    screenshot_png, wait_for_load, EngineSetup, LoadEvent, PageFacts, Pages, Running, Shot,
+    ShotRequest,
 };
 use crate::error::RenderError;
 use crate::ws::Connection;
@@ -412,25 +413,33 @@ impl SlotFirefox {
     /// [`webkit::protocol::PAGE_FACTS_SCRIPT`] on the tab's page, in a sandbox of its own: it
     /// sees the page's DOM, nothing the page defines, and runs although page script is off.
     async fn facts(&self, context: &str) -> Result<PageFacts, RenderError> {
+        let text = self
+            .sandboxed(context, webkit::protocol::PAGE_FACTS_SCRIPT)
+            .await?;
+        serde_json::from_str(&text).map_err(|e| {
+            RenderError::Document(format!("the page read-back answered unexpected data: {e}"))
+        })
+    }
+
+    /// `script` (one that answers text) on the tab's page, in the `mailproof` sandbox.
+    async fn sandboxed(&self, context: &str, script: &str) -> Result<String, RenderError> {
         let answer = call(
             &self.running.conn,
             "script.evaluate",
             json!({
-                "expression": webkit::protocol::PAGE_FACTS_SCRIPT,
+                "expression": script,
                 "target": {"context": context, "sandbox": "mailproof"},
                 "awaitPromise": false,
                 "resultOwnership": "none",
             }),
         )
         .await?;
-        let Some(text) = answer.pointer("/result/value").and_then(Value::as_str) else {
-            return Err(RenderError::Document(format!(
+        match answer.pointer("/result/value").and_then(Value::as_str) {
+            Some(text) => Ok(text.to_string()),
+            None => Err(RenderError::Document(format!(
                 "the page read-back failed in Firefox: {answer}"
-            )));
-        };
-        serde_json::from_str(text).map_err(|e| {
-            RenderError::Document(format!("the page read-back answered unexpected data: {e}"))
-        })
+            ))),
+        }
     }
 
     async fn shoot(&self, req: &ShotRequest<'_>) -> Result<Shot, RenderError> {
@@ -574,6 +583,12 @@ impl SlotFirefox {
                 )
                 .await?;
                 screenshot_png(Engine::Gecko, &shot)
+            },
+            || async {
+                let text = self
+                    .sandboxed(context, webkit::protocol::RESOURCES_SCRIPT)
+                    .await?;
+                page_resources(Engine::Gecko, &text)
             },
         )
         .await;

@@ -14,6 +14,7 @@ mod chromium;
 mod dark;
 mod engine;
 mod error;
+mod failed;
 mod firefox;
 pub mod process;
 pub mod proxy;
@@ -158,6 +159,8 @@ pub struct Rendered {
     pub thumbnail: Vec<u8>,
     /// The whole page, [`FULL_THUMBNAIL_WIDTH`] wide.
     pub full_thumbnail: Vec<u8>,
+    /// The images and stylesheets the page could not load, with why.
+    pub failed: Vec<domain::FailedResource>,
 }
 
 /// The warm engines; share it behind an `Arc` and call [`Renderer::render`] concurrently.
@@ -387,6 +390,7 @@ impl Renderer {
         // A blank picture of a page with visible text is drawn once more, then refused: never a
         // silent blank stored as Complete.
         for attempt in 1..=2 {
+            let since = std::time::Instant::now();
             let shot = match self.run(&req, Op::Shoot).await? {
                 Output::Png(shot) => shot,
                 Output::Json(_) => {
@@ -414,12 +418,15 @@ impl Renderer {
             if thumbs.width != expected_width {
                 tracing::warn!(engine = %req.engine, got = thumbs.width, expected_width, "screenshot width differs from viewport x scale");
             }
+            let failed =
+                failed::failed_resources(&self.proxy, &shot.resources, since, req.block_images);
             return Ok(Rendered {
                 png,
                 width: thumbs.width,
                 height: thumbs.height,
                 thumbnail: thumbs.top,
                 full_thumbnail: thumbs.full,
+                failed,
             });
         }
         Err(RenderError::BlankRender { engine: req.engine })

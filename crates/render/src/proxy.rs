@@ -7,6 +7,11 @@
 //! goes to an address the policy admits (so DNS rebinding cannot slip past the check), with a
 //! time and size limit per resource. `CONNECT` tunnels carry https the same way.
 //!
+//! It remembers, for a short while, how each fetch ended ([`Fetched`]): a page's image that did not
+//! load is then reported with why (refused by the policy, no such host, too slow, an HTTP status).
+//! Plain http is remembered by address; https only by host, at the tunnel, whose status the proxy
+//! cannot see.
+//!
 //! Every document it serves carries a Content-Security-Policy that runs no script and opens no
 //! nested document ([`DOCUMENT_CSP`]); every response it forwards over plain http carries a
 //! sandboxing one ([`FORWARDED_CSP`]), so HTML from elsewhere cannot run script either. These back
@@ -19,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use content::netpolicy::NetPolicy;
+use domain::FetchFailure;
 use rand::RngCore;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -77,10 +83,77 @@ struct Counters {
     forwarded: AtomicU64,
 }
 
+/// How long, and for how many addresses, the proxy remembers how fetches ended: long enough for
+/// the render that asked to read it back, bounded whatever emails ask for.
+const FETCH_LOG_TTL: Duration = Duration::from_secs(120);
+const FETCH_LOG_MAX: usize = 8192;
+
+/// How the proxy saw one fetch end (or not yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fetched {
+    /// Asked for, no answer yet.
+    Pending,
+    /// The host answered with this status.
+    Status(u16),
+    /// A tunnel to the host was opened; what went through it is not visible.
+    Tunnelled,
+    Failed(FetchFailure),
+}
+
+/// The recent fetches by key (see [`fetch_key`]).
+#[derive(Default)]
+struct FetchLog {
+    entries: HashMap<String, (Fetched, std::time::Instant)>,
+}
+
+impl FetchLog {
+    fn note(&mut self, key: String, fetched: Fetched) {
+        if self.entries.len() >= FETCH_LOG_MAX && !self.entries.contains_key(&key) {
+            self.entries
+                .retain(|_, (_, at)| at.elapsed() < FETCH_LOG_TTL);
+            if self.entries.len() >= FETCH_LOG_MAX {
+                return;
+            }
+        }
+        self.entries
+            .insert(key, (fetched, std::time::Instant::now()));
+    }
+}
+
+/// The key a fetch of `url` is remembered under: the whole address for plain http (the proxy
+/// sees each request), `host:port` for https (it sees only the tunnel).
+pub(crate) fn fetch_key(url: &url::Url) -> Option<String> {
+    let host = url.host_str()?;
+    let port = url.port_or_known_default()?;
+    match url.scheme() {
+        "http" => {
+            let mut plain = url.clone();
+            plain.set_fragment(None);
+            Some(plain.to_string())
+        }
+        "https" => Some(tunnel_key(host, port)),
+        _ => None,
+    }
+}
+
+fn tunnel_key(host: &str, port: u16) -> String {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    format!("{}:{port}", host.to_ascii_lowercase())
+}
+
 struct Shared {
     policy: NetPolicy,
     docs: Mutex<HashMap<String, Doc>>,
     counters: Counters,
+    fetches: Mutex<FetchLog>,
+}
+
+impl Shared {
+    fn note(&self, key: &str, fetched: Fetched) {
+        if let Ok(mut log) = self.fetches.lock() {
+            log.note(key.to_string(), fetched);
+        }
+    }
 }
 
 /// The running proxy; dropping it stops accepting connections.
@@ -124,6 +197,7 @@ impl Proxy {
             policy,
             docs: Mutex::new(HashMap::new()),
             counters: Counters::default(),
+            fetches: Mutex::default(),
         });
         let accept_shared = shared.clone();
         let task = tokio::spawn(async move {
@@ -164,6 +238,16 @@ impl Proxy {
     /// Requests and tunnels forwarded so far.
     pub fn forwarded_count(&self) -> u64 {
         self.shared.counters.forwarded.load(Ordering::Relaxed)
+    }
+
+    /// How the last fetch of `url` made at or after `since` ended, as far as the proxy saw it.
+    pub(crate) fn fetched(&self, url: &str, since: std::time::Instant) -> Option<Fetched> {
+        let key = fetch_key(&url::Url::parse(url).ok()?)?;
+        let log = self.shared.fetches.lock().ok()?;
+        log.entries
+            .get(&key)
+            .filter(|(_, at)| *at >= since)
+            .map(|(fetched, _)| *fetched)
     }
 
     /// Registers `html` and returns its one-time URL, on `site`.
@@ -330,19 +414,31 @@ async fn serve_document(
     Ok(())
 }
 
+/// Why the proxy could not reach a host: the status it answers, its words, the failure to
+/// remember.
+type Unreachable = (u16, String, FetchFailure);
+
 /// Resolves `host:port` and connects to the first address the policy admits.
-async fn connect_checked(
-    shared: &Shared,
-    host: &str,
-    port: u16,
-) -> Result<TcpStream, (u16, String)> {
+async fn connect_checked(shared: &Shared, host: &str, port: u16) -> Result<TcpStream, Unreachable> {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let timeout = shared.policy.timeout;
     let addrs: Vec<SocketAddr> =
         match tokio::time::timeout(timeout, tokio::net::lookup_host((host, port))).await {
             Ok(Ok(addrs)) => addrs.collect(),
-            Ok(Err(e)) => return Err((502, format!("cannot resolve {host}: {e}"))),
-            Err(_) => return Err((504, format!("resolving {host} timed out"))),
+            Ok(Err(e)) => {
+                return Err((
+                    502,
+                    format!("cannot resolve {host}: {e}"),
+                    FetchFailure::Dns,
+                ))
+            }
+            Err(_) => {
+                return Err((
+                    504,
+                    format!("resolving {host} timed out"),
+                    FetchFailure::Timeout,
+                ))
+            }
         };
     let Some(addr) = addrs
         .iter()
@@ -354,6 +450,7 @@ async fn connect_checked(
         return Err((
             403,
             format!("{host} is not reachable under the network policy"),
+            FetchFailure::RefusedByPolicy,
         ));
     };
     match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
@@ -362,8 +459,16 @@ async fn connect_checked(
             let _ = stream.set_nodelay(true);
             Ok(stream)
         }
-        Ok(Err(e)) => Err((502, format!("cannot connect to {addr}: {e}"))),
-        Err(_) => Err((504, format!("connecting to {addr} timed out"))),
+        Ok(Err(e)) => Err((
+            502,
+            format!("cannot connect to {addr}: {e}"),
+            FetchFailure::Connect,
+        )),
+        Err(_) => Err((
+            504,
+            format!("connecting to {addr} timed out"),
+            FetchFailure::Timeout,
+        )),
     }
 }
 
@@ -385,9 +490,14 @@ async fn forward(
     if content_length > shared.policy.max_bytes {
         return reply(&mut client, 413, "request body too large").await;
     }
+    let key = fetch_key(url).unwrap_or_default();
+    shared.note(&key, Fetched::Pending);
     let mut upstream = match connect_checked(shared, host, port).await {
         Ok(stream) => stream,
-        Err((status, message)) => return reply(&mut client, status, &message).await,
+        Err((status, message, failure)) => {
+            shared.note(&key, Fetched::Failed(failure));
+            return reply(&mut client, status, &message).await;
+        }
     };
     let deadline = shared.policy.timeout;
     let limit = shared.policy.max_bytes;
@@ -419,9 +529,9 @@ async fn forward(
         // The response head is rewritten to `Connection: close`: one request per connection keeps
         // the proxy free of HTTP framing, and the engine then knows not to reuse the socket.
         let (response_head, rest) = read_head(&mut upstream).await?;
-        client
-            .write_all(&rewrite_response_head(&response_head)?)
-            .await?;
+        let (rewritten, status) = rewrite_response_head(&response_head)?;
+        shared.note(&key, Fetched::Status(status));
+        client.write_all(&rewritten).await?;
         let first = rest.len().min(usize::try_from(limit).unwrap_or(usize::MAX));
         client.write_all(&rest[..first]).await?;
         let mut body = (&mut upstream).take(limit.saturating_sub(first as u64));
@@ -430,27 +540,35 @@ async fn forward(
         Ok::<(), ProxyError>(())
     };
     match tokio::time::timeout(deadline, work).await {
-        Ok(result) => result,
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            // No answer read: the host closed or broke the connection. (After the head, the
+            // status stays what is remembered.)
+            if let Ok(mut log) = shared.fetches.lock() {
+                if let Some((fetched @ Fetched::Pending, _)) = log.entries.get_mut(&key) {
+                    *fetched = Fetched::Failed(FetchFailure::Connect);
+                }
+            }
+            Err(e)
+        }
         Err(_) => {
             tracing::info!(%url, ?deadline, "render proxy gave up on a slow resource");
+            shared.note(&key, Fetched::Failed(FetchFailure::Timeout));
             Err(ProxyError::Timeout)
         }
     }
 }
 
-fn rewrite_response_head(head: &[u8]) -> Result<Vec<u8>, ProxyError> {
+/// The response head as it is passed on, and its status.
+fn rewrite_response_head(head: &[u8]) -> Result<(Vec<u8>, u16), ProxyError> {
     let mut headers = [httparse::EMPTY_HEADER; 128];
     let mut response = httparse::Response::new(&mut headers);
     match response.parse(head) {
         Ok(httparse::Status::Complete(_)) => {}
         _ => return Err(ProxyError::Bad("malformed response head".into())),
     }
-    let mut out = format!(
-        "HTTP/1.1 {} {}\r\n",
-        response.code.unwrap_or(502),
-        response.reason.unwrap_or("")
-    )
-    .into_bytes();
+    let status = response.code.unwrap_or(502);
+    let mut out = format!("HTTP/1.1 {status} {}\r\n", response.reason.unwrap_or("")).into_bytes();
     for h in response.headers.iter() {
         if is_hop_by_hop(h.name) {
             continue;
@@ -463,7 +581,7 @@ fn rewrite_response_head(head: &[u8]) -> Result<Vec<u8>, ProxyError> {
     // A second policy only narrows what the origin's own allows.
     out.extend_from_slice(format!("Content-Security-Policy: {FORWARDED_CSP}\r\n").as_bytes());
     out.extend_from_slice(b"Connection: close\r\n\r\n");
-    Ok(out)
+    Ok((out, status))
 }
 
 fn is_hop_by_hop(name: &str) -> bool {
@@ -493,10 +611,15 @@ async fn tunnel(mut client: TcpStream, shared: &Shared, target: &str) -> Result<
     else {
         return reply(&mut client, 400, "CONNECT needs host:port").await;
     };
+    let key = tunnel_key(host, port);
     let upstream = match connect_checked(shared, host, port).await {
         Ok(stream) => stream,
-        Err((status, message)) => return reply(&mut client, status, &message).await,
+        Err((status, message, failure)) => {
+            shared.note(&key, Fetched::Failed(failure));
+            return reply(&mut client, status, &message).await;
+        }
     };
+    shared.note(&key, Fetched::Tunnelled);
     client
         .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         .await?;
@@ -556,8 +679,9 @@ mod tests {
     #[test]
     fn response_heads_lose_keep_alive_and_say_close() {
         let head = b"HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 3\r\n\r\n";
-        let out =
-            String::from_utf8(rewrite_response_head(head).expect("valid head")).expect("utf8");
+        let (out, status) = rewrite_response_head(head).expect("valid head");
+        assert_eq!(status, 200);
+        let out = String::from_utf8(out).expect("utf8");
         assert!(out.starts_with("HTTP/1.1 200 OK\r\n"));
         assert!(out.contains("Content-Length: 3\r\n"));
         assert!(!out.to_ascii_lowercase().contains("keep-alive"));

@@ -78,17 +78,23 @@ impl Webkit {
         check_document(Engine::Webkit, &capture.before, req.url)?;
         check_document(Engine::Webkit, &capture.after, req.url)?;
         let visible_text = capture.before.visible_text;
+        let resources = capture.resources;
         if whole == req.scale {
             return Ok(Shot {
                 png: capture.png,
                 visible_text,
+                resources,
             });
         }
         let width = (req.width as f32 * req.scale).round() as u32;
         let png = tokio::task::spawn_blocking(move || thumb::narrow(&capture.png, width))
             .await
             .map_err(|e| RenderError::Image(format!("narrowing task failed: {e}")))??;
-        Ok(Shot { png, visible_text })
+        Ok(Shot {
+            png,
+            visible_text,
+            resources,
+        })
     }
 
     /// Ends the helper `slot` drew with last (a render there hung or crashed): the next capture

@@ -22,8 +22,13 @@ pub struct ClaimedJob {
 
 #[derive(Clone, Debug)]
 pub enum JobOutcome {
-    /// The screenshot is stored. `engine` and `rule_set` say what made it.
-    Done { engine: String, rule_set: String },
+    /// The screenshot is stored. `engine` and `rule_set` say what made it; `failed` lists the
+    /// images and stylesheets its page could not load.
+    Done {
+        engine: String,
+        rule_set: String,
+        failed: Vec<domain::FailedResource>,
+    },
     /// Try again after `retry_at`.
     Retry { error: String, retry_at: i64 },
     /// Give up: the client's screenshots are Bounced with this code and message.
@@ -148,7 +153,16 @@ impl Store {
             return Ok(false);
         }
         match outcome {
-            JobOutcome::Done { engine, rule_set } => {
+            JobOutcome::Done {
+                engine,
+                rule_set,
+                failed,
+            } => {
+                sqlx::query("UPDATE render_jobs SET failed_resources = $1 WHERE id = $2")
+                    .bind(serde_json::to_string(failed)?)
+                    .bind(job.id)
+                    .execute(&mut *tx)
+                    .await?;
                 sqlx::query(
                     "UPDATE test_clients SET engine = $1, rule_set = $2 WHERE test_id = $3 AND client_id = $4",
                 )

@@ -77,6 +77,21 @@ pub struct ClientRow {
     pub bounce_message: Option<String>,
     pub engine: Option<String>,
     pub rule_set: Option<String>,
+    /// Per screenshot variant that is done, the images and stylesheets its page could not load
+    /// (in the order of `variants`).
+    pub failed: Vec<(Variant, Vec<domain::FailedResource>)>,
+}
+
+impl ClientRow {
+    /// Every failed resource of every variant, once per address (the same image fails in each).
+    pub fn failed_once(&self) -> Vec<&domain::FailedResource> {
+        let mut seen = std::collections::HashSet::new();
+        self.failed
+            .iter()
+            .flat_map(|(_, list)| list)
+            .filter(|f| seen.insert((f.url.as_str(), f.kind)))
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -154,6 +169,7 @@ fn client_from_row(row: &sqlx::any::AnyRow) -> Result<ClientRow> {
         bounce_message: row.try_get("bounce_message")?,
         engine: row.try_get("engine")?,
         rule_set: row.try_get("rule_set")?,
+        failed: Vec::new(),
     })
 }
 
@@ -334,7 +350,32 @@ impl Store {
             .bind(test_id)
             .fetch_all(&self.pool)
             .await?;
-        rows.iter().map(client_from_row).collect()
+        let mut clients = rows
+            .iter()
+            .map(client_from_row)
+            .collect::<Result<Vec<_>>>()?;
+        let failed = sqlx::query(
+            "SELECT client_id, variant, failed_resources FROM render_jobs
+             WHERE test_id = $1 AND state = 'done' AND failed_resources IS NOT NULL",
+        )
+        .bind(test_id)
+        .fetch_all(&self.pool)
+        .await?;
+        for row in &failed {
+            let client: String = row.try_get("client_id")?;
+            let variant = Variant::parse_known(&row.try_get::<String, _>("variant")?)?;
+            let list: Vec<domain::FailedResource> =
+                serde_json::from_str(&row.try_get::<String, _>("failed_resources")?)?;
+            if let Some(c) = clients.iter_mut().find(|c| c.client_id == client) {
+                c.failed.push((variant, list));
+            }
+        }
+        for c in &mut clients {
+            let order = c.variants.clone();
+            c.failed
+                .sort_by_key(|(v, _)| order.iter().position(|o| o == v).unwrap_or(usize::MAX));
+        }
+        Ok(clients)
     }
 
     /// Deletes a test and everything hanging off it. Returns false if it was not the account's.
@@ -487,7 +528,8 @@ impl Store {
                     remaining -= 1;
                     sqlx::query(
                         "UPDATE render_jobs SET state = 'queued', attempts = 0, lease_owner = NULL,
-                            lease_expires = NULL, not_before = $1, last_error = NULL
+                            lease_expires = NULL, not_before = $1, last_error = NULL,
+                            failed_resources = NULL
                          WHERE test_id = $2 AND client_id = $3",
                     )
                     .bind(now)

@@ -2,7 +2,7 @@
 
 use crate::error::WebkitError;
 use crate::protocol::{
-    HelperOptions, PageFacts, RenderRequest, Reply, Timings, MAX_REPLY_LINE_BYTES,
+    HelperOptions, PageFacts, PageResource, RenderRequest, Reply, Timings, MAX_REPLY_LINE_BYTES,
 };
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -50,6 +50,7 @@ pub(crate) struct Rendered {
     pub timings: Timings,
     pub before: PageFacts,
     pub after: PageFacts,
+    pub resources: Vec<PageResource>,
 }
 
 impl Helper {
@@ -177,6 +178,7 @@ impl Helper {
                 timings,
                 before,
                 after,
+                resources,
             } => Ok(Rendered {
                 width_px,
                 height_px,
@@ -184,6 +186,7 @@ impl Helper {
                 timings,
                 before,
                 after,
+                resources,
             }),
             Reply::Failed {
                 message,

@@ -12,8 +12,9 @@ use std::path::PathBuf;
 /// get here); JSON escaping can grow HTML up to six-fold (`\u0001`), hence the factor.
 pub const MAX_REQUEST_LINE_BYTES: usize = 6 * domain::MAX_HTML_BYTES + 64 * 1024;
 
-/// The largest reply line the engine accepts from the helper.
-pub const MAX_REPLY_LINE_BYTES: usize = 64 * 1024;
+/// The largest reply line the engine accepts from the helper: room for [`RESOURCES_SCRIPT`]'s
+/// 400 addresses of up to 2,049 characters each.
+pub const MAX_REPLY_LINE_BYTES: usize = 1024 * 1024;
 
 /// Cairo cannot make an image surface taller or wider than this many device pixels.
 pub const MAX_SURFACE_PX: u32 = 32_767;
@@ -105,6 +106,66 @@ pub const PAGE_FACTS_SCRIPT: &str = r#"(function () {
   });
 })()"#;
 
+/// A resource the page references and what the page knows of it, read once after the capture
+/// by [`RESOURCES_SCRIPT`]; `render` adds what its proxy saw and keeps the ones that failed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PageResource {
+    pub url: String,
+    pub kind: domain::ResourceKind,
+    pub state: ResourceState,
+}
+
+/// What the page says of a resource when it was drawn.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceState {
+    Loaded,
+    /// Finished without a usable resource (an image with no pixels, a stylesheet with no sheet).
+    Broken,
+    /// Not finished when the page was drawn.
+    Loading,
+    /// The page cannot tell (a CSS background image): only the proxy's record says.
+    Unknown,
+}
+
+/// The resources of the page and their states, as JSON text of [`PageResource`]s, run in the
+/// same isolated world as [`PAGE_FACTS_SCRIPT`]: every `<img>` (`complete` and its pixels; a lazy
+/// image not yet asked for is left out), every stylesheet link (none without a sheet; an engine may keep an
+/// empty sheet for an error answer, so one with a sheet is left to the proxy's record), and the
+/// http(s) background images of the first 20,000 elements. At most 400 entries, addresses cut after
+/// 2,049 characters (`domain::resources` marks the cut); `data:` and other inline addresses are
+/// not fetched and are left out.
+pub const RESOURCES_SCRIPT: &str = r#"(function () {
+  var d = document, out = [], seen = {}, max = 400, i;
+  function add(url, kind, state) {
+    if (!url || out.length >= max || !/^https?:/i.test(url)) return;
+    var key = kind + ' ' + url;
+    if (seen[key]) return;
+    seen[key] = 1;
+    out.push({url: url.length > 2049 ? url.slice(0, 2049) : url, kind: kind, state: state});
+  }
+  var images = d.querySelectorAll('img, input[type=image i]');
+  for (i = 0; i < images.length && i < 5000; i++) {
+    var im = images[i], src = im.currentSrc || im.src;
+    if (im.tagName === 'INPUT') { add(im.src, 'image', 'unknown'); continue; }
+    if (!im.complete) { if (im.loading !== 'lazy') add(src, 'image', 'loading'); continue; }
+    add(src, 'image', im.naturalWidth > 0 ? 'loaded' : 'broken');
+  }
+  var links = d.querySelectorAll('link[href]');
+  for (i = 0; i < links.length && i < 1000; i++) {
+    if (!/(^|\s)stylesheet(\s|$)/i.test(links[i].rel)) continue;
+    add(links[i].href, 'stylesheet', links[i].sheet ? 'unknown' : 'broken');
+  }
+  var all = d.getElementsByTagName('*'), re = /url\(\s*(["']?)(.*?)\1\s*\)/g, m;
+  for (i = 0; i < all.length && i < 20000; i++) {
+    var bg = getComputedStyle(all[i]).backgroundImage;
+    if (!bg || bg === 'none' || bg.indexOf('url(') < 0) continue;
+    re.lastIndex = 0;
+    while ((m = re.exec(bg))) add(m[2], 'background_image', 'unknown');
+  }
+  return JSON.stringify(out);
+})()"#;
+
 /// One page to render.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RenderRequest {
@@ -139,6 +200,9 @@ pub enum Reply {
         before: PageFacts,
         /// Read from the page after the capture.
         after: PageFacts,
+        /// [`RESOURCES_SCRIPT`]'s answer, read after the capture.
+        #[serde(default)]
+        resources: Vec<PageResource>,
     },
     /// The page could not be rendered; the helper stays usable unless `fatal`.
     Failed { message: String, fatal: bool },

@@ -160,6 +160,16 @@ pub fn client_result(
         .or_else(|| profile.map(|c| c.rules.clone()));
     out.insert("engine".into(), json!(engine));
     out.insert("rule_set".into(), json!(rules));
+    // A mailproof addition: per screenshot, what its page could not load and why (a broken
+    // email and an unreachable host look alike in the picture). Once the client is complete.
+    if row.status == ScreenshotStatus::Complete {
+        let failed: Map<String, Value> = row
+            .failed
+            .iter()
+            .map(|(variant, list)| (variant.as_str().to_string(), json!(list)))
+            .collect();
+        out.insert("failed_resources".into(), Value::Object(failed));
+    }
     Value::Object(out)
 }
 

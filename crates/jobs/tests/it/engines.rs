@@ -95,6 +95,7 @@ impl RenderEngine for TestEngine {
             height: 1,
             thumbnail: png(2, 2),
             full_thumbnail: png(3, 3),
+            failed: Vec::new(),
         })
     }
 

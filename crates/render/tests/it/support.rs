@@ -168,7 +168,7 @@ impl ImageServer {
     }
 }
 
-fn red_png() -> Vec<u8> {
+pub fn red_png() -> Vec<u8> {
     let img = RgbaImage::from_pixel(200, 200, Rgba([255, 0, 0, 255]));
     let mut out = std::io::Cursor::new(Vec::new());
     img.write_to(&mut out, image::ImageFormat::Png)

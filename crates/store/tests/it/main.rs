@@ -52,6 +52,7 @@ fn done() -> JobOutcome {
     JobOutcome::Done {
         engine: "blink".into(),
         rule_set: "r".into(),
+        failed: Vec::new(),
     }
 }
 
@@ -96,6 +97,63 @@ async fn a_client_completes_when_all_its_variants_are_done(backend: Backend) {
     assert_eq!(c.status, ScreenshotStatus::Complete);
     assert_eq!(c.completed_at, Some(2_002));
     assert_eq!(c.engine.as_deref(), Some("blink"));
+}
+
+async fn each_screenshot_keeps_what_its_page_could_not_load_until_it_is_drawn_again(
+    backend: Backend,
+) {
+    use domain::{FailedResource, FetchFailure, ResourceKind};
+    let (_dir, store, id) =
+        store_with_test(backend, vec![Variant::Default, Variant::NoImages]).await;
+    let image = FailedResource::new(
+        "http://x.test/a.png",
+        ResourceKind::Image,
+        FetchFailure::HttpStatus,
+        Some(404),
+    );
+    let sheet = FailedResource::new(
+        "http://10.0.0.1/s.css",
+        ResourceKind::Stylesheet,
+        FetchFailure::RefusedByPolicy,
+        None,
+    );
+    for _ in 0..2 {
+        let job = store
+            .claim_job("w1", 2_000, 60)
+            .await
+            .expect("claim")
+            .expect("a job");
+        let failed = match job.variant {
+            Variant::Default => vec![image.clone(), sheet.clone()],
+            _ => vec![sheet.clone()],
+        };
+        let outcome = JobOutcome::Done {
+            engine: "blink".into(),
+            rule_set: "r".into(),
+            failed,
+        };
+        assert!(store
+            .finish_job(&job, "w1", 2_001, &outcome)
+            .await
+            .expect("finish"));
+    }
+    let c = &store.test_clients(&id).await.expect("clients")[0];
+    assert_eq!(
+        c.failed,
+        vec![
+            (Variant::Default, vec![image.clone(), sheet.clone()]),
+            (Variant::NoImages, vec![sheet.clone()]),
+        ]
+    );
+    assert_eq!(c.failed_once(), vec![&image, &sheet]);
+    // A reprocess draws it again: until then nothing is claimed about the new pictures.
+    store
+        .reprocess(&id, &["c1".to_string()], 3_000)
+        .await
+        .expect("reprocess");
+    assert!(store.test_clients(&id).await.expect("clients")[0]
+        .failed
+        .is_empty());
 }
 
 async fn an_expired_lease_is_taken_over_and_the_old_worker_result_is_ignored(backend: Backend) {
@@ -380,6 +438,7 @@ fn every_sqlite_migration_has_a_postgres_twin() {
 on_both!(
     the_monthly_limit_counts_per_customer_and_refuses_the_test_over_it,
     a_client_completes_when_all_its_variants_are_done,
+    each_screenshot_keeps_what_its_page_could_not_load_until_it_is_drawn_again,
     an_expired_lease_is_taken_over_and_the_old_worker_result_is_ignored,
     a_retry_waits_and_a_bounce_is_final,
     stalled_processing_is_requeued,

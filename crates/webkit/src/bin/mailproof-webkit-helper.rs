@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use webkit::protocol::{
-    Faults, HelperOptions, PageFacts, RenderRequest, Reply, Timings, MAX_REQUEST_LINE_BYTES,
-    MAX_SURFACE_PX, PAGE_FACTS_SCRIPT,
+    Faults, HelperOptions, PageFacts, PageResource, RenderRequest, Reply, Timings,
+    MAX_REQUEST_LINE_BYTES, MAX_SURFACE_PX, PAGE_FACTS_SCRIPT, RESOURCES_SCRIPT,
 };
 use webkit2gtk::{
     CacheModel, HardwareAccelerationPolicy, LoadEvent, NavigationPolicyDecision,
@@ -294,17 +294,28 @@ impl Renderer {
 
     /// [`PAGE_FACTS_SCRIPT`] on the page as it is now.
     async fn facts(&self) -> Result<PageFacts, Reply> {
+        self.read_back(PAGE_FACTS_SCRIPT, "the page read-back")
+            .await
+    }
+
+    /// A read-back `script` (one answering JSON text) in the `mailproof` world, its answer read
+    /// as `T`; `what` names it in errors.
+    async fn read_back<T: serde::de::DeserializeOwned>(
+        &self,
+        script: &str,
+        what: &str,
+    ) -> Result<T, Reply> {
         let value = self
             .view
-            .evaluate_javascript_future(PAGE_FACTS_SCRIPT, Some("mailproof"), None)
+            .evaluate_javascript_future(script, Some("mailproof"), None)
             .await
             .map_err(|e| Reply::Failed {
-                message: format!("reading the page back failed: {e}"),
+                message: format!("{what} failed: {e}"),
                 fatal: false,
             })?;
         let text = value.to_str();
         serde_json::from_str(text.as_str()).map_err(|e| Reply::Failed {
-            message: format!("the page read-back answered unexpected data ({e}): {text}"),
+            message: format!("{what} answered unexpected data ({e})"),
             fatal: false,
         })
     }
@@ -379,6 +390,7 @@ impl Renderer {
             after = self.facts().await?;
         }
         let snapshot_at = Instant::now();
+        let resources = self.resources().await?;
         let device_width = request.width.saturating_mul(scale);
         let (width_px, height_px) =
             write_png(&surface, device_width, &request.out).map_err(|message| Reply::Failed {
@@ -397,7 +409,14 @@ impl Renderer {
             timings,
             before,
             after,
+            resources,
         })
+    }
+
+    /// [`RESOURCES_SCRIPT`] on the page as it was drawn.
+    async fn resources(&self) -> Result<Vec<PageResource>, Reply> {
+        self.read_back(RESOURCES_SCRIPT, "the resource read-back")
+            .await
     }
 
     /// Cuts a document taller than `max_css_px` to that height: WebKit cannot snapshot more
