@@ -117,6 +117,26 @@ impl HttpStub {
         HttpStub::listen(ip, None, Arc::new(move |r| Box::pin(respond(r)))).await
     }
 
+    /// A page's resources, some of which fail, on `ip`: a path starting `/gone` answers 404, one
+    /// starting `/slow` never answers (two minutes), any other answers `png` as an image. For the
+    /// tests of what a screenshot could not load.
+    pub async fn resources(ip: IpAddr, png: Vec<u8>) -> HttpStub {
+        let png: Arc<[u8]> = png.into();
+        HttpStub::start(ip, move |r: Request| {
+            let png = png.clone();
+            async move {
+                if r.path.starts_with("/slow") {
+                    tokio::time::sleep(std::time::Duration::from_secs(120)).await;
+                }
+                if r.path.starts_with("/gone") {
+                    return Response::status(404).body(b"no such file".to_vec());
+                }
+                Response::ok("image/png", png.to_vec())
+            }
+        })
+        .await
+    }
+
     /// [`HttpStub::start`] over TLS on 127.0.0.1, with a self-signed certificate for `localhost`
     /// ([`HttpStub::certificate_pem`]): for what must be https, such as RFC 8058's one-click
     /// unsubscribe URL. Its URLs name `localhost`.

@@ -509,9 +509,75 @@ fn client_card(state: &WebState, scope: &Scope<'_>, r: &ClientRow, now: i64) -> 
             @if r.status == ScreenshotStatus::Bounced {
                 span.bounce { (r.bounce_message.clone().unwrap_or_default()) }
             }
+            @if let Some(words) = failed_words(r) {
+                span.failed { (words) }
+            }
             span.pick {
                 input type="checkbox" name="c" value=(r.client_id) id=(cb) form="compare";
                 label for=(cb) { "Compare" span.vh { " " (name) } }
+            }
+        }
+    }
+}
+
+/// A complete card's mark when its screenshots could not load everything: "2 images did not
+/// load" (each address once across the client's variants), "3 files …" when a stylesheet is
+/// among them.
+fn failed_words(r: &ClientRow) -> Option<String> {
+    if r.status != ScreenshotStatus::Complete {
+        return None;
+    }
+    let failed = r.failed_once();
+    let n = failed.len();
+    if n == 0 {
+        return None;
+    }
+    let images = failed
+        .iter()
+        .all(|f| f.kind != domain::ResourceKind::Stylesheet);
+    let what = match (images, n) {
+        (true, 1) => "image",
+        (true, _) => "images",
+        (false, 1) => "file",
+        (false, _) => "files",
+    };
+    Some(format!("{n} {what} did not load"))
+}
+
+/// What the shown screenshot's page could not load, each with why in a person's words: in the
+/// picture a wrong address and an unreachable host look the same. Nothing is said for a
+/// screenshot drawn before the service recorded this.
+fn failed_section(row: &ClientRow, current: Variant) -> Markup {
+    let Some((_, list)) = row.failed.iter().find(|(v, _)| *v == current) else {
+        return html! {};
+    };
+    let images_off = current.blocks_images();
+    html! {
+        section.failed-resources aria-labelledby="failed-h" {
+            h2 id="failed-h" { "Images and styles that did not load" }
+            @if list.is_empty() {
+                p.help id="failed-none" {
+                    @if images_off { "Images are off in this screenshot; every stylesheet loaded." }
+                    @else { "Every image and stylesheet of this screenshot loaded." }
+                }
+            } @else {
+                p.help {
+                    (list.len()) @if list.len() == 1 { " file" } @else { " files" }
+                    " of this screenshot did not load: the picture shows the email without them."
+                    @if images_off { " Images are off in this screenshot, so only stylesheets are listed." }
+                }
+                table.list.failed {
+                    thead { tr { th scope="col" { "Address" } th scope="col" { "What" } th scope="col" { "Why" } } }
+                    tbody {
+                        @for f in list {
+                            tr data-reason=(f.reason.as_str()) {
+                                td.url { code { (f.url) } }
+                                td { (f.kind.label()) }
+                                td { (f.explain()) }
+                            }
+                        }
+                    }
+                }
             }
         }
     }
@@ -740,7 +806,8 @@ pub async fn shared_test(State(state): State<WebState>, Path(token): Path<String
     render_test(&state, scope).await
 }
 
-/// What app.js polls: each client's status and, once complete, its thumbnail; each spam
+/// What app.js polls: each client's status and, once complete, its thumbnail and what did not
+/// load; each spam
 /// filter's verdict; and whether anything is still pending (app.js stops polling when not).
 async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
     let now = chrono::Utc::now().timestamp();
@@ -764,6 +831,7 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
                 "thumbnail": (c.status == ScreenshotStatus::Complete)
                     .then(|| picture_url(state, scope, &c.client_id, &card_picture(state, &c.client_id), now)),
                 "message": c.bounce_message,
+                "failed": failed_words(c),
             })
         })
         .collect();
@@ -982,6 +1050,7 @@ async fn client_markup(
                         img id="full-shot" src=(src) alt={ "Screenshot of the email in " (name) ", " (current.label()) };
                         figcaption { (name) " — " (current.label()) }
                     }
+                    (failed_section(row, current))
                 } @else {
                     p.status { "The screenshot is " (row.status.as_str()) "." }
                 }

@@ -16,6 +16,14 @@
       b.textContent = c.message;
       status.after(b);
     }
+    var mark = card.querySelector(".failed");
+    if (mark && c.status !== "Complete") mark.remove();
+    if (c.status === "Complete" && c.failed && !card.querySelector(".failed")) {
+      var f = document.createElement("span");
+      f.className = "failed";
+      f.textContent = c.failed;
+      status.after(f);
+    }
     if (c.status === "Complete" && c.thumbnail && !card.querySelector("img")) {
       var img = document.createElement("img");
       img.src = c.thumbnail;

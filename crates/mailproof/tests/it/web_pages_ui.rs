@@ -165,12 +165,169 @@ async fn assert_test_page_matches_api(b: &mut Browser, s: &Server, id: &str, wha
             .text(&format!(".card[data-client={client}] .status"))
             .await;
         assert_eq!(card, status, "{what}: {client}'s card");
+        // The card's mark counts what the API lists as not loaded, each address once.
+        let mark = b
+            .eval(&format!(
+                "(document.querySelector('.card[data-client={client}] .failed') || {{}}).textContent || ''"
+            ))
+            .await;
+        let shown: usize = mark
+            .as_str()
+            .and_then(|m| m.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert_eq!(
+            shown,
+            api_failed_count(r),
+            "{what}: {client}'s card says {mark} for {}",
+            r["failed_resources"]
+        );
     }
     assert_eq!(
         b.text("#progress-text").await,
         format!("{finished} of {}", results.len()),
         "{what}: the count"
     );
+}
+
+/// How many resources a client result lists as not loaded, each address and kind once across
+/// its screenshots.
+fn api_failed_count(result: &Value) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    if let Some(variants) = result["failed_resources"].as_object() {
+        for list in variants.values() {
+            for f in list.as_array().into_iter().flatten() {
+                seen.insert((f["url"].to_string(), f["kind"].to_string()));
+            }
+        }
+    }
+    seen.len()
+}
+
+/// A page server the test controls: one image that loads, one answering 404, one on an address
+/// the network policy refuses (127.0.0.2), one that never answers. The API lists the three that
+/// failed with why; the gallery card counts them; the client page lists each with its address,
+/// kind and a reason in words, at 1440 and 390 px, axe clean.
+#[tokio::test]
+async fn a_screenshot_says_which_images_did_not_load_and_why() {
+    let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
+        panic!("{AXE} is missing ({e}): run scripts/setup.sh to install axe-core")
+    });
+    let png = {
+        let img = image::RgbaImage::from_pixel(40, 40, image::Rgba([200, 30, 30, 255]));
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, image::ImageFormat::Png)
+            .expect("png");
+        out.into_inner()
+    };
+    let server = testkit::http::HttpStub::resources("127.0.0.1".parse().expect("ip"), png).await;
+    let ok = server.url("/logo.png");
+    let gone = server.url("/gone/hero.png");
+    let slow = server.url("/slow/banner.png");
+    // The same port on 127.0.0.2: loopback, but outside the allow-list (127.0.0.1/32).
+    let refused = server.url("/inside.png").replace("127.0.0.1", "127.0.0.2");
+    let html = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Broken pictures</title></head>\n\
+<body style=\"margin:0;font-family:Arial,sans-serif\"><h1>Our autumn range</h1>\n\
+<img src=\"{ok}\" width=\"40\" height=\"40\" alt=\"Logo\">\n<img src=\"{gone}\" width=\"200\" height=\"80\" alt=\"Hero\">\n\
+<img src=\"{refused}\" width=\"40\" height=\"40\" alt=\"Inside\">\n<img src=\"{slow}\" width=\"200\" height=\"40\" alt=\"Banner\">\n\
+<p>Read the whole range on our site.</p></body></html>\n"
+    );
+    let s = MailServer::start_with(
+        "[render]\nengines = [\"blink\"]\nslots_per_engine = 1\nresource_wait = 3\n",
+    )
+    .await;
+    let client = CLIENTS[0];
+    let created = s
+        .post(
+            "/v5/email/tests",
+            &json!({"subject": "Broken pictures", "html": html, "clients": [client]}),
+        )
+        .await
+        .ok()
+        .clone();
+    let id = created["id"].as_str().expect("id").to_string();
+    s.wait_processed(&id, Duration::from_secs(180)).await;
+    let result = s
+        .get(&format!("/v5/email/tests/{id}/results/{client}"))
+        .await
+        .ok()
+        .clone();
+    let result = &result[client];
+    assert_eq!(result["status"], "Complete", "{result}");
+    let listed = result["failed_resources"]["default"]
+        .as_array()
+        .unwrap_or_else(|| panic!("failed_resources.default in {result}"))
+        .clone();
+    let reason_of = |url: &str| {
+        listed
+            .iter()
+            .find(|f| f["url"] == url)
+            .map(|f| (f["kind"].clone(), f["reason"].clone(), f["status"].clone()))
+    };
+    assert_eq!(reason_of(&ok), None, "{listed:?}");
+    assert_eq!(
+        reason_of(&gone),
+        Some((json!("image"), json!("http_status"), json!(404)))
+    );
+    assert_eq!(
+        reason_of(&refused),
+        Some((json!("image"), json!("refused_by_policy"), Value::Null))
+    );
+    assert_eq!(
+        reason_of(&slow),
+        Some((json!("image"), json!("timeout"), Value::Null))
+    );
+    assert_eq!(listed.len(), 3, "{listed:?}");
+
+    let mut b = Browser::start().await;
+    sign_in(&mut b, &s).await;
+    let test_path = format!("/tests/{id}");
+    let client_path = format!("{test_path}/clients/{client}");
+    for (width, height) in [(1440, 900), (390, 844)] {
+        window(&mut b, width, height).await;
+        b.goto(&s.url(&test_path)).await;
+        assert_eq!(
+            b.text(&format!(".card[data-client={client}] .failed"))
+                .await,
+            "3 images did not load"
+        );
+        assert_fits(&mut b, "broken pictures test", width).await;
+        shot_for_people(&mut b, "broken pictures test", width).await;
+        b.check_accessibility(&axe, &format!("broken pictures test ({width} px)"))
+            .await;
+
+        b.goto(&s.url(&client_path)).await;
+        let rows = b
+            .eval("[...document.querySelectorAll('table.failed tbody tr')].map(r => [...r.cells].map(c => c.textContent.trim()))")
+            .await;
+        let rows: Vec<Vec<String>> = serde_json::from_value(rows).expect("rows");
+        let want: Vec<String> = listed
+            .iter()
+            .map(|f| f["url"].as_str().unwrap_or_default().to_string())
+            .collect();
+        assert_eq!(
+            rows.iter().map(|r| r[0].clone()).collect::<Vec<_>>(),
+            want,
+            "the page lists the API's addresses, in its order"
+        );
+        for row in &rows {
+            assert_eq!(row[1], "image", "{row:?}");
+            let why = &row[2];
+            let expected = if row[0] == gone {
+                "HTTP 404"
+            } else if row[0] == refused {
+                "private or internal"
+            } else {
+                "still loading when the picture was taken"
+            };
+            assert!(why.contains(expected), "{row:?}: {why}");
+        }
+        assert_fits(&mut b, "broken pictures client", width).await;
+        shot_for_people(&mut b, "broken pictures client", width).await;
+        b.check_accessibility(&axe, &format!("broken pictures client ({width} px)"))
+            .await;
+    }
 }
 
 #[tokio::test]

@@ -82,21 +82,9 @@ fn a_hung_image_host_does_not_hang_the_render() {
 fn each_screenshot_lists_the_resources_it_could_not_load_and_why() {
     use domain::{FetchFailure, ResourceKind};
     run(async {
-        let png = crate::support::red_png();
-        let server = testkit::http::HttpStub::start(
+        let server = testkit::http::HttpStub::resources(
             "127.0.0.1".parse().expect("ip"),
-            move |r: testkit::http::Request| {
-                let png = png.clone();
-                async move {
-                    if r.path.starts_with("/slow-") {
-                        tokio::time::sleep(Duration::from_secs(60)).await;
-                    }
-                    if r.path.starts_with("/gone-") {
-                        return testkit::http::Response::status(404).body(b"no such file".to_vec());
-                    }
-                    testkit::http::Response::ok("image/png", png)
-                }
-            },
+            crate::support::red_png(),
         )
         .await;
         let refused = ImageServer::start("127.0.0.2", Behaviour::RedPng).await;
