@@ -110,6 +110,11 @@ pub enum Picture {
     Thumbnail,
     /// The whole default screenshot, narrowed (`full_thumbnail`, since v5.0.1).
     FullThumbnail,
+    /// The top of another variant's screenshot (`thumbnail-<variant>`), for the gallery's
+    /// images-off view; not in the spec's results.
+    ThumbnailOf(Variant),
+    /// Another variant's whole screenshot, narrowed (`full_thumbnail-<variant>`).
+    FullThumbnailOf(Variant),
     /// The highlight image of the diff of test `base`'s `variant` screenshot against the same
     /// screenshot of the test it is stored beside: `diff-<base>-<variant>`.
     Diff {
@@ -123,6 +128,22 @@ impl Picture {
     const FULL_THUMBNAIL: &'static str = "full_thumbnail";
     const DIFF_PREFIX: &'static str = "diff-";
 
+    /// The top card of `variant`'s screenshot: the spec's `thumbnail` for the default one.
+    pub fn thumbnail(variant: Variant) -> Picture {
+        match variant {
+            Variant::Default => Picture::Thumbnail,
+            v => Picture::ThumbnailOf(v),
+        }
+    }
+
+    /// `variant`'s whole screenshot narrowed: the spec's `full_thumbnail` for the default one.
+    pub fn full_thumbnail(variant: Variant) -> Picture {
+        match variant {
+            Variant::Default => Picture::FullThumbnail,
+            v => Picture::FullThumbnailOf(v),
+        }
+    }
+
     /// The file name without `.png`.
     pub fn name(&self) -> String {
         self.to_string()
@@ -135,6 +156,19 @@ impl Picture {
             Picture::THUMBNAIL => return Some(Picture::Thumbnail),
             Picture::FULL_THUMBNAIL => return Some(Picture::FullThumbnail),
             _ => {}
+        }
+        for (prefix, full) in [(Picture::THUMBNAIL, false), (Picture::FULL_THUMBNAIL, true)] {
+            if let Some(variant) = name
+                .strip_prefix(prefix)
+                .and_then(|rest| rest.strip_prefix('-'))
+            {
+                let variant = Variant::parse(variant).filter(|v| *v != Variant::Default)?;
+                return Some(if full {
+                    Picture::FullThumbnailOf(variant)
+                } else {
+                    Picture::ThumbnailOf(variant)
+                });
+            }
         }
         if let Some(rest) = name.strip_prefix(Picture::DIFF_PREFIX) {
             let (base, variant) = rest.split_once('-')?;
@@ -154,6 +188,8 @@ impl fmt::Display for Picture {
             Picture::Shot(v) => f.write_str(v.as_str()),
             Picture::Thumbnail => f.write_str(Picture::THUMBNAIL),
             Picture::FullThumbnail => f.write_str(Picture::FULL_THUMBNAIL),
+            Picture::ThumbnailOf(v) => write!(f, "{}-{v}", Picture::THUMBNAIL),
+            Picture::FullThumbnailOf(v) => write!(f, "{}-{v}", Picture::FULL_THUMBNAIL),
             Picture::Diff { base, variant } => {
                 write!(f, "{}{base}-{variant}", Picture::DIFF_PREFIX)
             }
@@ -379,6 +415,8 @@ mod tests {
             Picture::Shot(Variant::HorizontalNoImages),
             Picture::Thumbnail,
             Picture::FullThumbnail,
+            Picture::ThumbnailOf(Variant::NoImages),
+            Picture::FullThumbnailOf(Variant::HorizontalNoImages),
             Picture::Diff {
                 base: base.clone(),
                 variant: Variant::NoImages,
@@ -389,6 +427,15 @@ mod tests {
         }
         assert_eq!(Picture::Thumbnail.name(), "thumbnail");
         assert_eq!(Picture::FullThumbnail.name(), "full_thumbnail");
+        assert_eq!(Picture::thumbnail(Variant::Default), Picture::Thumbnail);
+        assert_eq!(
+            Picture::thumbnail(Variant::NoImages).name(),
+            "thumbnail-no_images"
+        );
+        assert_eq!(
+            Picture::full_thumbnail(Variant::Horizontal).name(),
+            "full_thumbnail-horizontal"
+        );
         assert_eq!(
             Picture::Diff {
                 base: base.clone(),
@@ -404,6 +451,9 @@ mod tests {
             "diff-../../x-default",
             &format!("diff-{base}-sideways"),
             &format!("diff-{base}"),
+            "thumbnail-default",
+            "thumbnail-",
+            "full_thumbnail-sideways",
         ] {
             assert_eq!(Picture::parse(name), None, "{name:?}");
         }

@@ -463,25 +463,21 @@ impl RenderWorker {
             message: format!("storing the screenshot failed: {e}"),
             cause: Cause::Dependency("storage"),
         };
-        self.blobs
-            .put(
-                &screenshot_key(&job.test_id, &job.client_id, &Picture::Shot(job.variant)),
-                rendered.png,
-            )
-            .await
-            .map_err(store_err)?;
-        if job.variant == Variant::Default {
+        // The variant's screenshot and its thumbnails: the default's are the spec's, the
+        // others' the gallery's images-off view.
+        let files = [
+            (Picture::Shot(job.variant), rendered.png),
+            (Picture::thumbnail(job.variant), rendered.thumbnail),
+            (
+                Picture::full_thumbnail(job.variant),
+                rendered.full_thumbnail,
+            ),
+        ];
+        for (picture, bytes) in files {
             self.blobs
                 .put(
-                    &screenshot_key(&job.test_id, &job.client_id, &Picture::Thumbnail),
-                    rendered.thumbnail,
-                )
-                .await
-                .map_err(store_err)?;
-            self.blobs
-                .put(
-                    &screenshot_key(&job.test_id, &job.client_id, &Picture::FullThumbnail),
-                    rendered.full_thumbnail,
+                    &screenshot_key(&job.test_id, &job.client_id, &picture),
+                    bytes,
                 )
                 .await
                 .map_err(store_err)?;

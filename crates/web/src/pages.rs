@@ -473,29 +473,102 @@ fn picture_url(
 /// client's window narrowed so far would leave its text 3 px high: its card is the render's top
 /// card, the email's column at 80% of its size (`render::thumbnail_size`); the full picture is
 /// one click away.
-fn card_picture(state: &WebState, id: &str) -> Picture {
+fn card_picture(state: &WebState, id: &str, variant: Variant) -> Picture {
     match shape(state, id) {
-        "portrait" => Picture::FullThumbnail,
-        _ => Picture::Thumbnail,
+        "portrait" => Picture::full_thumbnail(variant),
+        _ => Picture::thumbnail(variant),
     }
 }
 
-fn client_card(state: &WebState, scope: &Scope<'_>, r: &ClientRow, now: i64) -> Markup {
+/// `light` or `dark`: the colour scheme the client's profile draws in (dark profiles are clients
+/// of their own in the catalog, not variants).
+fn scheme_of(state: &WebState, id: &str) -> &'static str {
+    match state.app.catalog.get(id).map(|c| c.color_scheme) {
+        Some(domain::ColorScheme::Dark) => "dark",
+        _ => "light",
+    }
+}
+
+/// The gallery's filters and switch, as the URL carries them (`?category=Mobile&status=Bounced&
+/// scheme=dark&images=off`), so a reload or a shared address shows the same cards. Unknown
+/// values mean "all".
+#[derive(Deserialize, Default)]
+pub struct GalleryQuery {
+    category: Option<String>,
+    status: Option<String>,
+    scheme: Option<String>,
+    images: Option<String>,
+}
+
+struct Gallery {
+    category: Option<Category>,
+    status: Option<ScreenshotStatus>,
+    scheme: Option<&'static str>,
+    images_off: bool,
+}
+
+impl Gallery {
+    fn from_query(q: &GalleryQuery) -> Gallery {
+        fn pick(v: &Option<String>) -> Option<&str> {
+            v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+        }
+        Gallery {
+            category: pick(&q.category)
+                .and_then(|c| CATEGORIES.into_iter().find(|k| k.as_str() == c)),
+            status: pick(&q.status).and_then(ScreenshotStatus::parse),
+            scheme: pick(&q.scheme).and_then(|s| ["light", "dark"].into_iter().find(|k| *k == s)),
+            images_off: pick(&q.images) == Some("off"),
+        }
+    }
+
+    fn shows(&self, category: Option<Category>, status: ScreenshotStatus, scheme: &str) -> bool {
+        self.category.is_none_or(|c| category == Some(c))
+            && self.status.is_none_or(|s| s == status)
+            && self.scheme.is_none_or(|s| s == scheme)
+    }
+}
+
+fn client_card(
+    state: &WebState,
+    scope: &Scope<'_>,
+    r: &ClientRow,
+    gallery: &Gallery,
+    now: i64,
+) -> Markup {
     let name = display_name(state, &r.client_id);
-    let thumb = (r.status == ScreenshotStatus::Complete).then(|| {
-        picture_url(
-            state,
-            scope,
-            &r.client_id,
-            &card_picture(state, &r.client_id),
-            now,
-        )
-    });
+    let complete = r.status == ScreenshotStatus::Complete;
+    let thumb_of = |variant: Variant| {
+        complete.then(|| {
+            picture_url(
+                state,
+                scope,
+                &r.client_id,
+                &card_picture(state, &r.client_id, variant),
+                now,
+            )
+        })
+    };
+    // The images-off view: the client's own images-off screenshot where it has one.
+    let off = r.variants.contains(&Variant::NoImages);
+    let (thumb, href_on, href_off) = (
+        thumb_of(if off && gallery.images_off {
+            Variant::NoImages
+        } else {
+            Variant::Default
+        }),
+        format!("{}/clients/{}", scope.base, r.client_id),
+        format!("{}/clients/{}?variant=no_images", scope.base, r.client_id),
+    );
+    let scheme = scheme_of(state, &r.client_id);
     let cb = format!("cmp-{}", r.client_id);
     html! {
         li.card data-client=(r.client_id) data-status=(r.status.as_str())
-            data-shape=(shape(state, &r.client_id)) {
-            a.shot href={ (scope.base) "/clients/" (r.client_id) } {
+            data-shape=(shape(state, &r.client_id)) data-scheme=(scheme)
+            hidden[!gallery.shows(category(state, &r.client_id), r.status, scheme)]
+            data-src-on=[off.then(|| thumb_of(Variant::Default)).flatten()]
+            data-src-off=[off.then(|| thumb_of(Variant::NoImages)).flatten()]
+            data-href-on=[off.then_some(&href_on)] data-href-off=[off.then_some(&href_off)] {
+            a.shot href=(if off && gallery.images_off { &href_off } else { &href_on }) {
                 span.frame {
                     @if let Some(t) = &thumb {
                         img src=(t) alt={ "Screenshot of the email in " (name) } loading="lazy";
@@ -642,7 +715,11 @@ fn readable_details(details: &str) -> Markup {
     }
 }
 
-async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Response> {
+async fn test_markup(
+    state: &WebState,
+    scope: &Scope<'_>,
+    gallery: &Gallery,
+) -> Result<Markup, Response> {
     let now = chrono::Utc::now().timestamp();
     let t = &scope.test;
     let clients = match state.app.store.test_clients(&t.id).await {
@@ -697,27 +774,14 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
                 form id="compare" method="get" action={ (scope.base) "/compare" } {
                     button type="submit" { "Compare selected side by side" }
                 }
-                div.gallery-filter hidden {
-                    label for="show-category" { "Category" }
-                    select id="show-category" {
-                        option value="" { "All" }
-                        @for cat in CATEGORIES { option value=(cat.as_str()) { (cat.as_str()) } }
-                    }
-                    label for="show-status" { "Status" }
-                    select id="show-status" {
-                        option value="" { "All" }
-                        @for st in [ScreenshotStatus::Complete, ScreenshotStatus::Pending, ScreenshotStatus::Processing, ScreenshotStatus::Bounced] {
-                            option value=(st.as_str()) { (st.as_str()) }
-                        }
-                    }
-                    span id="shown-count" aria-live="polite" {}
-                }
+                (gallery_form(state, scope, &clients, gallery))
             }
             @for (cat, in_cat) in gallery_order(state, &clients) {
-                section.category data-category=(cat.as_str()) aria-labelledby={ "cat-" (cat.as_str()) } {
+                section.category data-category=(cat.as_str()) aria-labelledby={ "cat-" (cat.as_str()) }
+                    hidden[!in_cat.iter().any(|r| gallery.shows(Some(cat), r.status, scheme_of(state, &r.client_id)))] {
                     h2 id={ "cat-" (cat.as_str()) } { (cat.as_str()) }
                     ul.grid {
-                        @for r in in_cat { (client_card(state, scope, r, now)) }
+                        @for r in in_cat { (client_card(state, scope, r, gallery, now)) }
                     }
                 }
             }
@@ -763,8 +827,82 @@ async fn test_markup(state: &WebState, scope: &Scope<'_>) -> Result<Markup, Resp
     })
 }
 
-async fn render_test(state: &WebState, scope: Scope<'_>) -> Response {
-    match test_markup(state, &scope).await {
+/// The gallery's filters (category, status with counts, colour scheme) and its images-off
+/// switch where some client has an images-off screenshot: a form whose address is the filtered
+/// gallery's, applied in place by app.js (which keeps the address up to date).
+fn gallery_form(
+    state: &WebState,
+    scope: &Scope<'_>,
+    clients: &[ClientRow],
+    gallery: &Gallery,
+) -> Markup {
+    let count = |status: ScreenshotStatus| clients.iter().filter(|r| r.status == status).count();
+    let dark = clients
+        .iter()
+        .filter(|r| scheme_of(state, &r.client_id) == "dark")
+        .count();
+    let images_off = clients
+        .iter()
+        .any(|r| r.variants.contains(&Variant::NoImages));
+    let shown = clients
+        .iter()
+        .filter(|r| {
+            gallery.shows(
+                category(state, &r.client_id),
+                r.status,
+                scheme_of(state, &r.client_id),
+            )
+        })
+        .count();
+    html! {
+        form.gallery-filter method="get" action=(scope.base) {
+            span.field {
+                label for="show-category" { "Category" }
+                select id="show-category" name="category" {
+                    option value="" { "All" }
+                    @for cat in CATEGORIES {
+                        option value=(cat.as_str()) selected[gallery.category == Some(cat)] { (cat.as_str()) }
+                    }
+                }
+            }
+            span.field {
+                label for="show-status" { "Status" }
+                select id="show-status" name="status" {
+                    option value="" { "All (" (clients.len()) ")" }
+                    @for st in [ScreenshotStatus::Complete, ScreenshotStatus::Pending, ScreenshotStatus::Processing, ScreenshotStatus::Bounced] {
+                        option value=(st.as_str()) data-label=(st.as_str()) selected[gallery.status == Some(st)] {
+                            (st.as_str()) " (" (count(st)) ")"
+                        }
+                    }
+                }
+            }
+            @if dark > 0 {
+                span.field {
+                    label for="show-scheme" { "Mode" }
+                    select id="show-scheme" name="scheme" {
+                        option value="" { "Light and dark" }
+                        option value="light" selected[gallery.scheme == Some("light")] { "Light (" (clients.len() - dark) ")" }
+                        option value="dark" selected[gallery.scheme == Some("dark")] { "Dark (" (dark) ")" }
+                    }
+                }
+            }
+            @if images_off {
+                span.field {
+                    label for="show-images" { "Images" }
+                    select id="show-images" name="images" {
+                        option value="" { "On" }
+                        option value="off" selected[gallery.images_off] { "Off, where the client blocks them" }
+                    }
+                }
+            }
+            button.show type="submit" { "Show" }
+            span id="shown-count" aria-live="polite" { (shown) " shown" }
+        }
+    }
+}
+
+async fn render_test(state: &WebState, scope: Scope<'_>, q: &GalleryQuery) -> Response {
+    match test_markup(state, &scope, &Gallery::from_query(q)).await {
         Ok(main) => {
             let poll = format!("{}/status.json", scope.base);
             page(
@@ -780,6 +918,7 @@ pub async fn test_page(
     State(state): State<WebState>,
     viewer: Viewer,
     Path(id): Path<String>,
+    Query(q): Query<GalleryQuery>,
 ) -> Response {
     let test = match owned(&state, &viewer, &id).await {
         Ok(t) => t,
@@ -790,10 +929,14 @@ pub async fn test_page(
         test,
         owner: Some(&viewer),
     };
-    render_test(&state, scope).await
+    render_test(&state, scope, &q).await
 }
 
-pub async fn shared_test(State(state): State<WebState>, Path(token): Path<String>) -> Response {
+pub async fn shared_test(
+    State(state): State<WebState>,
+    Path(token): Path<String>,
+    Query(q): Query<GalleryQuery>,
+) -> Response {
     let test = match shared(&state, &token).await {
         Ok(t) => t,
         Err(r) => return r,
@@ -803,7 +946,7 @@ pub async fn shared_test(State(state): State<WebState>, Path(token): Path<String
         test,
         owner: None,
     };
-    render_test(&state, scope).await
+    render_test(&state, scope, &q).await
 }
 
 /// What app.js polls: each client's status and, once complete, its thumbnail and what did not
@@ -829,7 +972,9 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
                 "name": display_name(state, &c.client_id),
                 "status": c.status.as_str(),
                 "thumbnail": (c.status == ScreenshotStatus::Complete)
-                    .then(|| picture_url(state, scope, &c.client_id, &card_picture(state, &c.client_id), now)),
+                    .then(|| picture_url(state, scope, &c.client_id, &card_picture(state, &c.client_id, Variant::Default), now)),
+                "thumbnail_off": (c.status == ScreenshotStatus::Complete && c.variants.contains(&Variant::NoImages))
+                    .then(|| picture_url(state, scope, &c.client_id, &card_picture(state, &c.client_id, Variant::NoImages), now)),
                 "message": c.bounce_message,
                 "failed": failed_words(c),
             })
@@ -905,11 +1050,16 @@ pub async fn shared_picture(
         Ok(t) => t,
         Err(r) => return r,
     };
-    // A share shows the screenshots and the card's picture, not diffs against other tests.
+    // A share shows the screenshots and the cards' pictures (images on and off), not diffs
+    // against other tests.
     let Some(picture) = file
         .strip_suffix(".png")
         .and_then(Picture::parse)
-        .filter(|p| matches!(p, Picture::Shot(_)) || *p == card_picture(&state, &client))
+        .filter(|p| {
+            matches!(p, Picture::Shot(_))
+                || *p == card_picture(&state, &client, Variant::Default)
+                || *p == card_picture(&state, &client, Variant::NoImages)
+        })
     else {
         return not_found();
     };

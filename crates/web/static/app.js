@@ -24,6 +24,10 @@
       f.textContent = c.failed;
       status.after(f);
     }
+    if (c.status === "Complete" && c.thumbnail_off) {
+      card.dataset.srcOn = c.thumbnail;
+      card.dataset.srcOff = c.thumbnail_off;
+    }
     if (c.status === "Complete" && c.thumbnail && !card.querySelector("img")) {
       var img = document.createElement("img");
       img.src = c.thumbnail;
@@ -98,32 +102,57 @@
     return e.altKey || e.ctrlKey || e.metaKey || t === "INPUT" || t === "TEXTAREA" || t === "SELECT";
   }
 
-  // The gallery's filters: by category and by status; a section with nothing shown hides.
+  // The gallery's filters (category, status with counts, light or dark profiles) and its
+  // images-off switch, applied in place; a section with nothing shown hides, and the address
+  // keeps the choice, so a reload or a copied link shows the same cards.
   function galleryFilter() {
-    var box = document.querySelector(".gallery-filter");
-    if (!box) return;
-    box.hidden = false;
-    var cat = document.getElementById("show-category");
-    var st = document.getElementById("show-status");
+    var form = document.querySelector("form.gallery-filter");
+    if (!form) return;
+    var show = form.querySelector("button.show");
+    if (show) show.hidden = true;
     var count = document.getElementById("shown-count");
-    function apply() {
-      var shown = 0;
+    var names = ["category", "status", "scheme", "images"];
+    function value(name) { var el = form.elements[name]; return el ? el.value : ""; }
+    function apply(keep) {
+      var cat = value("category"), st = value("status"), scheme = value("scheme");
+      var off = value("images") === "off";
+      var shown = 0, total = 0, per = {};
       document.querySelectorAll("section.category").forEach(function (sec) {
         var any = false;
-        var catOk = !cat.value || sec.dataset.category === cat.value;
         sec.querySelectorAll(".card").forEach(function (card) {
-          var ok = catOk && (!st.value || card.dataset.status === st.value);
+          total++;
+          per[card.dataset.status] = (per[card.dataset.status] || 0) + 1;
+          var ok = (!cat || sec.dataset.category === cat) &&
+            (!st || card.dataset.status === st) && (!scheme || card.dataset.scheme === scheme);
           card.hidden = !ok;
           if (ok) { any = true; shown++; }
+          if (card.dataset.hrefOff) {
+            var a = card.querySelector("a.shot"), img = card.querySelector(".frame img");
+            if (a) a.href = off ? card.dataset.hrefOff : card.dataset.hrefOn;
+            var src = off ? card.dataset.srcOff : card.dataset.srcOn;
+            if (img && src && img.getAttribute("src") !== src) img.src = src;
+          }
         });
         sec.hidden = !any;
       });
+      var statuses = form.elements.status;
+      Array.prototype.forEach.call(statuses.options, function (o) {
+        o.textContent = o.dataset.label
+          ? o.dataset.label + " (" + (per[o.value] || 0) + ")"
+          : "All (" + total + ")";
+      });
       count.textContent = shown + " shown";
+      if (keep) {
+        var q = new URLSearchParams(location.search);
+        names.forEach(function (n) { if (value(n)) q.set(n, value(n)); else q.delete(n); });
+        var query = q.toString();
+        history.replaceState(null, "", location.pathname + (query ? "?" + query : "") + location.hash);
+      }
     }
-    cat.addEventListener("change", apply);
-    st.addEventListener("change", apply);
-    document.addEventListener("mailproof:status", apply);
-    apply();
+    form.addEventListener("change", function () { apply(true); });
+    form.addEventListener("submit", function (e) { e.preventDefault(); apply(true); });
+    document.addEventListener("mailproof:status", function () { apply(false); });
+    apply(false);
   }
 
   // The full view's zoom: fit the column (never above CSS size), CSS size, or one image pixel

@@ -241,7 +241,7 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
     let created = s
         .post(
             "/v5/email/tests",
-            &json!({"subject": "Broken pictures", "html": html, "clients": [client]}),
+            &json!({"subject": "Broken pictures", "html": html, "clients": [client, CLIENTS[1]], "image_blocking": true}),
         )
         .await
         .ok()
@@ -279,6 +279,12 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
         Some((json!("image"), json!("timeout"), Value::Null))
     );
     assert_eq!(listed.len(), 3, "{listed:?}");
+    // Images off: only stylesheets could fail, and none did.
+    assert_eq!(
+        result["failed_resources"]["no_images"],
+        json!([]),
+        "{result}"
+    );
 
     let mut b = Browser::start().await;
     sign_in(&mut b, &s).await;
@@ -327,7 +333,95 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
         shot_for_people(&mut b, "broken pictures client", width).await;
         b.check_accessibility(&axe, &format!("broken pictures client ({width} px)"))
             .await;
+        b.goto(&s.url(&format!("{client_path}?variant=no_images")))
+            .await;
+        assert_eq!(
+            b.text("#failed-none").await,
+            "Images are off in this screenshot; every stylesheet loaded."
+        );
     }
+
+    // The gallery: counts per status as the API has them, filters and the images-off switch
+    // kept in the address, so a reload shows the same cards.
+    window(&mut b, 1440, 900).await;
+    b.goto(&s.url(&test_path)).await;
+    let results = s
+        .get(&format!("/v5/email/tests/{id}/results"))
+        .await
+        .ok()
+        .clone();
+    let complete = results
+        .as_object()
+        .expect("results")
+        .values()
+        .filter(|r| r["status"] == "Complete")
+        .count();
+    assert_eq!(complete, 2);
+    assert_eq!(
+        b.eval("[...document.querySelectorAll('#show-status option')].map(o => o.textContent)")
+            .await,
+        json!([
+            "All (2)",
+            "Complete (2)",
+            "Pending (0)",
+            "Processing (0)",
+            "Bounced (0)"
+        ])
+    );
+    let choose = |id: &str, value: &str| {
+        format!("(() => {{ const s = document.getElementById('{id}'); s.value = '{value}'; s.dispatchEvent(new Event('change', {{bubbles: true}})); }})()")
+    };
+    let card_src =
+        format!("document.querySelector('.card[data-client={client}] img').getAttribute('src')");
+    let card_href = format!(
+        "document.querySelector('.card[data-client={client}] a.shot').getAttribute('href')"
+    );
+    let visible =
+        "[...document.querySelectorAll('.card')].filter(c => !c.hidden).map(c => c.dataset.client)";
+    b.eval(&choose("show-images", "off")).await;
+    b.eval(&choose("show-category", "Application")).await;
+    assert_eq!(b.eval(visible).await, json!([client]));
+    assert_eq!(b.text("#shown-count").await, "1 shown");
+    for (when, reload) in [("switched", false), ("reloaded", true)] {
+        if reload {
+            let here = b.eval("location.href").await;
+            b.goto(here.as_str().expect("href")).await;
+        }
+        let search = b.eval("location.search").await;
+        assert!(
+            search
+                .as_str()
+                .is_some_and(|q| q.contains("images=off") && q.contains("category=Application")),
+            "{when}: {search}"
+        );
+        let src = b.eval(&card_src).await;
+        assert!(
+            src.as_str()
+                .is_some_and(|s| s.contains("thumbnail-no_images")),
+            "{when}: the card shows the images-off screenshot: {src}"
+        );
+        assert!(
+            b.eval(&card_href)
+                .await
+                .as_str()
+                .is_some_and(|h| h.ends_with("?variant=no_images")),
+            "{when}: the card opens the images-off screenshot"
+        );
+        assert_eq!(b.eval(visible).await, json!([client]), "{when}");
+        b.wait_for(IMAGES_LOADED, Duration::from_secs(30)).await;
+    }
+    shot_for_people(&mut b, "broken pictures images off", 1440).await;
+    b.check_accessibility(&axe, "broken pictures images off")
+        .await;
+    b.eval(&choose("show-images", "")).await;
+    b.eval(&choose("show-category", "")).await;
+    assert_eq!(b.eval("location.search").await, json!(""));
+    assert!(b
+        .eval(&card_src)
+        .await
+        .as_str()
+        .is_some_and(|s| !s.contains("no_images")));
+    assert_eq!(b.text("#shown-count").await, "2 shown");
 }
 
 #[tokio::test]
@@ -836,6 +930,31 @@ async fn a_full_gallery_keeps_each_screenshots_proportions() {
         }
     }
     window(&mut b, 1440, 900).await;
+
+    // The mode filter shows the dark profiles, exactly those the client list calls dark, and
+    // keeps the choice in the address.
+    let mut dark: Vec<&String> = profiles
+        .iter()
+        .filter(|id| clients[id.as_str()]["color_scheme"] == "dark")
+        .collect();
+    dark.sort();
+    assert!(!dark.is_empty(), "the catalog has dark profiles");
+    b.eval("(() => { const s = document.getElementById('show-scheme'); s.value = 'dark'; s.dispatchEvent(new Event('change', {bubbles: true})); })()")
+        .await;
+    let mut shown: Vec<String> = serde_json::from_value(
+        b.eval("[...document.querySelectorAll('.card')].filter(c => !c.hidden).map(c => c.dataset.client)")
+            .await,
+    )
+    .expect("ids");
+    shown.sort();
+    assert_eq!(shown.iter().collect::<Vec<_>>(), dark);
+    assert_eq!(
+        b.text("#shown-count").await,
+        format!("{} shown", dark.len())
+    );
+    assert_eq!(b.eval("location.search").await, json!("?scheme=dark"));
+    b.eval("(() => { const s = document.getElementById('show-scheme'); s.value = ''; s.dispatchEvent(new Event('change', {bubbles: true})); })()")
+        .await;
 
     for (client, url) in &complete {
         let expr = format!(
