@@ -15,6 +15,9 @@ use crate::WebState;
 /// long email would otherwise fill the panel with numbers.
 const MAX_LINE_LINKS: usize = 12;
 
+/// Findings (or behaviour groups) listed open per severity; more are folded under "N more".
+const SHOWN_FINDINGS: usize = 8;
+
 /// The panel for `client` of `test`, for its signed-in owner. A failure of one part (the content
 /// removed by retention, a client no longer on the plan) is said in that part; the screenshot
 /// beside it still shows.
@@ -75,10 +78,19 @@ fn analysis_markup(a: &Analysis, source: &str) -> Markup {
                     section.severity data-severity=(s.name()) aria-labelledby={ "sev-" (s.name()) } {
                         h4 id={ "sev-" (s.name()) } { (title) " (" (found.len()) ")" }
                         p.help { (help) }
-                        @if s == Severity::Info {
-                            ul.findings { @for g in group_by_feature(&found) { (info_group(&g, source)) } }
-                        } @else {
-                            ul.findings { @for f in &found { (finding(f, source)) } }
+                        @let items: Vec<Markup> = if s == Severity::Info {
+                            group_by_feature(&found).iter().map(|g| info_group(g, source)).collect()
+                        } else {
+                            found.iter().map(|f| finding(f, source)).collect()
+                        };
+                        ul.findings { @for item in items.iter().take(SHOWN_FINDINGS) { (item) } }
+                        // A long list (Outlook's Word engine drops dozens of things) shows its
+                        // first few; the rest are one click away, still in the page.
+                        @if items.len() > SHOWN_FINDINGS {
+                            details.more-findings {
+                                summary { (items.len() - SHOWN_FINDINGS) " more " (title.to_lowercase()) }
+                                ul.findings { @for item in items.iter().skip(SHOWN_FINDINGS) { (item) } }
+                            }
                         }
                     }
                 }
@@ -235,6 +247,30 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("Information (3)"), "{out}");
+    }
+
+    #[test]
+    fn a_long_list_of_findings_shows_its_first_few_and_folds_the_rest() {
+        let mut a = Analysis::default();
+        a.findings = (0..20)
+            .map(|i| f(Severity::Error, "x", &format!("p{i}"), &[i]))
+            .collect();
+        let out = analysis_markup(&a, "/s").into_string();
+        assert!(out.contains("Errors (20)"), "{out}");
+        let (open, folded) =
+            out.split_at(out.find("<details class=\"more-findings\">").unwrap_or(0));
+        assert_eq!(
+            open.matches("<li class=\"finding\"").count(),
+            SHOWN_FINDINGS,
+            "{out}"
+        );
+        assert!(
+            folded.contains("<summary>12 more errors</summary>"),
+            "{out}"
+        );
+        assert_eq!(folded.matches("<li class=\"finding\"").count(), 12);
+        // Every finding is still in the page, in order.
+        assert!(out.find("p7<") < out.find("p8<"));
     }
 
     #[test]
