@@ -24,6 +24,30 @@ pub enum OpenSignal {
     Never,
 }
 
+/// Whether the dark-mode beacon reaches the service from a reader in dark mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DarkSignal {
+    /// Fetched for any email.
+    Always,
+    /// Fetched only when the email's CSS declares `color-scheme: light dark`: the client applies
+    /// `prefers-color-scheme` rules to emails that opt in (Apple Mail).
+    WhenOptedIn,
+    /// Not fetched.
+    Never,
+}
+
+impl DarkSignal {
+    /// The file's spelling, also the pages' `data-dark`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DarkSignal::Always => "always",
+            DarkSignal::WhenOptedIn => "when-opted-in",
+            DarkSignal::Never => "never",
+        }
+    }
+}
+
 /// One profile's measured signals. Every signal but `open` is measured with images shown: with
 /// images blocked no beacon can be fetched at all.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,8 +64,9 @@ pub struct ClientSignals {
     pub print: bool,
     /// The forward beacon was fetched with the email inside the client's forward wrapper.
     pub forward: bool,
-    /// The dark-mode beacon was fetched under a dark colour scheme.
-    pub dark: bool,
+    /// Whether the dark-mode beacon was fetched in the profile's dark mode (its dark twin's
+    /// emulation where it has one).
+    pub dark: DarkSignal,
     /// When this row was measured, `YYYY-MM-DD HH:MM:SS` UTC.
     pub measured_at: String,
 }
@@ -184,7 +209,7 @@ mod tests {
             read: true,
             print: false,
             forward: true,
-            dark: false,
+            dark: DarkSignal::WhenOptedIn,
             measured_at: "2026-11-26 07:00:00".into(),
         }
     }
@@ -197,6 +222,7 @@ mod tests {
         };
         let text = m.to_toml().expect("toml");
         assert!(text.contains("open = \"blocked-by-default\""), "{text}");
+        assert!(text.contains("dark = \"when-opted-in\""), "{text}");
         assert_eq!(Matrix::parse(&text), Ok(m));
         assert!(Matrix::parse("method = \"m\"\n[[client]]\nid = \"a\"\n").is_err());
     }

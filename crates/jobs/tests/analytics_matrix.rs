@@ -55,8 +55,12 @@ fn a_file_that_disagrees_with_the_engines_is_refused() {
         .iter_mut()
         .find(|c| c.id == "applemail_macos")
         .expect("row");
-    assert!(row.dark, "Apple Mail honours prefers-color-scheme");
-    row.dark = false;
+    assert_eq!(
+        row.dark,
+        analytics::matrix::DarkSignal::WhenOptedIn,
+        "Apple Mail applies prefers-color-scheme to emails that declare color-scheme"
+    );
+    row.dark = analytics::matrix::DarkSignal::Always;
     std::fs::write(
         dir.path().join("analytics-matrix.toml"),
         matrix.to_toml().expect("toml"),

@@ -7,7 +7,7 @@
 //! so its refusals read as the API's. The matrix is the one loaded and
 //! checked at start-up (`WebOptions::analytics_matrix`).
 
-use analytics::matrix::{proxy_fact, OpenSignal};
+use analytics::matrix::{proxy_fact, DarkSignal, OpenSignal};
 use app::campaign_changes as changes;
 use app::campaigns as ops;
 use axum::extract::{Form, Path, RawQuery, State};
@@ -728,7 +728,13 @@ fn matrix_table(state: &WebState) -> Markup {
                                 }
                                 td data-print=(row.print) { (yes_no(row.print)) }
                                 td data-forward=(row.forward) { (yes_no(row.forward)) }
-                                td data-dark=(row.dark) { (yes_no(row.dark)) }
+                                td data-dark=(row.dark.as_str()) {
+                                    @match row.dark {
+                                        DarkSignal::Always => span.pass { "Yes" },
+                                        DarkSignal::WhenOptedIn => span { "If the email declares " code { "color-scheme" } },
+                                        DarkSignal::Never => span.fail { "No" },
+                                    }
+                                }
                                 td {
                                     @if let Some(p) = proxy {
                                         a href={ "#" (proxy_anchor(p.name)) } { (p.name) }

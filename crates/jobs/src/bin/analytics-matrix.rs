@@ -13,7 +13,10 @@
 //! (2) images shown, the open image held open 3.5 s by the recorder (so the engine keeps the page
 //! loading, as a reader keeps it open) → open, and reading time: the animation's `r2.gif` (at
 //! 2 s), or the held-open image `h.gif` requested (the service times that one itself);
-//! (3) the profile's dark twin (`color_scheme = dark` through the same emulation) → dark hit;
+//! (3) dark mode: the profile's dark twin in the catalog (the same client and platform, same viewport first,
+//! `color_scheme = dark`: it carries the client's dark-mode behaviours), or the profile itself
+//! with a dark colour scheme when it has none → dark hit for any email (`always`), only for one
+//! whose CSS declares `color-scheme: light dark` (`when-opted-in`), or `never`;
 //! (4) the email inside the forward wrapper the profile's family adds → forward hit;
 //! (5) print: the screenshot path has no print media, so the profile's emulated document is
 //! loaded in Chromium and its stylesheets asked whether a `print` rule gives the beacon element
@@ -25,7 +28,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use analytics::matrix::{ClientSignals, Matrix, OpenSignal, MATRIX_FILE};
+use analytics::matrix::{ClientSignals, DarkSignal, Matrix, OpenSignal, MATRIX_FILE};
 use analytics::{guid_from, tracking_code, HitKind};
 use anyhow::{anyhow, bail, Context};
 use axum::extract::{Path as UrlPath, State};
@@ -43,7 +46,7 @@ const METHOD: &str = "analytics-matrix (crates/jobs/src/bin/analytics-matrix.rs)
 emulate transform of an email carrying the tracking code, drawn by the profile's engine through the \
 render proxy as a screenshot is, a loopback recorder noting the hit URLs requested. open: images as the \
 profile shows them by default (blocked where data/behaviours.toml says remote-images-blocked-by-default), then shown. read: images shown, the open image held 3.5 s; r2.gif \
-fetched (the animation) or h.gif requested (the held-open image the service times). dark: the profile with a dark colour scheme through the same emulation. forward: the email \
+fetched (the animation) or h.gif requested (the held-open image the service times). dark: the profile's dark twin (the same client and platform, same viewport first), else the profile with a dark colour scheme, through its emulation, for a plain email and for one whose CSS declares color-scheme: light dark. forward: the email \
 inside the forward wrapper of the profile's family. print: the emulated document's stylesheets in \
 Chromium (no print media on the screenshot path): a print rule giving the beacon the print image. \
 Proxy facts (Gmail, Yahoo, Apple MPP) are not measured: analytics::matrix::proxy_fact.";
@@ -108,6 +111,13 @@ fn document(body: &str) -> String {
 
 fn email(code: &str) -> String {
     document(&format!("{CONTENT}{code}"))
+}
+
+/// An email that opts in to dark mode the way Apple Mail asks: its CSS declares the schemes.
+fn opted_in_email(code: &str) -> String {
+    document(&format!(
+        "<style>:root {{ color-scheme: light dark; supported-color-schemes: light dark; }}</style>{CONTENT}{code}"
+    ))
 }
 
 /// Asked of the emulated document in Chromium: does a `print` media rule give an element of the
@@ -190,7 +200,7 @@ impl Measurer {
             .unwrap_or_default())
     }
 
-    async fn measure(&self, client: &Client) -> anyhow::Result<ClientSignals> {
+    async fn measure(&self, catalog: &Catalog, client: &Client) -> anyhow::Result<ClientSignals> {
         let open = HitKind::Open.file();
         // The client's documented default (data/behaviours.toml), not the catalog's
         // `image_blocking`, which says only that a no_images screenshot exists.
@@ -207,9 +217,22 @@ impl Measurer {
                 client.id
             );
         }
-        let mut dark_client = client.clone();
-        dark_client.color_scheme = ColorScheme::Dark;
-        let dark = self.draw(&dark_client, email, false, false).await?;
+        let dark_client = dark_twin(catalog, client);
+        let dark = if self
+            .draw(&dark_client, email, false, false)
+            .await?
+            .contains(&HitKind::Dark.file())
+        {
+            DarkSignal::Always
+        } else if self
+            .draw(&dark_client, opted_in_email, false, false)
+            .await?
+            .contains(&HitKind::Dark.file())
+        {
+            DarkSignal::WhenOptedIn
+        } else {
+            DarkSignal::Never
+        };
         let family = client.family.clone();
         let forward = self
             .draw(
@@ -250,7 +273,7 @@ impl Measurer {
             read: shown.contains(&HitKind::Read(2).file()) || shown.contains(&HitKind::Hold.file()),
             print,
             forward: forward.contains(&HitKind::Forward.file()),
-            dark: dark.contains(&HitKind::Dark.file()),
+            dark,
             measured_at: chrono::Utc::now().format("%Y-%m-%d %H:%M:%S").to_string(),
         })
     }
@@ -287,6 +310,33 @@ async fn start(data: &Path, engines: Vec<Engine>) -> anyhow::Result<(Measurer, t
     ))
 }
 
+/// The profile a reader of `client` in dark mode sees: `client` itself when it is dark, else its
+/// dark twin in the catalog (the same client on the same platform, the same viewport where there
+/// is one; it carries the dark-mode behaviours), else `client` with a dark colour scheme.
+fn dark_twin(catalog: &Catalog, client: &Client) -> Client {
+    if client.color_scheme == ColorScheme::Dark {
+        return client.clone();
+    }
+    let dark = |c: &&Client| {
+        c.color_scheme == ColorScheme::Dark
+            && c.client == client.client
+            && c.family == client.family
+            && c.platform == client.platform
+    };
+    // The twin of the same screen first; else one of the same client on the same platform (an
+    // iPhone SE reads dark mode as the iPhone 15 does).
+    let twins = catalog.clients().iter().filter(dark);
+    twins
+        .clone()
+        .find(|c| c.viewport == client.viewport)
+        .or_else(|| twins.clone().next())
+        .cloned()
+        .unwrap_or_else(|| Client {
+            color_scheme: ColorScheme::Dark,
+            ..client.clone()
+        })
+}
+
 fn load_catalog(data: &Path) -> anyhow::Result<Catalog> {
     let path = data.join("clients.toml");
     let text =
@@ -320,10 +370,16 @@ async fn run(args: &[String]) -> anyhow::Result<()> {
     let (m, _work) = start(&data, engines).await?;
     let mut rows = Vec::new();
     for c in &clients {
-        let row = m.measure(c).await?;
+        let row = m.measure(&catalog, c).await?;
         eprintln!(
             "{:28} {:6} open={:?} read={} print={} forward={} dark={}",
-            row.id, row.engine, row.open, row.read, row.print, row.forward, row.dark
+            row.id,
+            row.engine,
+            row.open,
+            row.read,
+            row.print,
+            row.forward,
+            row.dark.as_str()
         );
         rows.push(row);
     }

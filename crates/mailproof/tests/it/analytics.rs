@@ -1314,5 +1314,10 @@ async fn the_report_says_which_signals_each_client_lets_through() {
         (&Value::Null, &json!("blocked-by-default"))
     );
     assert_eq!(row("applemail_macos")["open"], json!("counted"));
+    // Apple Mail applies dark-mode rules only to an email whose CSS declares color-scheme; the
+    // light profile says what its dark twin does.
+    for apple in ["applemail_macos", "applemail_macos_dm"] {
+        assert_eq!(row(apple)["dark"], json!("when-opted-in"), "{apple}");
+    }
     assert!(report["clients"].is_array(), "the report's clients stay");
 }

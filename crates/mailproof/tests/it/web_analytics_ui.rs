@@ -308,7 +308,7 @@ async fn the_analytics_pages_say_what_the_api_and_the_matrix_say() {
         assert_eq!(r[1], json!(open), "{id}");
         assert_eq!(r[2], json!(want.print.to_string()), "{id}");
         assert_eq!(r[3], json!(want.forward.to_string()), "{id}");
-        assert_eq!(r[4], json!(want.dark.to_string()), "{id}");
+        assert_eq!(r[4], json!(want.dark.as_str()), "{id}");
         // Behind a proxy that hides timing, reading time is never shown as measurable.
         // (analytics.md §3.3: Gmail's, Yahoo's and Fastmail's proxies; Apple's MPP only for
         // readers who turned it on.)
