@@ -375,7 +375,7 @@ async fn one_due_row(store: &Store, queue: &Queue) {
                 let done = store::JobOutcome::Done {
                     engine: "blink".into(),
                     rule_set: String::new(),
-                    failed: Vec::new(),
+                    shot: Default::default(),
                 };
                 let finished = store.finish_job(&job, "renderer", now(), &done).await;
                 assert!(finished.expect("finish"), "the job is the renderer's");

@@ -92,7 +92,12 @@ pub fn render_request(
         engine: client.engine,
         viewport,
         scale,
-        mobile: client.mobile,
+        // Never Chromium's mobile emulation: it lays a page without a viewport meta tag out 980
+        // px wide, and the picture (the window's width) then cut every paragraph of such an
+        // email at the right. A mail app shows the email in a view as wide as its screen (the
+        // webmails in a page that sets that viewport), which is what a plain viewport of the
+        // screen's width lays out; a wider email's zoom-out is emulated above, measured.
+        mobile: false,
         color_scheme: transformed.color_scheme,
         block_images: variant.blocks_images(),
     }
@@ -434,6 +439,7 @@ impl RenderWorker {
         } = prepared_request(self.renderer.as_ref(), client, job.variant, transformed)
             .await
             .map_err(render_failure)?;
+        let window = request.viewport.width;
         let rendered = self
             .renderer
             .render(request)
@@ -485,7 +491,13 @@ impl RenderWorker {
         Ok(JobOutcome::Done {
             engine: client.engine.as_str().to_string(),
             rule_set,
-            failed: rendered.failed,
+            shot: store::ShotFacts {
+                failed: rendered.failed,
+                // A zoomed-out client draws at the email's measured width, so only an email its
+                // window really cuts counts.
+                overflow_width: (rendered.content_width > window + 1)
+                    .then_some(rendered.content_width),
+            },
         })
     }
 

@@ -214,7 +214,7 @@ async fn claim_rate(
             let outcome = JobOutcome::Done {
                 engine: "blink".into(),
                 rule_set: "bench".into(),
-                failed: Vec::new(),
+                shot: Default::default(),
             };
             while let Some(job) = store.claim_job(&name, 2_000, 600).await? {
                 if store.finish_job(&job, &name, 2_000, &outcome).await? {

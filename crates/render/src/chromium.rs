@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use crate::engine::{
-    accept_dialog, answer_every, checked_capture, command_failed, launch, page_resources,
+    accept_dialog, answer_every, checked_capture, command_failed, drawn_page, launch,
     screenshot_png, wait_for_load, EngineSetup, LoadEvent, PageFacts, Pages, Running, Shot,
     ShotRequest,
 };
@@ -293,9 +293,9 @@ impl Chromium {
             },
             || async {
                 let text = self
-                    .isolated(session, webkit::protocol::RESOURCES_SCRIPT)
+                    .isolated(session, webkit::protocol::DRAWN_PAGE_SCRIPT)
                     .await?;
-                page_resources(Engine::Blink, text.as_str().unwrap_or_default())
+                drawn_page(Engine::Blink, text.as_str().unwrap_or_default())
             },
         )
         .await

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use domain::{ColorScheme, Engine};
-pub(crate) use webkit::protocol::{PageFacts, PageResource};
+pub(crate) use webkit::protocol::{DrawnPage, PageFacts};
 
 use crate::chromium::Chromium;
 use crate::error::RenderError;
@@ -48,16 +48,16 @@ pub(crate) struct Shot {
     /// Whether the page had text a reader would see, as the page itself said when it was drawn:
     /// a blank picture of such a page is refused.
     pub visible_text: bool,
-    /// The page's resources and their states as it was drawn
-    /// ([`webkit::protocol::RESOURCES_SCRIPT`]).
-    pub resources: Vec<PageResource>,
+    /// The page's resources and content width as it was drawn
+    /// ([`webkit::protocol::DRAWN_PAGE_SCRIPT`]).
+    pub drawn: DrawnPage,
 }
 
-/// [`webkit::protocol::RESOURCES_SCRIPT`]'s answer (JSON text), read.
-pub(crate) fn page_resources(engine: Engine, text: &str) -> Result<Vec<PageResource>, RenderError> {
+/// [`webkit::protocol::DRAWN_PAGE_SCRIPT`]'s answer (JSON text), read.
+pub(crate) fn drawn_page(engine: Engine, text: &str) -> Result<DrawnPage, RenderError> {
     serde_json::from_str(text).map_err(|e| {
         RenderError::Document(format!(
-            "the resource read-back answered unexpected data in {engine}: {e}"
+            "the drawn page's read-back answered unexpected data in {engine}: {e}"
         ))
     })
 }
@@ -400,7 +400,7 @@ const FONT_POLL: Duration = Duration::from_millis(25);
 /// that may be of anything else: reads the page back (`read`) and checks its address, waits
 /// (until `deadline`) for its web fonts, draws (`draw`, given the facts read), reads it back
 /// again, and draws once more if the page's height changed while it was drawn (a late font or
-/// image laid it out again), then reads the page's resources (`resources`). The same steps for
+/// image laid it out again), then reads what the drawn page says of itself (`drawn`). The same steps for
 /// every engine driven from here; WebKit's helper takes them in its own process and reports both
 /// readings.
 pub(crate) async fn checked_capture<R, RF, D, DF, S, SF>(
@@ -409,7 +409,7 @@ pub(crate) async fn checked_capture<R, RF, D, DF, S, SF>(
     deadline: tokio::time::Instant,
     read: R,
     draw: D,
-    resources: S,
+    drawn: S,
 ) -> Result<Shot, RenderError>
 where
     R: Fn() -> RF,
@@ -417,7 +417,7 @@ where
     D: Fn(PageFacts) -> DF,
     DF: std::future::Future<Output = Result<Vec<u8>, RenderError>>,
     S: FnOnce() -> SF,
-    SF: std::future::Future<Output = Result<Vec<PageResource>, RenderError>>,
+    SF: std::future::Future<Output = Result<DrawnPage, RenderError>>,
 {
     let mut before = read().await?;
     check_document(engine, &before, url)?;
@@ -435,11 +435,11 @@ where
         png = draw(after).await?;
         check_document(engine, &read().await?, url)?;
     }
-    let resources = resources().await?;
+    let drawn = drawn().await?;
     Ok(Shot {
         png,
         visible_text,
-        resources,
+        drawn,
     })
 }
 

@@ -17,7 +17,7 @@ use tokio::sync::{Mutex, Notify};
 
 use crate::chromium::tempdir;
 use crate::engine::{
-    accept_dialog, answer_every, checked_capture, command_failed, launch, page_resources,
+    accept_dialog, answer_every, checked_capture, command_failed, drawn_page, launch,
     screenshot_png, wait_for_load, EngineSetup, LoadEvent, PageFacts, Pages, Running, Shot,
     ShotRequest,
 };
@@ -586,9 +586,9 @@ impl SlotFirefox {
             },
             || async {
                 let text = self
-                    .sandboxed(context, webkit::protocol::RESOURCES_SCRIPT)
+                    .sandboxed(context, webkit::protocol::DRAWN_PAGE_SCRIPT)
                     .await?;
-                page_resources(Engine::Gecko, &text)
+                drawn_page(Engine::Gecko, &text)
             },
         )
         .await;

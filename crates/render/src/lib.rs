@@ -161,6 +161,9 @@ pub struct Rendered {
     pub full_thumbnail: Vec<u8>,
     /// The images and stylesheets the page could not load, with why.
     pub failed: Vec<domain::FailedResource>,
+    /// How far the email's content reaches to the right, in CSS px; wider than the viewport when
+    /// the email overflows the client's window and the picture is cut at its edge.
+    pub content_width: u32,
 }
 
 /// The warm engines; share it behind an `Arc` and call [`Renderer::render`] concurrently.
@@ -418,8 +421,12 @@ impl Renderer {
             if thumbs.width != expected_width {
                 tracing::warn!(engine = %req.engine, got = thumbs.width, expected_width, "screenshot width differs from viewport x scale");
             }
-            let failed =
-                failed::failed_resources(&self.proxy, &shot.resources, since, req.block_images);
+            let failed = failed::failed_resources(
+                &self.proxy,
+                &shot.drawn.resources,
+                since,
+                req.block_images,
+            );
             return Ok(Rendered {
                 png,
                 width: thumbs.width,
@@ -427,6 +434,7 @@ impl Renderer {
                 thumbnail: thumbs.top,
                 full_thumbnail: thumbs.full,
                 failed,
+                content_width: shot.drawn.content_width.max(0.0).floor() as u32,
             });
         }
         Err(RenderError::BlankRender { engine: req.engine })

@@ -78,12 +78,12 @@ impl Webkit {
         check_document(Engine::Webkit, &capture.before, req.url)?;
         check_document(Engine::Webkit, &capture.after, req.url)?;
         let visible_text = capture.before.visible_text;
-        let resources = capture.resources;
+        let drawn = capture.drawn;
         if whole == req.scale {
             return Ok(Shot {
                 png: capture.png,
                 visible_text,
-                resources,
+                drawn,
             });
         }
         let width = (req.width as f32 * req.scale).round() as u32;
@@ -93,7 +93,7 @@ impl Webkit {
         Ok(Shot {
             png,
             visible_text,
-            resources,
+            drawn,
         })
     }
 

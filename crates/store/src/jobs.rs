@@ -22,12 +22,12 @@ pub struct ClaimedJob {
 
 #[derive(Clone, Debug)]
 pub enum JobOutcome {
-    /// The screenshot is stored. `engine` and `rule_set` say what made it; `failed` lists the
-    /// images and stylesheets its page could not load.
+    /// The screenshot is stored. `engine` and `rule_set` say what made it; `shot` what its page
+    /// could not load and whether it overflowed the window.
     Done {
         engine: String,
         rule_set: String,
-        failed: Vec<domain::FailedResource>,
+        shot: crate::ShotFacts,
     },
     /// Try again after `retry_at`.
     Retry { error: String, retry_at: i64 },
@@ -156,13 +156,16 @@ impl Store {
             JobOutcome::Done {
                 engine,
                 rule_set,
-                failed,
+                shot,
             } => {
-                sqlx::query("UPDATE render_jobs SET failed_resources = $1 WHERE id = $2")
-                    .bind(serde_json::to_string(failed)?)
-                    .bind(job.id)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "UPDATE render_jobs SET failed_resources = $1, overflow_width = $2 WHERE id = $3",
+                )
+                .bind(serde_json::to_string(&shot.failed)?)
+                .bind(shot.overflow_width.map(i64::from))
+                .bind(job.id)
+                .execute(&mut *tx)
+                .await?;
                 sqlx::query(
                     "UPDATE test_clients SET engine = $1, rule_set = $2 WHERE test_id = $3 AND client_id = $4",
                 )

@@ -87,7 +87,7 @@ pub use queue::{
 pub use retention::{CONTENT_TABLES, KEPT_PER_TEST};
 pub use spam::{PendingSend, SpamRow, SpamUpdate};
 pub use tests::{
-    ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, TestRow,
+    ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, ShotFacts, TestRow,
 };
 pub use web::{SessionRow, ShareRow, TestSummary};
 

@@ -77,20 +77,38 @@ pub struct ClientRow {
     pub bounce_message: Option<String>,
     pub engine: Option<String>,
     pub rule_set: Option<String>,
-    /// Per screenshot variant that is done, the images and stylesheets its page could not load
-    /// (in the order of `variants`).
-    pub failed: Vec<(Variant, Vec<domain::FailedResource>)>,
+    /// Per screenshot variant that is done, what its page said when drawn (in the order of
+    /// `variants`).
+    pub shots: Vec<(Variant, ShotFacts)>,
+}
+
+/// What one screenshot's page said when it was drawn, beyond the picture.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShotFacts {
+    /// The images and stylesheets it could not load.
+    pub failed: Vec<domain::FailedResource>,
+    /// The email's laid-out width in CSS px when it was wider than the client's window: the
+    /// picture is cut at the window's edge.
+    pub overflow_width: Option<u32>,
 }
 
 impl ClientRow {
     /// Every failed resource of every variant, once per address (the same image fails in each).
     pub fn failed_once(&self) -> Vec<&domain::FailedResource> {
         let mut seen = std::collections::HashSet::new();
-        self.failed
+        self.shots
             .iter()
-            .flat_map(|(_, list)| list)
+            .flat_map(|(_, shot)| &shot.failed)
             .filter(|f| seen.insert((f.url.as_str(), f.kind)))
             .collect()
+    }
+
+    /// What `variant`'s screenshot said, once it is done.
+    pub fn shot(&self, variant: Variant) -> Option<&ShotFacts> {
+        self.shots
+            .iter()
+            .find(|(v, _)| *v == variant)
+            .map(|(_, s)| s)
     }
 }
 
@@ -169,7 +187,7 @@ fn client_from_row(row: &sqlx::any::AnyRow) -> Result<ClientRow> {
         bounce_message: row.try_get("bounce_message")?,
         engine: row.try_get("engine")?,
         rule_set: row.try_get("rule_set")?,
-        failed: Vec::new(),
+        shots: Vec::new(),
     })
 }
 
@@ -354,25 +372,29 @@ impl Store {
             .iter()
             .map(client_from_row)
             .collect::<Result<Vec<_>>>()?;
-        let failed = sqlx::query(
-            "SELECT client_id, variant, failed_resources FROM render_jobs
+        let shots = sqlx::query(
+            "SELECT client_id, variant, failed_resources, overflow_width FROM render_jobs
              WHERE test_id = $1 AND state = 'done' AND failed_resources IS NOT NULL",
         )
         .bind(test_id)
         .fetch_all(&self.pool)
         .await?;
-        for row in &failed {
+        for row in &shots {
             let client: String = row.try_get("client_id")?;
             let variant = Variant::parse_known(&row.try_get::<String, _>("variant")?)?;
-            let list: Vec<domain::FailedResource> =
-                serde_json::from_str(&row.try_get::<String, _>("failed_resources")?)?;
+            let facts = ShotFacts {
+                failed: serde_json::from_str(&row.try_get::<String, _>("failed_resources")?)?,
+                overflow_width: row
+                    .try_get::<Option<i64>, _>("overflow_width")?
+                    .and_then(|w| u32::try_from(w).ok()),
+            };
             if let Some(c) = clients.iter_mut().find(|c| c.client_id == client) {
-                c.failed.push((variant, list));
+                c.shots.push((variant, facts));
             }
         }
         for c in &mut clients {
             let order = c.variants.clone();
-            c.failed
+            c.shots
                 .sort_by_key(|(v, _)| order.iter().position(|o| o == v).unwrap_or(usize::MAX));
         }
         Ok(clients)
@@ -529,7 +551,7 @@ impl Store {
                     sqlx::query(
                         "UPDATE render_jobs SET state = 'queued', attempts = 0, lease_owner = NULL,
                             lease_expires = NULL, not_before = $1, last_error = NULL,
-                            failed_resources = NULL
+                            failed_resources = NULL, overflow_width = NULL
                          WHERE test_id = $2 AND client_id = $3",
                     )
                     .bind(now)

@@ -152,6 +152,10 @@ fn form_markup(state: &WebState, viewer: &Viewer, d: &Draft, errs: &[FieldError]
                     span id="clients-count" role="status" {}
                 }
                 @if let Some(m) = e("clients") { p.error id="err-clients" { (m) } }
+                // Folded: the defaults are usually what is wanted, and 57 checkboxes would be 57
+                // Tab stops on the way to "Create test". Open when the clients are in error.
+                details.client-list open[e("clients").is_some()] {
+                summary { "Choose clients (" (usable.len()) ")" }
                 @for cat in CATEGORIES {
                     @let in_cat: Vec<&&domain::Client> = usable.iter().filter(|c| c.category == cat).collect();
                     @if !in_cat.is_empty() {
@@ -172,6 +176,7 @@ fn form_markup(state: &WebState, viewer: &Viewer, d: &Draft, errs: &[FieldError]
                             }
                         }
                     }
+                }
                 }
             }
             div.check {

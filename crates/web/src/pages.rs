@@ -585,6 +585,9 @@ fn client_card(
             @if let Some(words) = failed_words(r) {
                 span.failed { (words) }
             }
+            @if r.status == ScreenshotStatus::Complete && r.shot(Variant::Default).is_some_and(|s| s.overflow_width.is_some()) {
+                span.cut-mark { "Wider than the window: cut at the right" }
+            }
             span.pick {
                 input type="checkbox" name="c" value=(r.client_id) id=(cb) form="compare";
                 label for=(cb) { "Compare" span.vh { " " (name) } }
@@ -621,7 +624,7 @@ fn failed_words(r: &ClientRow) -> Option<String> {
 /// picture a wrong address and an unreachable host look the same. Nothing is said for a
 /// screenshot drawn before the service recorded this.
 fn failed_section(row: &ClientRow, current: Variant) -> Markup {
-    let Some((_, list)) = row.failed.iter().find(|(v, _)| *v == current) else {
+    let Some(list) = row.shot(current).map(|s| &s.failed) else {
         return html! {};
     };
     let images_off = current.blocks_images();
@@ -1196,9 +1199,16 @@ async fn client_markup(
                         button type="button" data-zoom="css" aria-pressed="false" { "CSS size" }
                         button type="button" data-zoom="device" aria-pressed="false" { "Device pixels" }
                     }
-                    figure.full tabindex="0" data-zoom="fit" data-scale=(profile.map_or(1.0, |c| c.scale)) {
+                    @let cut = row.shot(current).and_then(|s| s.overflow_width);
+                    @if let Some(w) = cut {
+                        p.cut-note id="cut-note" {
+                            "This email is " (w) " px wide, wider than this client's "
+                            (profile.map_or(0, |c| c.viewport.width)) " px window: the client cuts it at the right edge, and readers scroll sideways to see the rest. The screenshot shows the window."
+                        }
+                    }
+                    figure.full.cut[cut.is_some()] tabindex="0" data-zoom="fit" data-scale=(profile.map_or(1.0, |c| c.scale)) {
                         img id="full-shot" src=(src) alt={ "Screenshot of the email in " (name) ", " (current.label()) };
-                        figcaption { (name) " — " (current.label()) }
+                        figcaption { (name) " — " (current.label()) @if cut.is_some() { " (cut at the window's right edge)" } }
                     }
                     (failed_section(row, current))
                 } @else {

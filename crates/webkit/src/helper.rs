@@ -2,7 +2,7 @@
 
 use crate::error::WebkitError;
 use crate::protocol::{
-    HelperOptions, PageFacts, PageResource, RenderRequest, Reply, Timings, MAX_REPLY_LINE_BYTES,
+    DrawnPage, HelperOptions, PageFacts, RenderRequest, Reply, Timings, MAX_REPLY_LINE_BYTES,
 };
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -50,7 +50,7 @@ pub(crate) struct Rendered {
     pub timings: Timings,
     pub before: PageFacts,
     pub after: PageFacts,
-    pub resources: Vec<PageResource>,
+    pub drawn: DrawnPage,
 }
 
 impl Helper {
@@ -178,7 +178,7 @@ impl Helper {
                 timings,
                 before,
                 after,
-                resources,
+                drawn,
             } => Ok(Rendered {
                 width_px,
                 height_px,
@@ -186,7 +186,7 @@ impl Helper {
                 timings,
                 before,
                 after,
-                resources,
+                drawn,
             }),
             Reply::Failed {
                 message,

@@ -105,8 +105,8 @@ pub struct Capture {
     /// checks them against what it asked for.
     pub before: PageFacts,
     pub after: PageFacts,
-    /// The page's resources and their states, read after the capture.
-    pub resources: Vec<protocol::PageResource>,
+    /// What the page said of itself once drawn: its resources, its content's width.
+    pub drawn: protocol::DrawnPage,
 }
 
 /// A warm WebKitGTK engine; share it behind an `Arc` and call [`WebkitEngine::capture`]
@@ -307,7 +307,7 @@ impl WebkitEngine {
             timings: rendered.timings,
             before: rendered.before,
             after: rendered.after,
-            resources: rendered.resources,
+            drawn: rendered.drawn,
         })
     }
 

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 /// get here); JSON escaping can grow HTML up to six-fold (`\u0001`), hence the factor.
 pub const MAX_REQUEST_LINE_BYTES: usize = 6 * domain::MAX_HTML_BYTES + 64 * 1024;
 
-/// The largest reply line the engine accepts from the helper: room for [`RESOURCES_SCRIPT`]'s
+/// The largest reply line the engine accepts from the helper: room for [`DRAWN_PAGE_SCRIPT`]'s
 /// 400 addresses of up to 2,049 characters each.
 pub const MAX_REPLY_LINE_BYTES: usize = 1024 * 1024;
 
@@ -106,8 +106,19 @@ pub const PAGE_FACTS_SCRIPT: &str = r#"(function () {
   });
 })()"#;
 
+/// What the page says of itself once drawn ([`DRAWN_PAGE_SCRIPT`]): its resources and how far its
+/// content reaches to the right.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DrawnPage {
+    pub resources: Vec<PageResource>,
+    /// The right edge of the rightmost visible box, in CSS px, at most the root's scroll width
+    /// (so content clipped by an `overflow: hidden` box does not count): wider than the window
+    /// when the email overflows it and the picture is cut there.
+    pub content_width: f64,
+}
+
 /// A resource the page references and what the page knows of it, read once after the capture
-/// by [`RESOURCES_SCRIPT`]; `render` adds what its proxy saw and keeps the ones that failed.
+/// by [`DRAWN_PAGE_SCRIPT`]; `render` adds what its proxy saw and keeps the ones that failed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PageResource {
     pub url: String,
@@ -128,15 +139,16 @@ pub enum ResourceState {
     Unknown,
 }
 
-/// The resources of the page and their states, as JSON text of [`PageResource`]s, run in the
-/// same isolated world as [`PAGE_FACTS_SCRIPT`]: every `<img>` (`complete` and its pixels; a lazy
+/// The page as drawn, as JSON text of a [`DrawnPage`], run once after the capture in the same
+/// isolated world as [`PAGE_FACTS_SCRIPT`]. Its content width is measured over the boxes of the
+/// first 20,000 elements. Its resources and their states: every `<img>` (`complete` and its pixels; a lazy
 /// image not yet asked for is left out), every stylesheet link (none without a sheet; an engine may keep an
 /// empty sheet for an error answer, so one with a sheet is left to the proxy's record), and the
 /// http(s) background images of the first 20,000 elements. At most 400 entries, addresses cut after
 /// 2,049 characters (`domain::resources` marks the cut); `data:` and other inline addresses are
 /// not fetched and are left out.
-pub const RESOURCES_SCRIPT: &str = r#"(function () {
-  var d = document, out = [], seen = {}, max = 400, i;
+pub const DRAWN_PAGE_SCRIPT: &str = r#"(function () {
+  var d = document, out = [], seen = {}, max = 400, i, right = 0;
   function add(url, kind, state) {
     if (!url || out.length >= max || !/^https?:/i.test(url)) return;
     var key = kind + ' ' + url;
@@ -158,12 +170,15 @@ pub const RESOURCES_SCRIPT: &str = r#"(function () {
   }
   var all = d.getElementsByTagName('*'), re = /url\(\s*(["']?)(.*?)\1\s*\)/g, m;
   for (i = 0; i < all.length && i < 20000; i++) {
+    var box = all[i].getBoundingClientRect();
+    if (box.width > 0 && box.height > 0 && box.right > right) right = box.right;
     var bg = getComputedStyle(all[i]).backgroundImage;
     if (!bg || bg === 'none' || bg.indexOf('url(') < 0) continue;
     re.lastIndex = 0;
     while ((m = re.exec(bg))) add(m[2], 'background_image', 'unknown');
   }
-  return JSON.stringify(out);
+  var root = d.documentElement, scrolled = root ? root.scrollWidth : 0;
+  return JSON.stringify({resources: out, content_width: Math.min(right + scrollX, scrolled)});
 })()"#;
 
 /// One page to render.
@@ -200,9 +215,9 @@ pub enum Reply {
         before: PageFacts,
         /// Read from the page after the capture.
         after: PageFacts,
-        /// [`RESOURCES_SCRIPT`]'s answer, read after the capture.
+        /// [`DRAWN_PAGE_SCRIPT`]'s answer, read after the capture.
         #[serde(default)]
-        resources: Vec<PageResource>,
+        drawn: DrawnPage,
     },
     /// The page could not be rendered; the helper stays usable unless `fatal`.
     Failed { message: String, fatal: bool },

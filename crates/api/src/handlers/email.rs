@@ -160,15 +160,24 @@ pub fn client_result(
         .or_else(|| profile.map(|c| c.rules.clone()));
     out.insert("engine".into(), json!(engine));
     out.insert("rule_set".into(), json!(rules));
-    // A mailproof addition: per screenshot, what its page could not load and why (a broken
-    // email and an unreachable host look alike in the picture). Once the client is complete.
+    // Mailproof additions, once the client is complete: per screenshot, what its page could not
+    // load and why (a broken email and an unreachable host look alike in the picture), and the
+    // email's width where it was wider than the client's window (the picture is cut there).
     if row.status == ScreenshotStatus::Complete {
         let failed: Map<String, Value> = row
-            .failed
+            .shots
             .iter()
-            .map(|(variant, list)| (variant.as_str().to_string(), json!(list)))
+            .map(|(variant, shot)| (variant.as_str().to_string(), json!(shot.failed)))
             .collect();
         out.insert("failed_resources".into(), Value::Object(failed));
+        let wider: Map<String, Value> = row
+            .shots
+            .iter()
+            .filter_map(|(variant, shot)| {
+                Some((variant.as_str().to_string(), json!(shot.overflow_width?)))
+            })
+            .collect();
+        out.insert("overflow_width".into(), Value::Object(wider));
     }
     Value::Object(out)
 }

@@ -96,6 +96,7 @@ impl RenderEngine for TestEngine {
             thumbnail: png(2, 2),
             full_thumbnail: png(3, 3),
             failed: Vec::new(),
+            content_width: width,
         })
     }
 

@@ -445,7 +445,7 @@ pub(crate) async fn finish_as_renderer(
     let done = store::JobOutcome::Done {
         engine: "blink".into(),
         rule_set: "test".into(),
-        failed: Vec::new(),
+        shot: Default::default(),
     };
     let now = chrono::Utc::now().timestamp();
     assert!(store

@@ -19,6 +19,9 @@ const DIFF_DONE: &str = "document.body.dataset.diffDone === '1'";
 
 const CLIENTS: [&str; 2] = ["outlook365_win", "gmail_android"];
 
+/// Gmail in a phone's browser: a 412 px window that cuts a wider email (drawn by Chromium).
+const PHONE_WEBMAIL: &str = "gmail_mobile_web";
+
 const HTML: &str = "<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>Acme monthly</title></head>\n\
 <body style=\"margin:0;background:#ffffff;font-family:Arial,sans-serif;color:#222222\">\n\
 <h1>November at Acme</h1>\n<p>Hello Jane, this month the team finished the reporting screens you asked about.</p>\n\
@@ -59,6 +62,10 @@ pub(crate) async fn assert_fits(b: &mut Browser, what: &str, width: u32) {
 
 /// Every image on the page has loaded.
 const IMAGES_LOADED: &str = "[...document.images].every(i => i.complete && i.naturalWidth > 0)";
+
+/// Every image a filter leaves shown has loaded (a hidden card's lazy picture never loads).
+const SHOWN_IMAGES_LOADED: &str =
+    "[...document.images].filter(i => i.offsetParent).every(i => i.complete && i.naturalWidth > 0)";
 
 /// The filter rows of the page's spam table: (filter, label).
 async fn shown_verdicts(b: &mut Browser) -> Vec<(String, String)> {
@@ -231,7 +238,7 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
 <body style=\"margin:0;font-family:Arial,sans-serif\"><h1>Our autumn range</h1>\n\
 <img src=\"{ok}\" width=\"40\" height=\"40\" alt=\"Logo\">\n<img src=\"{gone}\" width=\"200\" height=\"80\" alt=\"Hero\">\n\
 <img src=\"{refused}\" width=\"40\" height=\"40\" alt=\"Inside\">\n<img src=\"{slow}\" width=\"200\" height=\"40\" alt=\"Banner\">\n\
-<p>Read the whole range on our site.</p></body></html>\n"
+<table width=\"700\" role=\"presentation\"><tr><td>Read the whole range on our site.</td></tr></table></body></html>\n"
     );
     let s = MailServer::start_with(
         "[render]\nengines = [\"blink\"]\nslots_per_engine = 1\nresource_wait = 3\n",
@@ -241,7 +248,7 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
     let created = s
         .post(
             "/v5/email/tests",
-            &json!({"subject": "Broken pictures", "html": html, "clients": [client, CLIENTS[1]], "image_blocking": true}),
+            &json!({"subject": "Broken pictures", "html": html, "clients": [client, CLIENTS[1], PHONE_WEBMAIL], "image_blocking": true}),
         )
         .await
         .ok()
@@ -279,6 +286,20 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
         Some((json!("image"), json!("timeout"), Value::Null))
     );
     assert_eq!(listed.len(), 3, "{listed:?}");
+    // A 700 px email in a 412 px phone browser is cut at the window's edge (a desktop window
+    // holds it; Gmail's app zooms it out to fit).
+    let all = s
+        .get(&format!("/v5/email/tests/{id}/results"))
+        .await
+        .ok()
+        .clone();
+    let cut = all[PHONE_WEBMAIL]["overflow_width"]["default"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{PHONE_WEBMAIL} overflows: {}", all[PHONE_WEBMAIL]));
+    assert!(cut >= 700, "{cut}");
+    for fits in [client, CLIENTS[1]] {
+        assert_eq!(all[fits]["overflow_width"], json!({}), "{fits}");
+    }
     // Images off: only stylesheets could fail, and none did.
     assert_eq!(
         result["failed_resources"]["no_images"],
@@ -297,6 +318,18 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
             b.text(&format!(".card[data-client={client}] .failed"))
                 .await,
             "3 images did not load"
+        );
+        assert_eq!(
+            b.text(&format!(".card[data-client={PHONE_WEBMAIL}] .cut-mark"))
+                .await,
+            "Wider than the window: cut at the right"
+        );
+        assert_eq!(
+            b.eval(&format!(
+                "!!document.querySelector('.card[data-client={client}] .cut-mark')"
+            ))
+            .await,
+            json!(false)
         );
         assert_fits(&mut b, "broken pictures test", width).await;
         shot_for_people(&mut b, "broken pictures test", width).await;
@@ -333,6 +366,16 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
         shot_for_people(&mut b, "broken pictures client", width).await;
         b.check_accessibility(&axe, &format!("broken pictures client ({width} px)"))
             .await;
+        b.goto(&s.url(&format!("{test_path}/clients/{PHONE_WEBMAIL}")))
+            .await;
+        let note = b.text("#cut-note").await;
+        assert!(
+            note.starts_with(&format!(
+                "This email is {cut} px wide, wider than this client's 412 px window"
+            )),
+            "{note}"
+        );
+        shot_for_people(&mut b, "cut phone webmail", width).await;
         b.goto(&s.url(&format!("{client_path}?variant=no_images")))
             .await;
         assert_eq!(
@@ -356,13 +399,13 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
         .values()
         .filter(|r| r["status"] == "Complete")
         .count();
-    assert_eq!(complete, 2);
+    assert_eq!(complete, 3);
     assert_eq!(
         b.eval("[...document.querySelectorAll('#show-status option')].map(o => o.textContent)")
             .await,
         json!([
-            "All (2)",
-            "Complete (2)",
+            "All (3)",
+            "Complete (3)",
             "Pending (0)",
             "Processing (0)",
             "Bounced (0)"
@@ -408,7 +451,8 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
             "{when}: the card opens the images-off screenshot"
         );
         assert_eq!(b.eval(visible).await, json!([client]), "{when}");
-        b.wait_for(IMAGES_LOADED, Duration::from_secs(30)).await;
+        b.wait_for(SHOWN_IMAGES_LOADED, Duration::from_secs(30))
+            .await;
     }
     shot_for_people(&mut b, "broken pictures images off", 1440).await;
     b.check_accessibility(&axe, "broken pictures images off")
@@ -421,7 +465,7 @@ async fn a_screenshot_says_which_images_did_not_load_and_why() {
         .await
         .as_str()
         .is_some_and(|s| !s.contains("no_images")));
-    assert_eq!(b.text("#shown-count").await, "2 shown");
+    assert_eq!(b.text("#shown-count").await, "3 shown");
 }
 
 #[tokio::test]
@@ -490,6 +534,25 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
         s.get("/v5/email/tests").await.ok().clone(),
         before,
         "no test created"
+    );
+    // The way to "Create test" by keyboard is short: the clients' checkboxes are folded.
+    b.goto(&s.url("/tests/new")).await;
+    let mut stops = 0;
+    let at_submit =
+        "document.activeElement.matches(\"form[action='/tests/new'] button[type=submit]\")";
+    while stops < 80 && b.eval(at_submit).await != json!(true) {
+        for kind in ["keyDown", "keyUp"] {
+            b.call(
+                "Input.dispatchKeyEvent",
+                json!({"type": kind, "key": "Tab", "code": "Tab", "windowsVirtualKeyCode": 9}),
+            )
+            .await;
+        }
+        stops += 1;
+    }
+    assert!(
+        stops <= 20,
+        "{stops} Tab stops to \"Create test\" (80 means it was never reached)"
     );
     // Select all / none, with a live count.
     let total = b

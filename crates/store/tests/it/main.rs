@@ -3,7 +3,7 @@
 
 use domain::{ScreenshotStatus, TestKind, Variant};
 use store::testing::TestDb;
-use store::{Backend, JobOutcome, NewTest, NewTestClient, Store};
+use store::{Backend, JobOutcome, NewTest, NewTestClient, ShotFacts, Store};
 
 /// Runs each named `async fn(Backend)` as two tests, `NAME::sqlite` and `NAME::postgres`.
 macro_rules! on_both {
@@ -52,7 +52,7 @@ fn done() -> JobOutcome {
     JobOutcome::Done {
         engine: "blink".into(),
         rule_set: "r".into(),
-        failed: Vec::new(),
+        shot: Default::default(),
     }
 }
 
@@ -123,14 +123,20 @@ async fn each_screenshot_keeps_what_its_page_could_not_load_until_it_is_drawn_ag
             .await
             .expect("claim")
             .expect("a job");
-        let failed = match job.variant {
-            Variant::Default => vec![image.clone(), sheet.clone()],
-            _ => vec![sheet.clone()],
+        let shot = match job.variant {
+            Variant::Default => ShotFacts {
+                failed: vec![image.clone(), sheet.clone()],
+                overflow_width: Some(640),
+            },
+            _ => ShotFacts {
+                failed: vec![sheet.clone()],
+                overflow_width: None,
+            },
         };
         let outcome = JobOutcome::Done {
             engine: "blink".into(),
             rule_set: "r".into(),
-            failed,
+            shot,
         };
         assert!(store
             .finish_job(&job, "w1", 2_001, &outcome)
@@ -139,10 +145,22 @@ async fn each_screenshot_keeps_what_its_page_could_not_load_until_it_is_drawn_ag
     }
     let c = &store.test_clients(&id).await.expect("clients")[0];
     assert_eq!(
-        c.failed,
+        c.shots,
         vec![
-            (Variant::Default, vec![image.clone(), sheet.clone()]),
-            (Variant::NoImages, vec![sheet.clone()]),
+            (
+                Variant::Default,
+                ShotFacts {
+                    failed: vec![image.clone(), sheet.clone()],
+                    overflow_width: Some(640),
+                }
+            ),
+            (
+                Variant::NoImages,
+                ShotFacts {
+                    failed: vec![sheet.clone()],
+                    overflow_width: None,
+                }
+            ),
         ]
     );
     assert_eq!(c.failed_once(), vec![&image, &sheet]);
@@ -152,7 +170,7 @@ async fn each_screenshot_keeps_what_its_page_could_not_load_until_it_is_drawn_ag
         .await
         .expect("reprocess");
     assert!(store.test_clients(&id).await.expect("clients")[0]
-        .failed
+        .shots
         .is_empty());
 }
 

@@ -17,8 +17,8 @@ use std::process::ExitCode;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use webkit::protocol::{
-    Faults, HelperOptions, PageFacts, PageResource, RenderRequest, Reply, Timings,
-    MAX_REQUEST_LINE_BYTES, MAX_SURFACE_PX, PAGE_FACTS_SCRIPT, RESOURCES_SCRIPT,
+    DrawnPage, Faults, HelperOptions, PageFacts, RenderRequest, Reply, Timings, DRAWN_PAGE_SCRIPT,
+    MAX_REQUEST_LINE_BYTES, MAX_SURFACE_PX, PAGE_FACTS_SCRIPT,
 };
 use webkit2gtk::{
     CacheModel, HardwareAccelerationPolicy, LoadEvent, NavigationPolicyDecision,
@@ -390,7 +390,7 @@ impl Renderer {
             after = self.facts().await?;
         }
         let snapshot_at = Instant::now();
-        let resources = self.resources().await?;
+        let drawn = self.drawn().await?;
         let device_width = request.width.saturating_mul(scale);
         let (width_px, height_px) =
             write_png(&surface, device_width, &request.out).map_err(|message| Reply::Failed {
@@ -409,13 +409,13 @@ impl Renderer {
             timings,
             before,
             after,
-            resources,
+            drawn,
         })
     }
 
-    /// [`RESOURCES_SCRIPT`] on the page as it was drawn.
-    async fn resources(&self) -> Result<Vec<PageResource>, Reply> {
-        self.read_back(RESOURCES_SCRIPT, "the resource read-back")
+    /// [`DRAWN_PAGE_SCRIPT`] on the page as it was drawn.
+    async fn drawn(&self) -> Result<DrawnPage, Reply> {
+        self.read_back(DRAWN_PAGE_SCRIPT, "the drawn page's read-back")
             .await
     }
 
