@@ -106,7 +106,10 @@ pub struct Client {
     /// Device scale factor: screenshot pixel width = viewport width x scale.
     #[serde(default = "one")]
     pub scale: f32,
-    /// Touch device: mobile viewport semantics (meta viewport honoured).
+    /// A touch device (a phone or tablet). Not a layout switch: every profile lays the email out
+    /// at its screen's width, as a mail app's view does (`jobs::render_request`); Chromium's
+    /// mobile emulation, which honours an email's viewport meta and lays a page without one out
+    /// 980 px wide, is not used for screenshots.
     #[serde(default)]
     pub mobile: bool,
     #[serde(default)]

@@ -122,13 +122,9 @@ pub async fn prepared_request(
     mut transformed: emulate::Transformed,
 ) -> Result<Prepared, render::RenderError> {
     if transformed.zoom_to_fit.is_some() {
-        // Laid out at the screen's width as the client does, whatever the email's viewport meta
-        // says: mobile emulation lays a page without one out 980 px wide, which would zoom out
-        // even a plain paragraph.
-        let at_screen = RenderRequest {
-            mobile: false,
-            ..render_request(client, variant, transformed.clone())
-        };
+        // Laid out at the screen's width as the client does and as it is drawn
+        // (`render_request`), whatever the email's viewport meta says.
+        let at_screen = render_request(client, variant, transformed.clone());
         let width = renderer.page_width(&at_screen).await?;
         transformed.measured(width, at_screen.viewport.width);
     }
