@@ -1,3 +1,6 @@
+//! The requirements checked on built messages: the shipped file read and validated, each check
+//! against mail that passes and fails it, and the report as the API answers it.
+
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr};
 
