@@ -236,19 +236,36 @@ pub(crate) fn next_hop(
     checked_url(next.as_str(), policy).map(Some)
 }
 
+/// The certificates of `[fetch] ca_file`, if one is set: read, or why not (naming the file). Also
+/// checked at start-up ([`check_ca_file`]), so a wrong path stops the service, not each fetch.
+fn extra_roots(policy: &NetPolicy) -> Result<Vec<reqwest::Certificate>, String> {
+    let Some(path) = &policy.ca_file else {
+        return Ok(Vec::new());
+    };
+    let unusable = |reason: String| format!("[fetch] ca_file {}: {reason}", path.display());
+    let pem = std::fs::read(path).map_err(|e| unusable(e.to_string()))?;
+    let roots = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| unusable(e.to_string()))?;
+    if roots.is_empty() {
+        return Err(unusable(
+            "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+        ));
+    }
+    Ok(roots)
+}
+
+/// Whether `[fetch] ca_file` (when set) can be read and holds certificates: for the start-up
+/// checks.
+pub fn check_ca_file(policy: &NetPolicy) -> Result<(), String> {
+    extra_roots(policy).map(drop)
+}
+
 pub(crate) fn client(policy: &NetPolicy, url: &Url) -> Result<reqwest::Client, FetchError> {
     let mut builder = reqwest::Client::builder();
-    if let Some(path) = &policy.ca_file {
-        let unusable = |reason: String| FetchError::Request {
-            url: url.to_string(),
-            reason: format!("[fetch] ca_file {}: {reason}", path.display()),
-        };
-        let pem = std::fs::read(path).map_err(|e| unusable(e.to_string()))?;
-        for certificate in
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| unusable(e.to_string()))?
-        {
-            builder = builder.add_root_certificate(certificate);
-        }
+    for certificate in extra_roots(policy).map_err(|reason| FetchError::Request {
+        url: url.to_string(),
+        reason,
+    })? {
+        builder = builder.add_root_certificate(certificate);
     }
     builder
         .dns_resolver(Arc::new(CheckedResolver {

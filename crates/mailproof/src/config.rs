@@ -745,6 +745,10 @@ impl Settings {
                 "[keys] smtp_tls_cert_file and smtp_tls_key_file go together: give both (STARTTLS on the SMTP listener) or neither".into(),
             );
         }
+        let fetch = file.fetch.unwrap_or_default();
+        if let Err(why) = content::fetch::check_ca_file(&fetch) {
+            problems.push(why);
+        }
         if !problems.is_empty() {
             bail!("invalid settings:\n  {}", problems.join("\n  "));
         }
@@ -778,7 +782,7 @@ impl Settings {
             default_rate_limit: file.default_rate_limit.unwrap_or(600),
             retention_days,
             max_body_bytes: file.max_body_bytes.unwrap_or(32 * 1024 * 1024),
-            fetch: file.fetch.unwrap_or_default(),
+            fetch,
             blobs: file.blobs.unwrap_or_default(),
             render: file.render.unwrap_or_default(),
             spam: file.spam.unwrap_or_default(),
@@ -903,6 +907,27 @@ mod tests {
             config: Some(config),
             ..Default::default()
         })
+    }
+
+    #[test]
+    fn a_ca_file_that_is_missing_or_not_pem_stops_the_start_naming_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let missing = dir.path().join("nowhere.pem");
+        let err = resolve_file(&dir, &format!("[fetch]\nca_file = {missing:?}\n"))
+            .expect_err("a missing CA file is refused");
+        assert!(
+            err.to_string().contains("[fetch] ca_file") && err.to_string().contains("nowhere.pem"),
+            "{err}"
+        );
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "not a certificate\n").expect("write");
+        let err = resolve_file(&dir, &format!("[fetch]\nca_file = {junk:?}\n"))
+            .expect_err("a file without certificates is refused");
+        assert!(err.to_string().contains("no PEM certificate"), "{err}");
+        assert!(
+            resolve_file(&dir, "[fetch]\n").is_ok(),
+            "no CA file: nothing to check"
+        );
     }
 
     #[test]
