@@ -110,6 +110,31 @@ const MAX_CACHED_CAMPAIGNS: usize = 10_000;
 
 type CachedCampaign = (Instant, Option<Arc<CampaignRow>>);
 
+/// How often a database outage seen by hits is logged: each hit meets it, and a campaign with
+/// thousands of readers would otherwise write thousands of the same line a second.
+const OUTAGE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Lets one warning through per [`OUTAGE_LOG_EVERY`] and counts the ones held back.
+#[derive(Default)]
+struct OutageLog {
+    last: Mutex<Option<Instant>>,
+    held: std::sync::atomic::AtomicU64,
+}
+
+impl OutageLog {
+    /// `Some(held back since the last one)` when this warning may be written.
+    fn pass(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering;
+        let mut last = self.last.lock().ok()?;
+        if last.is_some_and(|at| at.elapsed() < OUTAGE_LOG_EVERY) {
+            self.held.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        *last = Some(Instant::now());
+        Some(self.held.swap(0, Ordering::Relaxed))
+    }
+}
+
 /// The hit path's shared parts: the writer's queue (started on the first hit, inside the
 /// runtime), the rate limits and the campaigns recently read.
 pub struct Hits {
@@ -118,6 +143,7 @@ pub struct Hits {
     per_address: RateLimiter<IpAddr>,
     per_campaign: RateLimiter<String>,
     campaigns: Mutex<HashMap<String, CachedCampaign>>,
+    outage_log: OutageLog,
 }
 
 impl Hits {
@@ -128,6 +154,7 @@ impl Hits {
             per_address: RateLimiter::default(),
             per_campaign: RateLimiter::default(),
             campaigns: Mutex::default(),
+            outage_log: OutageLog::default(),
         }
     }
 
@@ -152,11 +179,15 @@ impl Hits {
         let row = match tokio::time::timeout_at(deadline, store.campaign_for_hit(guid)).await {
             Ok(Ok(row)) => row.map(Arc::new),
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "reading a campaign for a tracking hit");
+                if let Some(held) = self.outage_log.pass() {
+                    tracing::warn!(error = %e, same_since_last = held, "reading a campaign for a tracking hit");
+                }
                 return Lookup::Unavailable(stale);
             }
             Err(_) => {
-                tracing::warn!("reading a campaign for a tracking hit: no answer from the database within the hit's wait");
+                if let Some(held) = self.outage_log.pass() {
+                    tracing::warn!(same_since_last = held, "reading a campaign for a tracking hit: no answer from the database within the hit's wait");
+                }
                 return Lookup::Unavailable(stale);
             }
         };
@@ -360,6 +391,20 @@ async fn write_until_deadlines(store: &Store, batch: &mut Vec<Pending>, budgets:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outage_is_logged_once_per_interval_with_the_count_held_back() {
+        let log = OutageLog::default();
+        assert_eq!(log.pass(), Some(0), "the first is written");
+        assert_eq!(log.pass(), None);
+        assert_eq!(log.pass(), None);
+        // Once the interval has passed, the next says how many were held back.
+        if let Ok(mut last) = log.last.lock() {
+            *last = Instant::now().checked_sub(OUTAGE_LOG_EVERY);
+        }
+        assert_eq!(log.pass(), Some(2));
+        assert_eq!(log.pass(), None);
+    }
 
     /// A database that refuses every batch (its pool closed): the writer keeps trying until the
     /// hit's wait is over, then answers it unrecorded, and does not hang.
