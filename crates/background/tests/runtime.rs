@@ -374,7 +374,6 @@ async fn one_due_row(store: &Store, queue: &Queue) {
                     .expect("the job");
                 let done = store::JobOutcome::Done {
                     engine: "blink".into(),
-                    rule_set: String::new(),
                     shot: Default::default(),
                 };
                 let finished = store.finish_job(&job, "renderer", now(), &done).await;

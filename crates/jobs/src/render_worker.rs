@@ -486,8 +486,8 @@ impl RenderWorker {
         }
         Ok(JobOutcome::Done {
             engine: client.engine.as_str().to_string(),
-            rule_set,
             shot: store::ShotFacts {
+                rule_set: Some(rule_set),
                 failed: rendered.failed,
                 // A zoomed-out client draws at the email's measured width, so only an email its
                 // window really cuts counts.

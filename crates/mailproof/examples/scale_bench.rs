@@ -213,7 +213,6 @@ async fn claim_rate(
             let mut done = 0usize;
             let outcome = JobOutcome::Done {
                 engine: "blink".into(),
-                rule_set: "bench".into(),
                 shot: Default::default(),
             };
             while let Some(job) = store.claim_job(&name, 2_000, 600).await? {

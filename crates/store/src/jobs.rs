@@ -22,11 +22,10 @@ pub struct ClaimedJob {
 
 #[derive(Clone, Debug)]
 pub enum JobOutcome {
-    /// The screenshot is stored. `engine` and `rule_set` say what made it; `shot` what its page
-    /// could not load and whether it overflowed the window.
+    /// The screenshot is stored. `engine` says what drew it; `shot` by which rule set, what its
+    /// page could not load and whether it overflowed the window.
     Done {
         engine: String,
-        rule_set: String,
         shot: crate::ShotFacts,
     },
     /// Try again after `retry_at`.
@@ -153,23 +152,28 @@ impl Store {
             return Ok(false);
         }
         match outcome {
-            JobOutcome::Done {
-                engine,
-                rule_set,
-                shot,
-            } => {
+            JobOutcome::Done { engine, shot } => {
+                let rule_set = shot.rule_set.as_deref();
                 sqlx::query(
-                    "UPDATE render_jobs SET failed_resources = $1, overflow_width = $2 WHERE id = $3",
+                    "UPDATE render_jobs SET failed_resources = $1, overflow_width = $2, rule_set = $3
+                     WHERE id = $4",
                 )
                 .bind(serde_json::to_string(&shot.failed)?)
                 .bind(shot.overflow_width.map(i64::from))
+                .bind(rule_set)
                 .bind(job.id)
                 .execute(&mut *tx)
                 .await?;
+                // The client's rule set is its default screenshot's, whichever variant finishes
+                // last (a landscape one may name a zoom-out the default does not have).
+                let default = job.variant == domain::Variant::Default;
                 sqlx::query(
-                    "UPDATE test_clients SET engine = $1, rule_set = $2 WHERE test_id = $3 AND client_id = $4",
+                    "UPDATE test_clients SET engine = $1,
+                        rule_set = CASE WHEN $2 = 1 OR rule_set IS NULL THEN $3 ELSE rule_set END
+                     WHERE test_id = $4 AND client_id = $5",
                 )
                 .bind(engine)
+                .bind(i64::from(default))
                 .bind(rule_set)
                 .bind(&job.test_id)
                 .bind(&job.client_id)

@@ -90,6 +90,9 @@ pub struct ShotFacts {
     /// The email's laid-out width in CSS px when it was wider than the client's window: the
     /// picture is cut at the window's edge.
     pub overflow_width: Option<u32>,
+    /// The rule set and the behaviours that changed this screenshot (`ClientRow::rule_set` is the
+    /// default screenshot's).
+    pub rule_set: Option<String>,
 }
 
 impl ClientRow {
@@ -373,7 +376,7 @@ impl Store {
             .map(client_from_row)
             .collect::<Result<Vec<_>>>()?;
         let shots = sqlx::query(
-            "SELECT client_id, variant, failed_resources, overflow_width FROM render_jobs
+            "SELECT client_id, variant, failed_resources, overflow_width, rule_set FROM render_jobs
              WHERE test_id = $1 AND state = 'done' AND failed_resources IS NOT NULL",
         )
         .bind(test_id)
@@ -387,6 +390,7 @@ impl Store {
                 overflow_width: row
                     .try_get::<Option<i64>, _>("overflow_width")?
                     .and_then(|w| u32::try_from(w).ok()),
+                rule_set: row.try_get("rule_set")?,
             };
             if let Some(c) = clients.iter_mut().find(|c| c.client_id == client) {
                 c.shots.push((variant, facts));
@@ -551,7 +555,7 @@ impl Store {
                     sqlx::query(
                         "UPDATE render_jobs SET state = 'queued', attempts = 0, lease_owner = NULL,
                             lease_expires = NULL, not_before = $1, last_error = NULL,
-                            failed_resources = NULL, overflow_width = NULL
+                            failed_resources = NULL, overflow_width = NULL, rule_set = NULL
                          WHERE test_id = $2 AND client_id = $3",
                     )
                     .bind(now)

@@ -1132,9 +1132,11 @@ async fn client_markup(
         .clone()
         .or_else(|| profile.map(|c| c.engine.as_str().to_string()))
         .unwrap_or_default();
+    // The shown screenshot's own (a landscape one may name a zoom-out the default has not).
     let rules = row
-        .rule_set
-        .clone()
+        .shot(current)
+        .and_then(|s| s.rule_set.clone())
+        .or_else(|| row.rule_set.clone())
         .or_else(|| profile.map(|c| c.rules.clone()))
         .unwrap_or_default();
     let now = chrono::Utc::now().timestamp();

@@ -444,7 +444,6 @@ pub(crate) async fn finish_as_renderer(
     }
     let done = store::JobOutcome::Done {
         engine: "blink".into(),
-        rule_set: "test".into(),
         shot: Default::default(),
     };
     let now = chrono::Utc::now().timestamp();

@@ -51,7 +51,6 @@ async fn store_with_clients(
 fn done() -> JobOutcome {
     JobOutcome::Done {
         engine: "blink".into(),
-        rule_set: "r".into(),
         shot: Default::default(),
     }
 }
@@ -127,15 +126,16 @@ async fn each_screenshot_keeps_what_its_page_could_not_load_until_it_is_drawn_ag
             Variant::Default => ShotFacts {
                 failed: vec![image.clone(), sheet.clone()],
                 overflow_width: Some(640),
+                rule_set: Some("r".into()),
             },
             _ => ShotFacts {
                 failed: vec![sheet.clone()],
                 overflow_width: None,
+                rule_set: Some("r + zoom".into()),
             },
         };
         let outcome = JobOutcome::Done {
             engine: "blink".into(),
-            rule_set: "r".into(),
             shot,
         };
         assert!(store
@@ -152,6 +152,7 @@ async fn each_screenshot_keeps_what_its_page_could_not_load_until_it_is_drawn_ag
                 ShotFacts {
                     failed: vec![image.clone(), sheet.clone()],
                     overflow_width: Some(640),
+                    rule_set: Some("r".into()),
                 }
             ),
             (
@@ -159,11 +160,14 @@ async fn each_screenshot_keeps_what_its_page_could_not_load_until_it_is_drawn_ag
                 ShotFacts {
                     failed: vec![sheet.clone()],
                     overflow_width: None,
+                    rule_set: Some("r + zoom".into()),
                 }
             ),
         ]
     );
     assert_eq!(c.failed_once(), vec![&image, &sheet]);
+    // The client's rule set is its default screenshot's, whichever finished last.
+    assert_eq!(c.rule_set.as_deref(), Some("r"));
     // A reprocess draws it again: until then nothing is claimed about the new pictures.
     store
         .reprocess(&id, &["c1".to_string()], 3_000)
