@@ -110,8 +110,8 @@ pub enum Picture {
     Thumbnail,
     /// The whole default screenshot, narrowed (`full_thumbnail`, since v5.0.1).
     FullThumbnail,
-    /// The top of another variant's screenshot (`thumbnail-<variant>`), for the gallery's
-    /// images-off view; not in the spec's results.
+    /// The top of another variant's screenshot (`thumbnail-<variant>`; stored for `no_images`,
+    /// the gallery's images-off view); not in the spec's results.
     ThumbnailOf(Variant),
     /// Another variant's whole screenshot, narrowed (`full_thumbnail-<variant>`).
     FullThumbnailOf(Variant),

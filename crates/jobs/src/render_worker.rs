@@ -465,16 +465,17 @@ impl RenderWorker {
             message: format!("storing the screenshot failed: {e}"),
             cause: Cause::Dependency("storage"),
         };
-        // The variant's screenshot and its thumbnails: the default's are the spec's, the
-        // others' the gallery's images-off view.
-        let files = [
-            (Picture::Shot(job.variant), rendered.png),
-            (Picture::thumbnail(job.variant), rendered.thumbnail),
-            (
+        // The variant's screenshot, and thumbnails where something shows them: the default's are
+        // the spec's, the images-off one's the gallery's images-off view; the landscape ones have
+        // none.
+        let mut files = vec![(Picture::Shot(job.variant), rendered.png)];
+        if matches!(job.variant, Variant::Default | Variant::NoImages) {
+            files.push((Picture::thumbnail(job.variant), rendered.thumbnail));
+            files.push((
                 Picture::full_thumbnail(job.variant),
                 rendered.full_thumbnail,
-            ),
-        ];
+            ));
+        }
         for (picture, bytes) in files {
             self.blobs
                 .put(
