@@ -152,10 +152,12 @@ async fn the_why_panel_and_the_visual_diff_in_chromium() {
     );
     b.wait_for(
         "document.body.dataset.diffDone === '1'",
-        Duration::from_secs(60),
+        Duration::from_secs(180),
     )
     .await;
-    b.wait_for(IMAGES_LOADED, Duration::from_secs(60)).await;
+    b.eval("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
+        .await;
+    b.wait_for(IMAGES_LOADED, Duration::from_secs(120)).await;
     let changed = shares(&mut b).await;
     assert_eq!(changed.len(), CLIENTS.len(), "{changed:?}");
     for (client, share, regions) in &changed {
@@ -169,7 +171,16 @@ async fn the_why_panel_and_the_visual_diff_in_chromium() {
     // A test against itself changes nowhere.
     b.goto(&s.url(&format!("/tests/{before}/diff?with={before}")))
         .await;
-    b.wait_for(IMAGES_LOADED, Duration::from_secs(60)).await;
+    // The page compares each client after it has loaded (on a machine shared with the
+    // full-gallery test this takes a while), then its pictures load as they come into view.
+    b.wait_for(
+        "document.body.dataset.diffDone === '1'",
+        Duration::from_secs(180),
+    )
+    .await;
+    b.eval("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
+        .await;
+    b.wait_for(IMAGES_LOADED, Duration::from_secs(120)).await;
     let same = shares(&mut b).await;
     assert_eq!(same.len(), CLIENTS.len(), "{same:?}");
     for (client, share, regions) in &same {
