@@ -60,6 +60,20 @@ async fn shares(b: &mut Browser) -> Vec<(String, f64, u64)> {
 const IMAGES_LOADED: &str = "document.querySelectorAll('.diff-shots img').length === 6 && \
     [...document.querySelectorAll('.diff-shots img')].every(i => i.complete && i.naturalWidth > 0)";
 
+/// Waits until the visual diff page has compared every client (it does so after loading; on a
+/// machine shared with the full-gallery test this takes a while) and shown all its pictures,
+/// the lazy ones loaded at once.
+async fn diff_page_ready(b: &mut Browser) {
+    b.wait_for(
+        "document.body.dataset.diffDone === '1'",
+        Duration::from_secs(180),
+    )
+    .await;
+    b.eval("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
+        .await;
+    b.wait_for(IMAGES_LOADED, Duration::from_secs(120)).await;
+}
+
 #[tokio::test]
 async fn the_why_panel_and_the_visual_diff_in_chromium() {
     let axe = std::fs::read_to_string(AXE).unwrap_or_else(|e| {
@@ -150,14 +164,7 @@ async fn the_why_panel_and_the_visual_diff_in_chromium() {
         json!([CLIENTS.len(), false]),
         "nothing compared before the page is sent"
     );
-    b.wait_for(
-        "document.body.dataset.diffDone === '1'",
-        Duration::from_secs(180),
-    )
-    .await;
-    b.eval("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
-        .await;
-    b.wait_for(IMAGES_LOADED, Duration::from_secs(120)).await;
+    diff_page_ready(&mut b).await;
     let changed = shares(&mut b).await;
     assert_eq!(changed.len(), CLIENTS.len(), "{changed:?}");
     for (client, share, regions) in &changed {
@@ -171,16 +178,7 @@ async fn the_why_panel_and_the_visual_diff_in_chromium() {
     // A test against itself changes nowhere.
     b.goto(&s.url(&format!("/tests/{before}/diff?with={before}")))
         .await;
-    // The page compares each client after it has loaded (on a machine shared with the
-    // full-gallery test this takes a while), then its pictures load as they come into view.
-    b.wait_for(
-        "document.body.dataset.diffDone === '1'",
-        Duration::from_secs(180),
-    )
-    .await;
-    b.eval("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
-        .await;
-    b.wait_for(IMAGES_LOADED, Duration::from_secs(120)).await;
+    diff_page_ready(&mut b).await;
     let same = shares(&mut b).await;
     assert_eq!(same.len(), CLIENTS.len(), "{same:?}");
     for (client, share, regions) in &same {
