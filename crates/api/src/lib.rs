@@ -35,7 +35,8 @@ pub use state::{
 };
 
 use handlers::{
-    analysis, analytics, checks, clients, create, diff, email, links, lists, shots, spam, webhooks,
+    analysis, analytics, checks, clients, create, diff, email, inbox, links, lists, shots, spam,
+    webhooks,
 };
 use version::{first_segment, ApiVersion};
 
@@ -154,6 +155,7 @@ fn api_routes() -> Router<AppState> {
             get(links::report).put(links::start),
         )
         .route("/{version}/email/tests/{id}/checks", get(checks::report))
+        .route("/{version}/email/tests/{id}/inbox", get(inbox::rows))
         .route("/{version}/email/tests/{id}/content", get(email::content))
         .route(
             "/{version}/email/tests/{id}/content/inlinecss",

@@ -176,6 +176,12 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     ),
     (
         "get",
+        "/v5/email/tests/{test_id}/inbox",
+        "Inbox rows (extension), started by the first call: per client family the row its inbox list shows (sender, subject and preview as cut, `cut`, widths and lines), the body text that fills a row after a short preheader, the source of the row's figures, pictures per colour scheme as presigned URLs, and warnings (`no-preheader`, `short-preheader`, `subject-cut`)",
+        &[],
+    ),
+    (
+        "get",
         "/v5/email/tests/{test_id}/diff/{other_test_id}",
         "Visual diff (extension): per client and variant Complete in both tests, the share of changed pixels, the changed regions, the extra height and a highlight image over the other test's screenshot",
         &[],

@@ -16,6 +16,7 @@ pub mod checks;
 pub mod create;
 pub mod diff;
 pub mod error;
+pub mod inbox;
 pub mod links;
 pub mod lists;
 mod login;

@@ -106,6 +106,8 @@ pub struct AppState {
     pub links_ready: Arc<Notify>,
     /// Wakes the content-check worker when a check is requested.
     pub checks_ready: Arc<Notify>,
+    /// Wakes the inbox-row worker when a test's rows are requested.
+    pub inbox_ready: Arc<Notify>,
     pub(crate) credentials: Arc<CredentialCache>,
     /// Each account's request budget; the API charges it per request.
     pub rate: Arc<RateLimiter<i64>>,
@@ -140,6 +142,7 @@ impl AppState {
             work_ready,
             links_ready: Arc::default(),
             checks_ready: Arc::default(),
+            inbox_ready: Arc::default(),
             credentials: Arc::new(CredentialCache::default()),
             rate: Arc::new(RateLimiter::default()),
             sandbox_rate: Arc::new(RateLimiter::default()),

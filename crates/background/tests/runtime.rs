@@ -380,19 +380,17 @@ async fn one_due_row(store: &Store, queue: &Queue) {
                 assert!(finished.expect("finish"), "the job is the renderer's");
             }
         }
-        "link_checks" | "content_checks" => {
+        "link_checks" | "content_checks" | "inbox_rows" => {
             store.create_test(&base).await.expect("test");
-            if queue.name == "link_checks" {
-                store
-                    .request_link_check(&base.id, now())
+            let requested = match queue.name {
+                "link_checks" => store.request_link_check(&base.id, now()).await,
+                "content_checks" => store.request_content_check(&base.id, now()).await.map(drop),
+                _ => store
+                    .request_report(&store::INBOX_ROWS, &base.id, now())
                     .await
-                    .expect("request");
-            } else {
-                store
-                    .request_content_check(&base.id, now())
-                    .await
-                    .expect("request");
-            }
+                    .map(drop),
+            };
+            requested.expect("request");
         }
         "inbound" => {
             store

@@ -168,22 +168,10 @@ fn line_index(html: &str) -> impl Fn(usize) -> usize + '_ {
 }
 
 fn hidden_like_a_preheader(el: &Element) -> bool {
-    let class = el.get_attribute("class").unwrap_or_default();
-    if class.to_ascii_lowercase().contains("preheader") || class.contains("preview") {
-        return true;
-    }
-    let style: String = el
-        .get_attribute("style")
-        .unwrap_or_default()
-        .to_ascii_lowercase()
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .collect();
-    style.contains("display:none")
-        || style.contains("mso-hide:all")
-        || (style.contains("max-height:0") && style.contains("overflow:hidden"))
-        || style.contains("opacity:0;")
-        || style.ends_with("opacity:0")
+    crate::inbox::hidden_like_a_preheader(
+        &el.get_attribute("class").unwrap_or_default(),
+        &el.get_attribute("style").unwrap_or_default(),
+    )
 }
 
 /// Walks `html` once and gathers what the static checks look at.

@@ -1,5 +1,5 @@
 //! What mailproof does to submitted email source before it is stored or drawn: transfer and
-//! charset decoding, CSS inlining, the text-only view, and fetching remote content under the
+//! charset decoding, CSS inlining, the text-only view, the inbox preview, and fetching remote content under the
 //! network policy.
 //!
 //! Invariant: nothing here touches the database; fetching goes only through [`netpolicy`].
@@ -10,6 +10,7 @@ mod corpus;
 pub mod decode;
 pub mod dns;
 pub mod fetch;
+pub mod inbox;
 pub mod inline;
 pub mod links;
 pub mod netpolicy;

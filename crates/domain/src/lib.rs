@@ -34,4 +34,7 @@ pub use plan::Plan;
 pub use queue::QueueState;
 pub use resources::{FailedResource, FetchFailure, ResourceKind};
 pub use spelling::{Spelled, UnknownValue};
-pub use test::{FilterType, Picture, ScreenshotStatus, SpamMethod, SpamVerdict, TestKind, Variant};
+pub use test::{
+    FilterType, Picture, ScreenshotStatus, SpamMethod, SpamVerdict, TestKind, Variant,
+    INBOX_ROWS_CLIENT,
+};

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use strum::EnumString;
 
 use crate::spelling::{vocabulary, Spelled, UnknownValue};
-use crate::TestId;
+use crate::{ColorScheme, TestId};
 
 vocabulary! {
     #[derive(Serialize, Deserialize, EnumString)]
@@ -121,12 +121,23 @@ pub enum Picture {
         base: String,
         variant: Variant,
     },
+    /// The picture of an inbox row (`inbox-<row>-<scheme>`: a row id of data/inbox-rows.toml),
+    /// stored under the test's [`INBOX_ROWS_CLIENT`] rather than a client, since one row stands
+    /// for every client of a family.
+    InboxRow {
+        row: String,
+        scheme: ColorScheme,
+    },
 }
+
+/// Where a test's inbox-row pictures are kept in place of a client id (no client id is this).
+pub const INBOX_ROWS_CLIENT: &str = "inbox";
 
 impl Picture {
     const THUMBNAIL: &'static str = "thumbnail";
     const FULL_THUMBNAIL: &'static str = "full_thumbnail";
     const DIFF_PREFIX: &'static str = "diff-";
+    const INBOX_PREFIX: &'static str = "inbox-";
 
     /// The top card of `variant`'s screenshot: the spec's `thumbnail` for the default one.
     pub fn thumbnail(variant: Variant) -> Picture {
@@ -178,6 +189,22 @@ impl Picture {
                 variant: Variant::parse(variant)?,
             });
         }
+        if let Some(rest) = name.strip_prefix(Picture::INBOX_PREFIX) {
+            let (row, scheme) = rest.rsplit_once('-')?;
+            let scheme = match scheme {
+                "light" => ColorScheme::Light,
+                "dark" => ColorScheme::Dark,
+                _ => return None,
+            };
+            let plain = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_';
+            if row.is_empty() || row.len() > 64 || !row.chars().all(plain) {
+                return None;
+            }
+            return Some(Picture::InboxRow {
+                row: row.to_string(),
+                scheme,
+            });
+        }
         Variant::parse(name).map(Picture::Shot)
     }
 }
@@ -192,6 +219,13 @@ impl fmt::Display for Picture {
             Picture::FullThumbnailOf(v) => write!(f, "{}-{v}", Picture::FULL_THUMBNAIL),
             Picture::Diff { base, variant } => {
                 write!(f, "{}{base}-{variant}", Picture::DIFF_PREFIX)
+            }
+            Picture::InboxRow { row, scheme } => {
+                let scheme = match scheme {
+                    ColorScheme::Light => "light",
+                    ColorScheme::Dark => "dark",
+                };
+                write!(f, "{}{row}-{scheme}", Picture::INBOX_PREFIX)
             }
         }
     }
@@ -417,6 +451,10 @@ mod tests {
             Picture::FullThumbnail,
             Picture::ThumbnailOf(Variant::NoImages),
             Picture::FullThumbnailOf(Variant::HorizontalNoImages),
+            Picture::InboxRow {
+                row: "gmail_web".into(),
+                scheme: ColorScheme::Dark,
+            },
             Picture::Diff {
                 base: base.clone(),
                 variant: Variant::NoImages,
@@ -454,6 +492,10 @@ mod tests {
             "thumbnail-default",
             "thumbnail-",
             "full_thumbnail-sideways",
+            "inbox-gmail_web",
+            "inbox-gmail_web-dusk",
+            "inbox-../x-light",
+            "inbox--light",
         ] {
             assert_eq!(Picture::parse(name), None, "{name:?}");
         }

@@ -1,7 +1,8 @@
 //! mailproof's workers: the loop that claims queued screenshots from the store, turns the email into
 //! what the client would draw (`emulate`), has a real engine draw it (`render`), stores the images
 //! and records the outcome; the content-check worker (static checks, image weights, contrast
-//! judged in Chromium) and the link-check worker (links followed under the network policy).
+//! judged in Chromium), the inbox-row worker (each client family's inbox row, cut in Chromium and
+//! drawn in its engine) and the link-check worker (links followed under the network policy).
 //!
 //! Invariants:
 //! - The queue lives in the database; channels only wake workers. A periodic rescan picks up work
@@ -16,12 +17,14 @@ mod content_checks;
 pub mod corpus;
 mod engine;
 mod error;
+pub mod inbox_rows;
 mod link_checks;
 mod render_worker;
 
 pub use content_checks::{contrast_request, ContentCheckWorker};
 pub use engine::RenderEngine;
 pub use error::JobError;
+pub use inbox_rows::InboxRowWorker;
 pub use link_checks::LinkCheckWorker;
 pub use render_worker::{
     prepared_request, render_request, Prepared, RenderWorker, RenderWorkerConfig,

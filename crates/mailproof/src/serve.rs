@@ -131,6 +131,23 @@ pub fn load_analytics_matrix(
     Ok(matrix)
 }
 
+/// The inbox row profiles beside the catalog, each catalog profile in exactly one row: a profile
+/// added without its row stops the start-up rather than showing no inbox row.
+pub fn load_inbox_rows(
+    resources: &Path,
+    catalog: &Catalog,
+) -> anyhow::Result<content::inbox::InboxRows> {
+    let path = resources.join(content::inbox::INBOX_ROWS_FILE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read the inbox rows {}", path.display()))?;
+    let rows = content::inbox::InboxRows::parse(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("in {}", path.display()))?;
+    rows.check_ids(catalog.clients().iter().map(|c| c.id.as_str()))
+        .map_err(anyhow::Error::msg)?;
+    Ok(rows)
+}
+
 /// The key that signs screenshot URLs (and the web's CSRF tokens): `[keys] url_signing_key_file`
 /// when configured, which every api process of one service must share; otherwise made once and
 /// kept in the data directory, so that URLs stay valid across restarts.
@@ -336,6 +353,7 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     check_key_files_readable(&settings)?;
     let catalog = Arc::new(load_catalog(&settings.resources)?);
     let analytics_matrix = Arc::new(load_analytics_matrix(&settings.resources, &catalog)?);
+    let inbox_rows = Arc::new(load_inbox_rows(&settings.resources, &catalog)?);
     std::fs::create_dir_all(&settings.data_dir).with_context(|| {
         format!(
             "cannot create data directory {}",
@@ -443,7 +461,11 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
     .with_analytics(hit_runtime(&settings, roles.has(Role::Api))?)
     .with_analytics_matrix(analytics_matrix.clone());
 
-    let (links_ready, checks_ready) = (state.links_ready.clone(), state.checks_ready.clone());
+    let (links_ready, checks_ready, inbox_ready) = (
+        state.links_ready.clone(),
+        state.checks_ready.clone(),
+        state.inbox_ready.clone(),
+    );
     let limits = listener::Limits {
         header_timeout: Duration::from_secs(settings.http_limits.header_timeout),
         body_timeout: Duration::from_secs(settings.http_limits.body_timeout),
@@ -557,6 +579,16 @@ pub async fn run(o: Overrides) -> anyhow::Result<()> {
             runtime.cancel_token(),
             settings.queues.content_check_workers,
         ));
+        // One loop: a test's rows are a dozen small pages, and the engines' slots are shared
+        // with the screenshots.
+        let worker = jobs::InboxRowWorker {
+            store: store.clone(),
+            blobs: blobs.clone(),
+            catalog: catalog.clone(),
+            rows: inbox_rows.clone(),
+            renderer: rendering.clone(),
+        };
+        runtime.spawn(worker.run(inbox_ready, runtime.cancel_token(), 1));
     }
 
     tracing::info!(http = %bound, roles = %roles, clients = catalog.clients().len(), data_dir = %settings.data_dir.display(), "mailproof is ready");

@@ -10,7 +10,7 @@
 //!   are written in one transaction before the API answers; an SMTP message before `250`.
 //! - SQLite runs in WAL mode with `synchronous=NORMAL`: a committed transaction survives the process
 //!   being killed (it may not survive power loss, which `synchronous=FULL` would add).
-//! - Every queue ([`QUEUES`]: render jobs, link and content checks, callbacks, inbound mail, svc
+//! - Every queue ([`QUEUES`]: render jobs, link and content checks, inbox rows, callbacks, inbound mail, svc
 //!   sends) is claimed by one statement under a lease, so any number of processes can drain it and a dead process's work is taken
 //!   over once its lease expires. The per-test queues (render jobs, link and content checks,
 //!   callbacks) pick the row through [`fair`]: the account with the fewest live leases, then the
@@ -75,14 +75,14 @@ pub use analytics::{
 };
 pub use blobs::{screenshot_key, BlobError, Blobs, BlobsConfig};
 pub use callbacks::{CallbackOutcome, CallbackRow, ClaimedCallback};
-pub use checks::ContentCheckRow;
+pub use checks::ReportRow;
 pub use fair::AccountCaps;
 pub use inbound::{InboundRow, NewInbound};
 pub use jobs::{ClaimedJob, JobOutcome};
 pub use links::LinkCheckRow;
 pub use queue::{
     Backoff, Claim, Claimed, Key, Lease, Outcome, Queue, QueueStat, States, CALLBACKS,
-    CONTENT_CHECKS, INBOUND, LINK_CHECKS, QUEUES, RENDER, SVC_SENDS,
+    CONTENT_CHECKS, INBOUND, INBOX_ROWS, LINK_CHECKS, QUEUES, RENDER, SVC_SENDS,
 };
 pub use retention::{CONTENT_TABLES, KEPT_PER_TEST};
 pub use spam::{PendingSend, SpamRow, SpamUpdate};

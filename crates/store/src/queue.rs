@@ -227,6 +227,17 @@ pub const CONTENT_CHECKS: Queue = Queue {
     ..PER_TEST
 };
 
+/// Inbox rows: one row per test, laid out and drawn in the engines.
+pub const INBOX_ROWS: Queue = Queue {
+    name: "inbox_rows",
+    table: "inbox_rows",
+    order: "q.requested_at, q.test_id",
+    // After the last attempt the report says why no row was drawn.
+    max_attempts: Some(3),
+    lock_key: 0x6d61_696c_0007,
+    ..PER_TEST
+};
+
 /// Completion callbacks: one row per test. The delivery worker's settings replace the backoff
 /// and the attempts ([`Queue::with_backoff`]).
 pub const CALLBACKS: Queue = Queue {
@@ -294,6 +305,7 @@ pub const QUEUES: &[Queue] = &[
     RENDER,
     LINK_CHECKS,
     CONTENT_CHECKS,
+    INBOX_ROWS,
     CALLBACKS,
     INBOUND,
     SVC_SENDS,

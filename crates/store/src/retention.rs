@@ -22,6 +22,7 @@ pub const CONTENT_TABLES: &[&str] = &[
     "spam_results",
     "link_checks",
     "content_checks",
+    "inbox_rows",
     "sender_requirements",
 ];
 

@@ -16,6 +16,7 @@ mod arrival;
 mod campaigns;
 mod clickmap;
 mod contentchecks;
+mod inboxrows;
 mod linkcheck;
 mod newtest;
 mod pages;

@@ -745,6 +745,14 @@ async fn test_markup(
         },
         None => Vec::new(),
     };
+    let inbox = if t.kind == TestKind::Email {
+        match crate::inboxrows::section(state, t, &scope.base, scope.owner.is_some()).await {
+            Ok(s) => Some(s),
+            Err(e) => return Err(crate::app_error(&e)),
+        }
+    } else {
+        None
+    };
     let pick = match scope.owner {
         Some(v) if t.kind == TestKind::Email => {
             Some(crate::visdiff::picker(state, v, t, None).await?)
@@ -758,6 +766,7 @@ async fn test_markup(
             ", created " (date(t.created_at))
             @if t.image_blocking { ", with image blocking" }
         }
+        @if let Some(i) = &inbox { (i.markup) }
         @if t.kind == TestKind::Email {
             div.progress {
                 label for="progress" { "Screenshots finished" }
@@ -996,6 +1005,15 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
         Err(e) => return internal("reading the sender requirements failed", e),
     };
     let arrival_pending = arrival.as_ref().is_some_and(|a| a.pending);
+    let inbox = if test.kind == TestKind::Email {
+        match crate::inboxrows::section(state, test, &scope.base, scope.owner.is_some()).await {
+            Ok(s) => Some(s),
+            Err(e) => return crate::app_error(&e),
+        }
+    } else {
+        None
+    };
+    let inbox_pending = inbox.as_ref().is_some_and(|i| i.pending);
     (
         [(header::CACHE_CONTROL, "no-store")],
         Json(json!({
@@ -1005,7 +1023,9 @@ async fn status_json(state: &WebState, scope: &Scope<'_>) -> Response {
             "spam": verdicts,
             // The section whole once the requirements are checked, for app.js to put in place.
             "arrival": arrival.filter(|a| !a.pending).map(|a| a.markup.into_string()),
-            "pending": finished < clients.len() || spam_pending || arrival_pending,
+            // The strip whole once its rows are drawn, put in place the same way.
+            "inbox": inbox.filter(|i| !i.pending).map(|i| i.markup.into_string()),
+            "pending": finished < clients.len() || spam_pending || arrival_pending || inbox_pending,
         })),
     )
         .into_response()
@@ -1059,6 +1079,10 @@ pub async fn shared_picture(
         .strip_suffix(".png")
         .and_then(Picture::parse)
         .filter(|p| {
+            if client == domain::INBOX_ROWS_CLIENT {
+                // The proof's inbox strip.
+                return matches!(p, Picture::InboxRow { .. });
+            }
             matches!(p, Picture::Shot(_))
                 || *p == card_picture(&state, &client, Variant::Default)
                 || *p == card_picture(&state, &client, Variant::NoImages)
@@ -1067,7 +1091,9 @@ pub async fn shared_picture(
         return not_found();
     };
     let in_test = match state.app.store.test_clients(&test.id).await {
-        Ok(rows) => rows.iter().any(|r| r.client_id == client),
+        Ok(rows) => {
+            client == domain::INBOX_ROWS_CLIENT || rows.iter().any(|r| r.client_id == client)
+        }
         Err(e) => return internal("reading the test's clients failed", e),
     };
     if !in_test {

@@ -53,7 +53,7 @@
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (s) {
         if (!s) return;
-        var seen = JSON.stringify([s.finished, s.spam, !!s.arrival]);
+        var seen = JSON.stringify([s.finished, s.spam, !!s.arrival, !!s.inbox]);
         var unchanged = seen === lastSeen;
         lastSeen = seen;
         s.clients.forEach(function (c) {
@@ -63,6 +63,8 @@
         (s.spam || []).forEach(updateVerdict);
         var arrival = document.querySelector('#arrival[data-state="pending"]');
         if (arrival && s.arrival) arrival.outerHTML = s.arrival;
+        var inbox = document.querySelector('#inbox[data-state="pending"]');
+        if (inbox && s.inbox) inbox.outerHTML = s.inbox;
         var bar = document.getElementById("progress");
         if (bar) { bar.max = Math.max(s.total, 1); bar.value = s.finished; }
         var text = document.getElementById("progress-text");
@@ -355,7 +357,7 @@
     var firstError = document.querySelector("[aria-invalid=true]");
     if (firstError) firstError.focus();
     var url = document.body.dataset.statusUrl;
-    if (url && document.querySelector(".card, #spam td.verdict, #arrival")) poll(url, 1500);
+    if (url && document.querySelector(".card, #spam td.verdict, #arrival, #inbox")) poll(url, 1500);
     variantKeys();
     // A page waiting on background work (a link check, the content checks) fetches itself until
     // the work is done and then shows the report in place, without a reload.

@@ -7,6 +7,7 @@ pub mod clients;
 pub mod create;
 pub mod diff;
 pub mod email;
+pub mod inbox;
 pub mod links;
 pub mod lists;
 pub mod shots;

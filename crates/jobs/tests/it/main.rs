@@ -1,12 +1,14 @@
 //! The render worker in process, on a real store (SQLite and PostgreSQL), the real client catalog
 //! and rules, and local blobs: with engines that draw, die or refuse ([`engines`]), once with
 //! the real Chromium ([`chromium`]), and the zoom-out of a wide page through the real Chromium
-//! and WebKit ([`fit`]); real emails checked whole in every engine ([`corpus`]).
+//! and WebKit ([`fit`]); real emails checked whole in every engine ([`corpus`]); inbox rows cut
+//! and drawn in the engines ([`inbox`]).
 
 mod chromium;
 mod corpus;
 mod engines;
 mod fit;
+mod inbox;
 mod worker;
 
 use std::path::PathBuf;

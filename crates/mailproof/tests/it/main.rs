@@ -23,6 +23,7 @@ mod hardening_http;
 mod held_slots;
 mod hits_outage;
 mod hostile_clients;
+mod inbox_rows;
 mod links;
 mod lists;
 mod metrics;

@@ -195,6 +195,63 @@ async fn assert_test_page_matches_api(b: &mut Browser, s: &Server, id: &str, wha
         format!("{finished} of {}", results.len()),
         "{what}: the count"
     );
+    assert_inbox_strip_matches_api(b, s, id, what).await;
+}
+
+/// The inbox strip (put in place by the status poll once drawn) shows the API's rows, in its
+/// order, with the subject and preview as cut, and the API's warnings; each row's picture loads.
+async fn assert_inbox_strip_matches_api(b: &mut Browser, s: &Server, id: &str, what: &str) {
+    b.wait_for(
+        "!!document.querySelector('#inbox[data-state=done]')",
+        Duration::from_secs(90),
+    )
+    .await;
+    let api = s
+        .get(&format!("/v5/email/tests/{id}/inbox"))
+        .await
+        .ok()
+        .clone();
+    assert_eq!(api["status"], "complete", "{api}");
+    let want: Vec<Value> = api["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            let preview = r["preview"]["text"].as_str().unwrap_or_default();
+            json!([
+                r["id"],
+                r["name"],
+                r["subject"]["text"],
+                if preview.is_empty() {
+                    "none: the subject fills the row"
+                } else {
+                    preview
+                }
+            ])
+        })
+        .collect();
+    assert!(!want.is_empty(), "{what}: the API drew rows: {api}");
+    let shown = b
+        .eval("[...document.querySelectorAll('#inbox .inbox-row')].map(r => [r.dataset.row, r.querySelector('.inbox-name').textContent, r.querySelector('[data-field=subject]').textContent, r.querySelector('[data-field=preview]').textContent.trim()])")
+        .await;
+    assert_eq!(shown, json!(want), "{what}: the inbox strip against {api}");
+    // Every warning is on the page in the API's words (the subject cuts folded into one line).
+    let page_warnings = b
+        .eval("[...document.querySelectorAll('#inbox .inbox-warnings li')].map(l => l.textContent)")
+        .await;
+    let page_warnings = page_warnings.to_string();
+    for w in api["warnings"].as_array().expect("warnings") {
+        let message = w["message"].as_str().unwrap_or_default();
+        assert!(
+            page_warnings.contains(message),
+            "{what}: {message:?} not on the page: {page_warnings}"
+        );
+    }
+    b.wait_for(
+        "[...document.querySelectorAll('#inbox img')].every(i => i.complete && i.naturalWidth > 0)",
+        Duration::from_secs(30),
+    )
+    .await;
 }
 
 /// How many resources a client result lists as not loaded, each address and kind once across
