@@ -35,8 +35,8 @@ pub use state::{
 };
 
 use handlers::{
-    analysis, analytics, checks, clients, create, diff, email, inbox, links, lists, shots, spam,
-    webhooks,
+    analysis, analytics, checks, clients, create, diff, email, inbox, links, lists, review, shots,
+    spam, webhooks,
 };
 use version::{first_segment, ApiVersion};
 
@@ -156,6 +156,15 @@ fn api_routes() -> Router<AppState> {
         )
         .route("/{version}/email/tests/{id}/checks", get(checks::report))
         .route("/{version}/email/tests/{id}/inbox", get(inbox::rows))
+        .route(
+            "/{version}/email/tests/{id}/versions",
+            get(review::versions).put(review::join),
+        )
+        .route(
+            "/{version}/email/tests/{id}/approvals",
+            get(review::approvals),
+        )
+        .route("/{version}/email/tests/{id}/approval", put(review::decide))
         .route("/{version}/email/tests/{id}/content", get(email::content))
         .route(
             "/{version}/email/tests/{id}/content/inlinecss",

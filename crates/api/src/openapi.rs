@@ -182,6 +182,30 @@ pub const OPERATIONS: &[(&str, &str, &str, &[&str])] = &[
     ),
     (
         "get",
+        "/v5/email/tests/{test_id}/versions",
+        "Versions (extension): the email tests of this test's email, oldest first (a new test joins the account's latest email test with its subject), each with `version`, `approval` (`awaiting`, `approved`, `changes_requested`) and `content_sha256`",
+        &[],
+    ),
+    (
+        "put",
+        "/v5/email/tests/{test_id}/versions",
+        "Make this test a version of another email test of the account: `{\"version_of\": \"<test id>\"}`; answers the versions",
+        &[],
+    ),
+    (
+        "get",
+        "/v5/email/tests/{test_id}/approvals",
+        "Approvals (extension): each reviewer's latest decision (`name`, `via` owner or share_link, `decision`, `note`, `decided_at`) and the test's `approval`",
+        &[],
+    ),
+    (
+        "put",
+        "/v5/email/tests/{test_id}/approval",
+        "The owner's decision: `{\"decision\": \"approved\" | \"changes_requested\", \"note\": \"..\"}` (a note of at most 2000 characters); answers the approvals",
+        &[],
+    ),
+    (
+        "get",
         "/v5/email/tests/{test_id}/diff/{other_test_id}",
         "Visual diff (extension): per client and variant Complete in both tests, the share of changed pixels, the changed regions, the extra height and a highlight image over the other test's screenshot",
         &[],

@@ -23,15 +23,20 @@ pub enum RowsState {
 /// Starts `test`'s inbox rows if they were never requested (the caller already owns `test`) and
 /// answers what is known; the API's `GET` and the test pages both call this.
 pub async fn rows_state(state: &AppState, test: &TestRow) -> Result<RowsState> {
-    let now = chrono::Utc::now().timestamp();
-    if state
-        .store
-        .request_report(&store::INBOX_ROWS, &test.id, now)
-        .await?
-    {
-        state.inbox_ready.notify_one();
+    // Read first: the test page's status poll asks every few seconds, and only the first ask
+    // needs a write.
+    let mut row = state.store.report_row(&store::INBOX_ROWS, &test.id).await?;
+    if row.is_none() {
+        let now = chrono::Utc::now().timestamp();
+        if state
+            .store
+            .request_report(&store::INBOX_ROWS, &test.id, now)
+            .await?
+        {
+            state.inbox_ready.notify_one();
+        }
+        row = state.store.report_row(&store::INBOX_ROWS, &test.id).await?;
     }
-    let row = state.store.report_row(&store::INBOX_ROWS, &test.id).await?;
     match row {
         Some(r) if r.state == domain::QueueState::Done => {
             let report: InboxReport = serde_json::from_str(r.result.as_deref().unwrap_or_default())

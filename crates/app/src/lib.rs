@@ -22,6 +22,7 @@ pub mod lists;
 mod login;
 pub mod owned;
 pub mod results;
+pub mod review;
 pub mod screenshots;
 pub mod state;
 #[cfg(feature = "testing")]

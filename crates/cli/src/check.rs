@@ -11,8 +11,8 @@ use crate::compare::{self, BaselineFile};
 use crate::error::CliError;
 use crate::progress::{Phase, Progress};
 use crate::report::{
-    Baseline, ClientOutcome, Report, Requirements, SpamOutcome, SpamVerdict, Timings,
-    REPORT_VERSION,
+    ApprovalOutcome, Baseline, ClientOutcome, Report, Requirements, SpamOutcome, SpamVerdict,
+    Timings, REPORT_VERSION,
 };
 use crate::spam::{self, SmtpSettings};
 use crate::{source, CheckArgs, RequirementsPolicy};
@@ -188,7 +188,13 @@ pub async fn check(args: &CheckArgs, progress: &Progress) -> Result<Report, CliE
         }
         _ => None,
     };
+    let approval = if args.require_approval {
+        Some(approval(&api, &test_id).await?)
+    } else {
+        None
+    };
     let report = Report {
+        approval,
         version: REPORT_VERSION,
         server: api.base().to_string(),
         test_id,
@@ -216,6 +222,46 @@ pub async fn check(args: &CheckArgs, progress: &Progress) -> Result<Report, CliE
             .map_err(|e| CliError::io("cannot write the report", &path, e))?;
     }
     Ok(report)
+}
+
+/// Whether a version of this test's email with its content is approved (mailproof's
+/// `…/versions`). Asked at the end, so an approval given while the check ran counts.
+async fn approval(api: &Api, test_id: &str) -> Result<ApprovalOutcome, CliError> {
+    let versions = match api
+        .get(
+            &format!("/v5/email/tests/{test_id}/versions"),
+            "reading the versions of the email",
+        )
+        .await
+    {
+        Ok(v) => v,
+        Err(CliError::Server {
+            status: 404, name, ..
+        }) if name == "NotFound" => {
+            return Ok(ApprovalOutcome {
+                version: None,
+                approved_test: None,
+                approved_version: None,
+                note: Some(
+                    "the server does not report versions and approvals (a mailproof extension)"
+                        .into(),
+                ),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let list = versions["versions"].as_array().cloned().unwrap_or_default();
+    let this = list.iter().find(|v| v["id"] == test_id);
+    let digest = this.and_then(|v| v["content_sha256"].as_str());
+    let approved = list.iter().rev().find(|v| {
+        v["approval"] == "approved" && digest.is_some() && v["content_sha256"].as_str() == digest
+    });
+    Ok(ApprovalOutcome {
+        version: this.and_then(|v| v["version"].as_i64()),
+        approved_test: approved.and_then(|v| v["id"].as_str().map(str::to_owned)),
+        approved_version: approved.and_then(|v| v["version"].as_i64()),
+        note: None,
+    })
 }
 
 fn list(info: &Value, key: &str) -> Vec<String> {

@@ -3,7 +3,7 @@
 //! exit code and a report (text, JSON or JUnit XML), whether the email still renders as before.
 //!
 //! Exit codes: 0 every check passed; 1 a check failed (a client bounced, a screenshot changed
-//! beyond `--max-diff`, a spam filter said spam); 2 the check could not be made (usage, missing
+//! beyond `--max-diff`, a spam filter said spam, no approved version with `--require-approval`); 2 the check could not be made (usage, missing
 //! credentials, the server refused or could not be reached, `--timeout` exceeded).
 
 mod api;
@@ -89,6 +89,10 @@ pub struct CheckArgs {
     /// Subject of the test (default: the .eml's subject, the HTML's <title>, or the file name).
     #[arg(long)]
     pub subject: Option<String>,
+    /// Fail unless a version of this email with the same HTML is approved on the server
+    /// (mailproof's versions and approvals): the gate before a send.
+    #[arg(long)]
+    pub require_approval: bool,
     /// Longest the whole check may take: seconds, or with a unit (`90s`, `10m`).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub timeout: Duration,

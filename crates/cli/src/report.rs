@@ -27,6 +27,23 @@ pub struct Report {
     pub spam: Option<SpamOutcome>,
     #[serde(default)]
     pub timings: Timings,
+    /// With `--require-approval`: whether a version of this email with the same content is
+    /// approved on the server (mailproof's `…/versions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalOutcome>,
+}
+
+/// What `--require-approval` found.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ApprovalOutcome {
+    /// This test's version number among the versions of its email.
+    pub version: Option<i64>,
+    /// The approved version with this test's content, if any: its test id and number.
+    pub approved_test: Option<String>,
+    pub approved_version: Option<i64>,
+    /// Why it could not be told (a server without versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -246,6 +263,18 @@ impl Report {
             .iter()
             .flat_map(|c| self.client_failures(c))
             .collect();
+        if let Some(a) = self.approval.as_ref().filter(|a| a.approved_test.is_none()) {
+            out.push(match &a.note {
+                Some(note) => format!("approval required: {note}"),
+                None => format!(
+                    "approval required: no version of this email with this content is approved \
+                     (this test is version {}); approve test {} on its page, or run again once an \
+                     approved version's HTML is the one checked",
+                    a.version.map_or("?".into(), |v| v.to_string()),
+                    self.test_id
+                ),
+            });
+        }
         if let Some(spam) = &self.spam {
             out.extend(spam.filters.iter().filter_map(|v| self.spam_failure(v)));
             if let Some(r) = &spam.requirements {
@@ -351,6 +380,19 @@ impl Report {
                 let _ = writeln!(s, "  {tag:<9} {}", p.summary);
             }
         }
+        if let Some(a) = &self.approval {
+            match (&a.approved_test, a.approved_version) {
+                (Some(t), Some(v)) => {
+                    let _ = writeln!(
+                        s,
+                        "approval: version {v} (test {t}) with this content is approved"
+                    );
+                }
+                _ => {
+                    let _ = writeln!(s, "approval: NOT APPROVED");
+                }
+            }
+        }
         let failures = self.failures();
         if failures.is_empty() {
             let _ = writeln!(s, "result: passed");
@@ -385,6 +427,7 @@ pub(crate) mod tests {
             comparison,
         };
         Report {
+            approval: None,
             version: REPORT_VERSION,
             server: "http://127.0.0.1:8080".into(),
             test_id: "T2".into(),

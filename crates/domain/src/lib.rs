@@ -16,6 +16,7 @@ pub mod plan;
 pub mod queue;
 pub mod requirements;
 pub mod resources;
+pub mod review;
 pub mod seed;
 pub mod signing;
 pub mod spelling;
@@ -33,6 +34,7 @@ pub use ids::TestId;
 pub use plan::Plan;
 pub use queue::QueueState;
 pub use resources::{FailedResource, FetchFailure, ResourceKind};
+pub use review::{content_digest, ApprovalState, Decision};
 pub use spelling::{Spelled, UnknownValue};
 pub use test::{
     FilterType, Picture, ScreenshotStatus, SpamMethod, SpamVerdict, TestKind, Variant,

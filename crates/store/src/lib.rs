@@ -49,6 +49,7 @@ mod jobs;
 mod links;
 mod queue;
 mod retention;
+mod review;
 mod spam;
 pub(crate) mod sql;
 #[cfg(any(test, feature = "test-s3"))]
@@ -85,6 +86,7 @@ pub use queue::{
     CONTENT_CHECKS, INBOUND, INBOX_ROWS, LINK_CHECKS, QUEUES, RENDER, SVC_SENDS,
 };
 pub use retention::{CONTENT_TABLES, KEPT_PER_TEST};
+pub use review::{ApprovalRow, Reviewer, VersionRow, MAX_VERSIONS_LISTED};
 pub use spam::{PendingSend, SpamRow, SpamUpdate};
 pub use tests::{
     ClientRow, ListFilter, ListedTest, NewTest, NewTestClient, ReprocessOutcome, ShotFacts, TestRow,

@@ -23,6 +23,8 @@ pub const CONTENT_TABLES: &[&str] = &[
     "link_checks",
     "content_checks",
     "inbox_rows",
+    // Reviewers' names and notes.
+    "approvals",
     "sender_requirements",
 ];
 

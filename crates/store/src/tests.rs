@@ -243,6 +243,10 @@ impl Store {
         .bind(&t.callback_url)
         .execute(&mut *tx)
         .await?;
+        if t.kind == TestKind::Email {
+            self.join_versions(&mut tx, t.account_id, &t.id, &t.subject, &t.html)
+                .await?;
+        }
         sqlx::query("INSERT INTO test_content (test_id, html, text_part) VALUES ($1, $2, $3)")
             .bind(&t.id)
             .bind(&t.html)

@@ -35,6 +35,8 @@ pub struct TestSummary {
     pub finished: i64,
     pub spam_filters: i64,
     pub spam_answered: i64,
+    /// What the reviewers' decisions give.
+    pub approval: domain::ApprovalState,
 }
 
 impl Store {
@@ -166,7 +168,11 @@ impl Store {
                     AND c.status IN ('Complete', 'Bounced')) AS finished,
                 (SELECT COUNT(*) FROM spam_results s WHERE s.test_id = t.id) AS spam_filters,
                 (SELECT COUNT(*) FROM spam_results s WHERE s.test_id = t.id
-                    AND s.spam IS NOT NULL) AS spam_answered
+                    AND s.spam IS NOT NULL) AS spam_answered,
+                (SELECT COUNT(*) FROM approvals a WHERE a.test_id = t.id
+                    AND a.decision = 'approved') AS approved,
+                (SELECT COUNT(*) FROM approvals a WHERE a.test_id = t.id
+                    AND a.decision = 'changes_requested') AS changes_requested
              FROM tests t WHERE t.account_id = ",
         );
         q.bind(account_id)
@@ -184,6 +190,17 @@ impl Store {
                         finished: r.try_get("finished")?,
                         spam_filters: r.try_get("spam_filters")?,
                         spam_answered: r.try_get("spam_answered")?,
+                        approval: {
+                            use domain::Decision::{Approved, ChangesRequested};
+                            let approved: i64 = r.try_get("approved")?;
+                            let changes: i64 = r.try_get("changes_requested")?;
+                            domain::ApprovalState::of(
+                                (approved > 0)
+                                    .then_some(Approved)
+                                    .into_iter()
+                                    .chain((changes > 0).then_some(ChangesRequested)),
+                            )
+                        },
                     },
                 ))
             })

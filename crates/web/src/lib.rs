@@ -21,6 +21,7 @@ mod linkcheck;
 mod newtest;
 mod pages;
 mod report;
+mod review;
 mod session;
 mod visdiff;
 mod why;
@@ -74,6 +75,8 @@ pub fn router(app: app::AppState, options: WebOptions) -> Router {
         .route("/tests/{id}/checks", get(contentchecks::report))
         .route("/tests/{id}/reprocess", post(pages::reprocess))
         .route("/tests/{id}/shares", post(pages::create_share))
+        .route("/tests/{id}/review", post(review::owner_decides))
+        .route("/share/{token}/review", post(review::reviewer_decides))
         .route("/tests/{id}/shares/revoke", post(pages::revoke_share))
         .route("/share/{token}", get(pages::shared_test))
         .route("/share/{token}/status.json", get(pages::shared_status))

@@ -330,7 +330,7 @@ pub async fn tests_list(
         } @else if !rows.is_empty() {
             table.list {
                 caption { "Newest first" }
-                thead { tr { th scope="col" { "Subject" } th scope="col" { "Date" } th scope="col" { "Kind" } th scope="col" { "Clients" } th scope="col" { "Progress" } } }
+                thead { tr { th scope="col" { "Subject" } th scope="col" { "Date" } th scope="col" { "Kind" } th scope="col" { "Clients" } th scope="col" { "Progress and review" } } }
                 tbody {
                     @for r in &rows {
                         @let s = summaries.get(&r.id);
@@ -344,6 +344,11 @@ pub async fn tests_list(
                                     @let (done, total) = (s.finished + s.spam_answered, s.clients + s.spam_filters);
                                     progress max=(total.max(1)) value=(done) aria-label={ "Progress of " (s.subject) } {}
                                     " " (done) " / " (total)
+                                    // A column of its own would not fit a phone's width.
+                                    @if r.kind == TestKind::Email {
+                                        br;
+                                        span.review-state data-approval=(s.approval.as_str()) { (s.approval.label()) }
+                                    }
                                 }
                             }
                         }
@@ -390,7 +395,7 @@ pub(crate) async fn owned(
         })
 }
 
-async fn shared(state: &WebState, token: &str) -> Result<TestRow, Response> {
+pub(crate) async fn shared(state: &WebState, token: &str) -> Result<TestRow, Response> {
     let now = chrono::Utc::now().timestamp();
     let share = match state
         .app
@@ -753,6 +758,18 @@ async fn test_markup(
     } else {
         None
     };
+    let review = if t.kind == TestKind::Email {
+        let looker = match scope.owner {
+            Some(v) => crate::review::Looker::Owner(v),
+            None => crate::review::Looker::Shared,
+        };
+        match crate::review::section(state, t, &scope.base, looker).await {
+            Ok(m) => Some(m),
+            Err(e) => return Err(crate::app_error(&e)),
+        }
+    } else {
+        None
+    };
     let pick = match scope.owner {
         Some(v) if t.kind == TestKind::Email => {
             Some(crate::visdiff::picker(state, v, t, None).await?)
@@ -801,6 +818,7 @@ async fn test_markup(
         }
         (spam_section(&spam))
         @if let Some(a) = &arrival { (a.markup) }
+        @if let Some(r) = &review { (r) }
         @if let Some(v) = scope.owner {
             section aria-labelledby="share-h" id="share" {
                 h2 id="share-h" { "Share a proof" }

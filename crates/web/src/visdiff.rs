@@ -34,7 +34,7 @@ struct Choice {
 }
 
 /// The account's recent email tests other than `test`, newest first, and the one to preselect:
-/// the newest earlier test with the same subject (the previous version of the same email).
+/// the previous version of the same email (`app::review::previous_version`).
 async fn choices(
     state: &WebState,
     account_id: i64,
@@ -46,43 +46,25 @@ async fn choices(
         limit: PICKER_SIZE,
         ..ListFilter::default()
     };
-    let same_subject = ListFilter {
-        kind: Some(TestKind::Email),
-        hide_subject_prefixes: crate::clickmap::helper_prefixes(),
-        subject: Some(test.subject.clone()),
-        to: Some(test.created_at),
-        limit: PICKER_SIZE,
-        ..ListFilter::default()
-    };
     let store = &state.app.store;
-    let (recent, earlier) = match (
-        store.list_tests(account_id, &recent).await,
-        store.list_tests(account_id, &same_subject).await,
-    ) {
-        (Ok(r), Ok(e)) => (r, e),
-        (Err(e), _) | (_, Err(e)) => return Err(internal("listing tests failed", e)),
+    let recent = match store.list_tests(account_id, &recent).await {
+        Ok(r) => r,
+        Err(e) => return Err(internal("listing tests failed", e)),
     };
     let mut listed: Vec<store::ListedTest> =
         recent.into_iter().filter(|t| t.id != test.id).collect();
-    let ids: Vec<String> = earlier
-        .iter()
-        .filter(|t| t.id != test.id)
-        .map(|t| t.id.clone())
-        .collect();
-    let summaries = match store.test_summaries(account_id, &ids).await {
-        Ok(s) => s,
-        Err(e) => return Err(internal("reading test summaries failed", e)),
+    let previous = match app::review::previous_version(&state.app, test).await {
+        Ok(p) => p,
+        Err(e) => return Err(crate::app_error(&e)),
     };
-    // The subject filter matches substrings; the previous version has exactly this subject.
-    let previous = earlier.into_iter().find(|t| {
-        t.id != test.id
-            && summaries
-                .get(&t.id)
-                .is_some_and(|s| s.subject == test.subject)
-    });
     if let Some(p) = &previous {
-        if !listed.iter().any(|t| t.id == p.id) {
-            listed.push(p.clone());
+        if !listed.iter().any(|t| t.id == p.test_id) {
+            listed.push(store::ListedTest {
+                id: p.test_id.clone(),
+                kind: TestKind::Email,
+                created_at: p.created_at,
+                headers: Default::default(),
+            });
         }
     }
     let ids: Vec<String> = listed.iter().map(|t| t.id.clone()).collect();
@@ -103,7 +85,7 @@ async fn choices(
             ),
         })
         .collect();
-    Ok((out, previous.map(|p| p.id)))
+    Ok((out, previous.map(|p| p.test_id)))
 }
 
 /// The "compare with another test" form, on the test's page and atop the diff page.
@@ -132,7 +114,7 @@ pub(crate) async fn picker(
                         @for c in &choices {
                             option value=(c.id) selected[selected.as_deref() == Some(c.id.as_str())] {
                                 (c.label)
-                                @if previous.as_deref() == Some(c.id.as_str()) { " (previous test with this subject)" }
+                                @if previous.as_deref() == Some(c.id.as_str()) { " (previous version)" }
                             }
                         }
                     }

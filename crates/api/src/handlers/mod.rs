@@ -10,6 +10,7 @@ pub mod email;
 pub mod inbox;
 pub mod links;
 pub mod lists;
+pub mod review;
 pub mod shots;
 pub mod spam;
 pub mod webhooks;

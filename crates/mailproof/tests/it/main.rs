@@ -31,6 +31,7 @@ mod postgres_backend;
 mod protocol;
 mod rendering;
 mod reprocess_quota;
+mod review;
 mod roles;
 mod s3_storage;
 mod sender_requirements;

@@ -103,6 +103,23 @@ pub(crate) async fn shot_for_people(b: &mut Browser, what: &str, width: u32) {
     std::fs::write(std::path::Path::new(&dir).join(name), png).expect("write shot");
 }
 
+/// Creates a share link of the test at `test_path` through its page, as its owner; answers the
+/// link's path (`/share/<token>`), the browser left on the "link created" page.
+pub(crate) async fn create_share_link(b: &mut Browser, s: &Server, test_path: &str) -> String {
+    b.goto(&s.url(test_path)).await;
+    b.click_and_wait("form[action$='/shares'] button").await;
+    let share = b
+        .eval("document.getElementById('share-link').value")
+        .await
+        .as_str()
+        .expect("share link")
+        .to_string();
+    share
+        .split_once("/share/")
+        .map(|(_, t)| format!("/share/{t}"))
+        .expect("a /share/ link")
+}
+
 pub(crate) async fn sign_in(b: &mut Browser, s: &Server) {
     b.goto(&s.url("/signin")).await;
     b.set_value("#api_key", ADMIN_KEY).await;
@@ -782,18 +799,7 @@ async fn the_pages_say_what_the_api_says_live_and_fit_the_window() {
     );
 
     // A share link, created through the page.
-    b.goto(&s.url(&test_path)).await;
-    b.click_and_wait("form[action$='/shares'] button").await;
-    let share = b
-        .eval("document.getElementById('share-link').value")
-        .await
-        .as_str()
-        .expect("share link")
-        .to_string();
-    let share_path = share
-        .split_once("/share/")
-        .map(|(_, t)| format!("/share/{t}"))
-        .expect("a /share/ link");
+    let share_path = create_share_link(&mut b, &s, &test_path).await;
     let share_created = b
         .eval("location.href")
         .await

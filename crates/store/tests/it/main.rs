@@ -385,6 +385,7 @@ mod links;
 mod queue;
 mod queue_stats;
 mod queues;
+mod review;
 mod web;
 
 /// The per-customer monthly count is an upsert; the test over the limit is refused and not written.
