@@ -27,7 +27,7 @@ COPY --from=build /src/target/release/mailproof /src/target/release/mailproof-we
 # Only the data files, every one that `serve` reads (tests/it/roles.rs starts each role from what
 # these lines copy; .dockerignore keeps keys, databases and screenshots out of the context):
 # keys are mounted at run time, readable by uid 10001 (README.md, "Running on several machines").
-COPY data/clients.toml data/spam-filters.toml data/sender-requirements.toml data/behaviours.toml data/analytics-matrix.toml /usr/share/mailproof/
+COPY data/clients.toml data/spam-filters.toml data/sender-requirements.toml data/behaviours.toml data/analytics-matrix.toml data/inbox-rows.toml /usr/share/mailproof/
 COPY data/rules/ /usr/share/mailproof/rules/
 COPY data/fonts/ /usr/share/mailproof/fonts/
 USER mailproof
