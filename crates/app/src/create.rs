@@ -483,6 +483,8 @@ pub async fn create_test(
         monthly_limit: tenancy.monthly_limit,
         callback_url,
         text_part: None,
+        // The spam part's `from_address`, when given, names the sender.
+        sender: None,
     };
     state.store.create_test(&new).await?;
     state.work_ready.notify_waiters();

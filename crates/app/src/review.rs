@@ -100,18 +100,16 @@ pub async fn decide(
             format!("the note is longer than {MAX_NOTE_CHARS} characters: shorten it"),
         ));
     }
-    let (reviewer, name) = match who {
-        Who::Owner => (Reviewer::Owner, "Owner".to_string()),
-        Who::Shared { token_hash, name } => {
-            let name = reviewer_name(name)?;
-            (
-                Reviewer::Share {
-                    token_hash,
-                    name: &name.clone(),
-                },
-                name,
-            )
-        }
+    let name = match who {
+        Who::Owner => "Owner".to_string(),
+        Who::Shared { name, .. } => reviewer_name(name)?,
+    };
+    let reviewer = match who {
+        Who::Owner => Reviewer::Owner,
+        Who::Shared { token_hash, .. } => Reviewer::Share {
+            token_hash,
+            name: &name,
+        },
     };
     let decided = state.store.approvals(&test.id).await?;
     let key = reviewer.key();

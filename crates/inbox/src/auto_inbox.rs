@@ -87,6 +87,7 @@ pub(crate) fn build_test(
         // Mail carries no callback URL; the account's default applies.
         callback_url: None,
         text_part: Some(has_text_part(&message)),
+        sender: sender(&message),
     })
 }
 
@@ -168,6 +169,21 @@ fn subject(message: &Message<'_>) -> String {
         return "(no subject)".to_owned();
     }
     subject.chars().take(MAX_HEADER_LINE).collect()
+}
+
+/// The message's first `From` as an inbox row names it: `Name <address>` (or either alone),
+/// bounded like a header line.
+fn sender(message: &Message<'_>) -> Option<String> {
+    let from = message.from()?.first()?;
+    let name = from.name().map(str::trim).filter(|n| !n.is_empty());
+    let address = from.address().map(str::trim).filter(|a| !a.is_empty());
+    let shown = match (name, address) {
+        (Some(n), Some(a)) => format!("\"{}\" <{a}>", n.replace('"', "")),
+        (Some(n), None) => n.to_string(),
+        (None, Some(a)) => a.to_string(),
+        (None, None) => return None,
+    };
+    Some(shown.chars().take(MAX_HEADER_LINE).collect())
 }
 
 /// The first HTML body part; a text-only message is wrapped in minimal, escaped HTML.

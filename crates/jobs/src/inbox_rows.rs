@@ -51,9 +51,9 @@ fn failure(e: RenderError) -> RowsFailure {
     }
 }
 
-/// What the rows are drawn from: the email and its test's clients.
+/// What the rows are drawn from: the email's subject and sender and its test's clients (the
+/// body's part, the [`Preview`], is read once by the caller).
 pub struct RowsInput<'a> {
-    pub html: &'a str,
     pub subject: &'a str,
     /// The `From` header's value, when the test has one.
     pub from: Option<&'a str>,
@@ -100,11 +100,8 @@ pub async fn draw_rows(
     rows: &InboxRows,
     catalog: &Catalog,
     input: &RowsInput<'_>,
+    preview: Preview,
 ) -> Result<(InboxReport, Vec<RowPicture>), RowsFailure> {
-    let html = input.html.to_string();
-    let preview = tokio::task::spawn_blocking(move || inbox::preview(&html))
-        .await
-        .map_err(|e| RowsFailure::Final(format!("reading the preview failed: {e}")))?;
     let (profiles, schemes) = profiles_of(rows, catalog, input.clients);
     let sender = Sender::from_header(input.from);
     let page = inbox::measure_page(&profiles, &sender, input.subject, &preview);
@@ -225,11 +222,13 @@ impl InboxRowWorker {
         let Some(test) = self.store.test_any_account(&test_id).await? else {
             return Ok(());
         };
-        let headers = self.store.test_headers(&test_id).await?;
-        let from = headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case("from"))
-            .map(|(_, v)| v.as_str());
+        let from = self.store.test_sender(&test_id).await?;
+        let preview = {
+            let html = html.clone();
+            tokio::task::spawn_blocking(move || inbox::preview(&html))
+                .await
+                .unwrap_or_default()
+        };
         let clients: Vec<String> = self
             .store
             .test_clients(&test_id)
@@ -238,13 +237,12 @@ impl InboxRowWorker {
             .map(|c| c.client_id)
             .collect();
         let input = RowsInput {
-            html: &html,
             subject: &test.subject,
-            from,
+            from: from.as_deref(),
             clients: &clients,
         };
         let outcome = match &self.renderer {
-            Some(r) => draw_rows(r, &self.rows, &self.catalog, &input).await,
+            Some(r) => draw_rows(r, &self.rows, &self.catalog, &input, preview.clone()).await,
             None => Err(RowsFailure::Final(
                 "no rendering engine runs in this service ([render] engines is empty); inbox \
                  rows need Chromium (blink)"
@@ -263,9 +261,10 @@ impl InboxRowWorker {
                     };
                     let key = store::screenshot_key(&test_id, domain::INBOX_ROWS_CLIENT, &picture);
                     if let Err(e) = self.blobs.put(&key, p.png).await {
-                        // Retried like an engine failure: the rows are drawn again, the old ones overwritten.
+                        // The storage failed, not the drawing: drawn again later without counting
+                        // an attempt, as the render worker releases a job.
                         tracing::warn!(%test_id, error = %e, "storing an inbox row failed; retrying");
-                        self.retry(worker, held, &test_id, attempt, &e.to_string())
+                        self.retry(worker, held, &test_id, attempt, &e.to_string(), false)
                             .await?;
                         return Ok(());
                     }
@@ -274,16 +273,11 @@ impl InboxRowWorker {
             }
             Err(RowsFailure::Retry(reason)) if !INBOX_ROWS.gives_up(attempt) => {
                 tracing::warn!(%test_id, attempt, %reason, "drawing inbox rows failed; retrying");
-                self.retry(worker, held, &test_id, attempt, &reason).await?;
+                self.retry(worker, held, &test_id, attempt, &reason, true)
+                    .await?;
                 return Ok(());
             }
-            Err(e) => {
-                let html = html.clone();
-                let preview = tokio::task::spawn_blocking(move || inbox::preview(&html))
-                    .await
-                    .unwrap_or_default();
-                undrawn(&input, preview, e.to_string())
-            }
+            Err(e) => undrawn(&input, preview, e.to_string()),
         };
         let stored = self
             .store
@@ -309,13 +303,14 @@ impl InboxRowWorker {
         test_id: &str,
         attempt: i64,
         reason: &str,
+        counted: bool,
     ) -> Result<(), JobError> {
         let later = INBOX_ROWS
             .backoff
             .retry_at(chrono::Utc::now().timestamp(), attempt);
         if !self
             .store
-            .retry_report(&INBOX_ROWS, test_id, worker, reason, later)
+            .retry_report(&INBOX_ROWS, test_id, worker, reason, later, counted)
             .await?
         {
             held.refused();

@@ -63,7 +63,7 @@ impl Store {
         error: &str,
         not_before: i64,
     ) -> Result<bool> {
-        self.retry_report(&CONTENT_CHECKS, test_id, worker, error, not_before)
+        self.retry_report(&CONTENT_CHECKS, test_id, worker, error, not_before, true)
             .await
     }
 
@@ -112,7 +112,9 @@ impl Store {
             .await
     }
 
-    /// Gives a claimed report back after a failed attempt, to be claimed again from `not_before`.
+    /// Gives a claimed report back, to be claimed again from `not_before`: after a failed
+    /// attempt (`counted`), or when what failed was not the work (storage: the attempt is given
+    /// back).
     pub async fn retry_report(
         &self,
         queue: &Queue,
@@ -120,11 +122,12 @@ impl Store {
         worker: &str,
         error: &str,
         not_before: i64,
+        counted: bool,
     ) -> Result<bool> {
         let outcome = Outcome::Retry {
             error: Some(error.into()),
             not_before,
-            counted: true,
+            counted,
         };
         self.finish(queue, &Key::Text(test_id.into()), worker, &outcome)
             .await

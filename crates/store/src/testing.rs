@@ -135,6 +135,7 @@ pub fn new_test(account_id: i64, kind: domain::TestKind) -> NewTest {
         spam_method: None,
         seed_key: None,
         spam_from_address: None,
+        sender: None,
         spam_filters: Vec::new(),
         reprocesses: 0,
         monthly_limit: None,

@@ -45,6 +45,8 @@ pub struct NewTest {
     pub callback_url: Option<String>,
     /// Whether the message had a text/plain part; `None` when only HTML was submitted.
     pub text_part: Option<bool>,
+    /// The message's `From` (mail to the auto-inbox); `None` for tests made through the API.
+    pub sender: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -223,8 +225,8 @@ impl Store {
         sqlx::query(
             "INSERT INTO tests (id, account_id, kind, subject, created_at, reference_id, customer_id,
                 image_blocking, free_test, source_url, spam_method, seed_key, spam_from_address,
-                reprocesses_left, callback_url)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                reprocesses_left, callback_url, sender)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
         )
         .bind(&t.id)
         .bind(t.account_id)
@@ -241,6 +243,7 @@ impl Store {
         .bind(&t.spam_from_address)
         .bind(t.reprocesses)
         .bind(&t.callback_url)
+        .bind(&t.sender)
         .execute(&mut *tx)
         .await?;
         if t.kind == TestKind::Email {
@@ -337,6 +340,18 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(test_from_row).transpose()
+    }
+
+    /// Who the test's email is from, as an inbox row names it: the message's `From`, else the
+    /// `from_address` its spam part was given.
+    pub async fn test_sender(&self, test_id: &str) -> Result<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT COALESCE(sender, spam_from_address) FROM tests WHERE id = $1",
+        )
+        .bind(test_id)
+        .fetch_optional(&self.pool)
+        .await?
+        .flatten())
     }
 
     pub async fn test_content(&self, test_id: &str) -> Result<Option<String>> {

@@ -45,12 +45,19 @@ async fn rows_of(
     clients: &[String],
 ) -> (InboxReport, Vec<jobs::inbox_rows::RowPicture>) {
     let input = RowsInput {
-        html,
         subject,
         from: Some("\"Northbound Outfitters\" <orders@northbound.example>"),
         clients,
     };
-    match draw_rows(renderer, &rows_file(), &catalog(), &input).await {
+    match draw_rows(
+        renderer,
+        &rows_file(),
+        &catalog(),
+        &input,
+        inbox::preview(html),
+    )
+    .await
+    {
         Ok(r) => r,
         Err(e) => panic!("rows not drawn: {e}"),
     }

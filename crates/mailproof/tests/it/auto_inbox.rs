@@ -106,6 +106,18 @@ async fn auto_inbox_mail_becomes_an_email_test_with_exactly_its_x_svc_clients() 
     );
     let info = get_ok(&s, &format!("/v5/email/tests/{id}")).await;
     assert_eq!(info["subject"], "Spring launch \u{2713}");
+    // The inbox rows name the message's sender (this server draws no rows: it runs no engine).
+    let started = Instant::now();
+    let rows = loop {
+        let rows = get_ok(&s, &format!("/v5/email/tests/{id}/inbox")).await;
+        if rows["status"] == "complete" {
+            break rows;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "{rows}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(rows["sender"]["name"], "Maria", "{rows}");
+    assert_eq!(rows["sender"]["address"], "maria@acme.example", "{rows}");
     for query in [
         "customer_id=cust-77",
         "reference_id=ref-9",
