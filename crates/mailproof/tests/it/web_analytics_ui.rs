@@ -593,7 +593,14 @@ async fn a_campaign_is_run_from_the_pages_and_the_api_agrees_at_each_step() {
         .contains("The 2 hits recorded so far are removed"));
     check_page(&mut b, &axe, "clear test data").await;
     b.click_and_wait("main form button[type=submit]").await;
-    assert!(b.text("#notice").await.starts_with("Test data cleared"));
+    let notice = b.text("#notice").await;
+    // Said whole when it fails: it once failed under a loaded CI machine without saying why.
+    let shown = b.text("main").await;
+    assert!(
+        notice.starts_with("Test data cleared"),
+        "notice {notice:?} at {}; the page says: {shown}",
+        b.eval("location.href").await
+    );
     assert_eq!(opens().await, 0);
 
     // Activate: the test hit goes, the status is the API's.
