@@ -210,8 +210,6 @@ impl Backend {
         }
     }
 
-    /// A column of `tests` and `analytics_campaigns` that grows with insertion, as the tie-break of listings (`rowid` is
-    /// SQLite's implicit one; PostgreSQL's schema has `seq`).
     /// The first statement of a batch of hits, around the list of the batch's guids: it reads
     /// their campaigns (`guid`, `activated_at`, `account_id`, `stored_hits`) and locks them. On
     /// SQLite it is a no-op write, so that the transaction takes the write lock at once (SQLite
@@ -232,6 +230,8 @@ impl Backend {
         }
     }
 
+    /// A column of `tests` and `analytics_campaigns` that grows with insertion, as the tie-break
+    /// of listings and versions (`rowid` is SQLite's implicit one; PostgreSQL's schema has `seq`).
     pub(crate) fn insertion_order(self) -> &'static str {
         match self {
             Backend::Sqlite => "rowid",
